@@ -1,0 +1,15 @@
+// Who is calling: the identity the authentication step attaches to each request.
+export type Scope = 'documents:validate' | 'plans:read';
+
+export const SCOPES: readonly Scope[] = ['documents:validate', 'plans:read'];
+
+export interface Caller {
+  /** Client id from the registry, or the `azp` / `client_id` of an SSO token. Used for limits, logs and metrics. */
+  readonly id: string;
+  readonly scopes: ReadonlySet<string>;
+  readonly via: 'api-key' | 'oidc';
+  /** Per-client rate limit from the registry, when it sets one. */
+  readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
+  /** Browser origins this client's web app is served from (CORS). */
+  readonly origins: readonly string[];
+}

@@ -1,0 +1,87 @@
+// The gateway's environment variables: one schema, their defaults and which of them are secrets.
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const list = z.string().transform((v) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean),
+);
+const hostPort = z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'must be host:port');
+
+/** Variables whose values must never be printed, logged or echoed in an error. */
+export const SECRET_VARIABLES = [
+  'UPSTREAM_USERNAME',
+  'UPSTREAM_PASSWORD',
+  'TOKEN_ENCRYPTION_KEY',
+  'REDIS_PASSWORD',
+] as const;
+
+/** Secrets that may also be given as a path to a file (`<NAME>_FILE`), e.g. a Kubernetes or Docker secret mount. */
+export const FILE_VARIABLES = SECRET_VARIABLES;
+
+export const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).optional(),
+  /** Default: 0.0.0.0, or 127.0.0.1 in local mode (a development key must not be reachable from the network). */
+  HOST: z.string().min(1).optional(),
+  PORT: int(0, 65535).default(8080),
+  METRICS_PORT: int(0, 65535).optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  LOG_FILE: z.string().min(1).optional(),
+
+  TRUST_PROXY: z.string().default('false'),
+  INBOUND_ALLOW_CIDRS: list.default([]),
+  CORS_ORIGINS: list.default([]),
+  BODY_LIMIT_BYTES: int(64, 1024 * 1024).default(16 * 1024),
+  SERVER_HEADERS_TIMEOUT_MS: int(1000, 120_000).default(10_000),
+  SERVER_REQUEST_TIMEOUT_MS: int(1000, 300_000).default(30_000),
+  SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 120_000).default(5_000),
+  SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
+
+  UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  UPSTREAM_ALLOW_HTTP: bool.default(false),
+  UPSTREAM_USERNAME: z.string().min(1).optional(),
+  UPSTREAM_PASSWORD: z.string().min(1).optional(),
+  UPSTREAM_USERNAME_FILE: z.string().min(1).optional(),
+  UPSTREAM_PASSWORD_FILE: z.string().min(1).optional(),
+  UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
+  UPSTREAM_STATIC_HEADERS: z.string().default(''),
+  UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
+  CIRCUIT_FAILURE_THRESHOLD: int(1, 1000).default(5),
+  CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
+  PLAN_CACHE_TTL_SECONDS: int(0, 3600).default(0),
+
+  TOKEN_REFRESH_SKEW_SECONDS: int(1, 3600).default(60),
+  TOKEN_ENCRYPTION_KEY: z.string().optional(),
+  TOKEN_ENCRYPTION_KEY_FILE: z.string().min(1).optional(),
+  TOKEN_LOCK_TTL_MS: int(1000, 120_000).default(15_000),
+  TOKEN_LOCK_WAIT_MS: int(100, 120_000).default(5_000),
+  TOKEN_LOGIN_MIN_INTERVAL_MS: int(0, 3_600_000).default(20_000),
+
+  REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')
+    .optional(),
+  REDIS_SENTINELS: list.pipe(z.array(hostPort)).optional(),
+  REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  REDIS_CLUSTER_NODES: list.pipe(z.array(hostPort)).optional(),
+  REDIS_PASSWORD: z.string().optional(),
+  REDIS_PASSWORD_FILE: z.string().min(1).optional(),
+  REDIS_TLS: bool.default(false),
+  REDIS_KEY_PREFIX: z.string().default('bff:'),
+  ALLOW_MEMORY_STORE: bool.default(false),
+
+  CLIENTS_FILE: z.string().min(1).optional(),
+  RATE_LIMIT_DEFAULT_LIMIT: int(1, 1_000_000).default(600),
+  RATE_LIMIT_DEFAULT_WINDOW_SECONDS: int(1, 86_400).default(60),
+  OIDC_ISSUER: z.url().optional(),
+  OIDC_AUDIENCE: z.string().min(1).optional(),
+  OIDC_JWKS_URL: z.url().optional(),
+  OIDC_CLOCK_TOLERANCE_SECONDS: int(0, 300).default(30),
+});
+
+export type RawEnv = z.infer<typeof envSchema>;

@@ -1,0 +1,77 @@
+// The typed, frozen configuration every other module receives; built once at start by loadConfig().
+import type { TrustProxySetting } from './parsers';
+
+export type GatewayMode = 'local' | 'upstream';
+
+export type RedisTopology =
+  | { kind: 'none' }
+  | { kind: 'standalone'; url: string }
+  | { kind: 'sentinel'; sentinels: { host: string; port: number }[]; name: string }
+  | { kind: 'cluster'; nodes: { host: string; port: number }[] };
+
+export interface CredentialSettings {
+  /** Inline values (UPSTREAM_USERNAME / UPSTREAM_PASSWORD), used when no file is configured. */
+  readonly username?: string;
+  readonly password?: string;
+  /** Files re-read on change and on SIGHUP (UPSTREAM_USERNAME_FILE / UPSTREAM_PASSWORD_FILE). */
+  readonly usernameFile?: string;
+  readonly passwordFile?: string;
+}
+
+export interface OidcSettings {
+  readonly issuer: string;
+  readonly audience: string;
+  readonly jwksUrl?: string;
+  readonly clockToleranceSeconds: number;
+}
+
+export interface GatewayConfig {
+  /** `local`: no UPSTREAM_BASE_URL outside production, so the bundled simulator is the upstream. */
+  readonly mode: GatewayMode;
+  readonly production: boolean;
+  readonly server: {
+    readonly host: string;
+    readonly port: number;
+    readonly metricsPort?: number;
+    readonly bodyLimitBytes: number;
+    readonly headersTimeoutMs: number;
+    readonly requestTimeoutMs: number;
+    readonly keepAliveTimeoutMs: number;
+    readonly shutdownTimeoutMs: number;
+    readonly trustProxy: TrustProxySetting;
+    readonly inboundAllowCidrs: readonly string[];
+    readonly corsOrigins: readonly string[];
+  };
+  readonly log: { readonly level: string; readonly file?: string };
+  readonly upstream: {
+    /** Absent in local mode until the simulator has started and its URL is known. */
+    readonly baseUrl?: string;
+    readonly timeoutMs: number;
+    readonly staticHeaders: Readonly<Record<string, string>>;
+    readonly maxSockets: number;
+    readonly circuitFailureThreshold: number;
+    readonly circuitResetMs: number;
+    readonly planCacheTtlSeconds: number;
+  };
+  readonly credentials: CredentialSettings;
+  readonly tokens: {
+    readonly refreshSkewSeconds: number;
+    readonly encryptionKey?: Buffer;
+    readonly lockTtlMs: number;
+    readonly lockWaitMs: number;
+    /** Fleet-wide minimum spacing of login attempts after the upstream refused one (account-lock protection). */
+    readonly loginMinIntervalMs: number;
+  };
+  readonly redis: {
+    readonly topology: RedisTopology;
+    readonly password?: string;
+    readonly tls: boolean;
+    readonly keyPrefix: string;
+    readonly allowMemoryStore: boolean;
+  };
+  readonly callers: {
+    readonly clientsFile: string;
+    readonly defaultRateLimit: { readonly limit: number; readonly windowSeconds: number };
+    readonly oidc?: OidcSettings;
+  };
+}

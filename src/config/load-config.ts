@@ -1,0 +1,219 @@
+// Reads the environment once (and the *_FILE secrets it points to), validates it and returns a frozen config.
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { ConfigError, type ConfigProblem } from './config-error';
+import { envSchema, FILE_VARIABLES, type RawEnv, SECRET_VARIABLES } from './env-schema';
+import type { GatewayConfig, RedisTopology } from './gateway-config';
+import { isCidr, parseEncryptionKey, parseHostPorts, parseStaticHeaders, parseTrustProxy } from './parsers';
+
+const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
+
+export const DEFAULT_CLIENTS_FILE = 'config/clients.json';
+export const LOCAL_CLIENTS_FILE = 'config/clients.local.json';
+
+interface LoadOptions {
+  /** Directory that relative paths (CLIENTS_FILE) resolve against; the working directory by default. */
+  readonly cwd?: string;
+}
+
+/** Validates `env` and builds the gateway configuration, or throws a ConfigError naming every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): GatewayConfig {
+  const problems: ConfigProblem[] = [];
+  const input = withFileSecrets(env, problems);
+  const parsed = envSchema.safeParse(input);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      const variable = String(issue.path[0] ?? 'environment');
+      problems.push({ variable, message: SECRET_NAMES.has(variable) ? 'is invalid' : issue.message });
+    }
+    throw new ConfigError(problems);
+  }
+  const config = buildConfig(parsed.data, problems, options.cwd ?? process.cwd());
+  if (problems.length > 0 || !config) throw new ConfigError(problems);
+  return deepFreeze(config);
+}
+
+/** Fills NAME from the file that NAME_FILE names; both at once is ambiguous and refused. */
+function withFileSecrets(
+  env: NodeJS.ProcessEnv,
+  problems: ConfigProblem[],
+): Record<string, string | undefined> {
+  const input: Record<string, string | undefined> = {};
+  for (const [key, value] of Object.entries(env))
+    if (value !== '' && key in envSchema.shape) input[key] = value;
+  for (const name of FILE_VARIABLES) {
+    const file = input[`${name}_FILE`];
+    if (!file) continue;
+    if (input[name] !== undefined) {
+      problems.push({ variable: name, message: `set both ${name} and ${name}_FILE; use one` });
+      continue;
+    }
+    try {
+      input[name] = readFileSync(file, 'utf8').trim();
+    } catch {
+      problems.push({ variable: `${name}_FILE`, message: 'names a file that cannot be read' });
+    }
+  }
+  return input;
+}
+
+function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): GatewayConfig | undefined {
+  const production = env.NODE_ENV === 'production';
+  const mode = env.UPSTREAM_BASE_URL ? 'upstream' : 'local';
+  const fail = (variable: string, message: string) => problems.push({ variable, message });
+  const attempt = <T>(variable: string, parse: () => T): T | undefined => {
+    try {
+      return parse();
+    } catch (error) {
+      fail(variable, (error as Error).message);
+      return undefined;
+    }
+  };
+
+  if (mode === 'local' && production) {
+    fail(
+      'UPSTREAM_BASE_URL',
+      'is required when NODE_ENV=production (local mode with the simulator is for development)',
+    );
+  }
+  if (env.UPSTREAM_BASE_URL?.startsWith('http:')) {
+    if (production) fail('UPSTREAM_BASE_URL', 'must be https in production');
+    else if (!env.UPSTREAM_ALLOW_HTTP)
+      fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
+  }
+  if (mode === 'upstream') {
+    if (!env.UPSTREAM_USERNAME) fail('UPSTREAM_USERNAME', 'is required (or UPSTREAM_USERNAME_FILE)');
+    if (!env.UPSTREAM_PASSWORD) fail('UPSTREAM_PASSWORD', 'is required (or UPSTREAM_PASSWORD_FILE)');
+  }
+
+  const topology = redisTopology(env, fail);
+  const usesRedis = topology.kind !== 'none';
+  const encryptionKey = env.TOKEN_ENCRYPTION_KEY
+    ? attempt('TOKEN_ENCRYPTION_KEY', () => parseEncryptionKey(env.TOKEN_ENCRYPTION_KEY as string))
+    : undefined;
+  if (production && usesRedis && !env.TOKEN_ENCRYPTION_KEY) {
+    fail(
+      'TOKEN_ENCRYPTION_KEY',
+      'is required in production with Redis (the cached upstream tokens are encrypted)',
+    );
+  }
+  if (production && !usesRedis && !env.ALLOW_MEMORY_STORE) {
+    fail(
+      'REDIS_URL',
+      'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)',
+    );
+  }
+  if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
+    fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
+  }
+  if (env.OIDC_JWKS_URL && !env.OIDC_ISSUER) fail('OIDC_ISSUER', 'is required with OIDC_JWKS_URL');
+
+  const trustProxy = attempt('TRUST_PROXY', () => parseTrustProxy(env.TRUST_PROXY));
+  const staticHeaders = attempt('UPSTREAM_STATIC_HEADERS', () =>
+    parseStaticHeaders(env.UPSTREAM_STATIC_HEADERS),
+  );
+  if (env.INBOUND_ALLOW_CIDRS.some((entry) => !isCidr(entry)))
+    fail('INBOUND_ALLOW_CIDRS', 'must be a comma list of CIDRs or addresses');
+  const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
+  if (badOrigin !== undefined)
+    fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
+
+  if (problems.length > 0 || trustProxy === undefined || staticHeaders === undefined) return undefined;
+
+  const clientsFile = env.CLIENTS_FILE ?? (mode === 'local' ? LOCAL_CLIENTS_FILE : DEFAULT_CLIENTS_FILE);
+  return {
+    mode,
+    production,
+    server: {
+      host: env.HOST ?? (mode === 'local' ? '127.0.0.1' : '0.0.0.0'),
+      port: env.PORT,
+      metricsPort: env.METRICS_PORT,
+      bodyLimitBytes: env.BODY_LIMIT_BYTES,
+      headersTimeoutMs: env.SERVER_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: env.SERVER_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: env.SERVER_KEEP_ALIVE_TIMEOUT_MS,
+      shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
+      trustProxy,
+      inboundAllowCidrs: env.INBOUND_ALLOW_CIDRS,
+      corsOrigins: env.CORS_ORIGINS,
+    },
+    log: { level: env.LOG_LEVEL, file: env.LOG_FILE },
+    upstream: {
+      baseUrl: env.UPSTREAM_BASE_URL?.replace(/\/+$/, ''),
+      timeoutMs: env.UPSTREAM_TIMEOUT_MS,
+      staticHeaders,
+      maxSockets: env.UPSTREAM_MAX_SOCKETS,
+      circuitFailureThreshold: env.CIRCUIT_FAILURE_THRESHOLD,
+      circuitResetMs: env.CIRCUIT_RESET_MS,
+      planCacheTtlSeconds: env.PLAN_CACHE_TTL_SECONDS,
+    },
+    credentials: {
+      username: env.UPSTREAM_USERNAME,
+      password: env.UPSTREAM_PASSWORD,
+      usernameFile: env.UPSTREAM_USERNAME_FILE,
+      passwordFile: env.UPSTREAM_PASSWORD_FILE,
+    },
+    tokens: {
+      refreshSkewSeconds: env.TOKEN_REFRESH_SKEW_SECONDS,
+      encryptionKey,
+      lockTtlMs: env.TOKEN_LOCK_TTL_MS,
+      lockWaitMs: env.TOKEN_LOCK_WAIT_MS,
+      loginMinIntervalMs: env.TOKEN_LOGIN_MIN_INTERVAL_MS,
+    },
+    redis: {
+      topology,
+      password: env.REDIS_PASSWORD || undefined,
+      tls: env.REDIS_TLS,
+      keyPrefix: env.REDIS_KEY_PREFIX,
+      allowMemoryStore: env.ALLOW_MEMORY_STORE,
+    },
+    callers: {
+      clientsFile: resolve(cwd, clientsFile),
+      defaultRateLimit: {
+        limit: env.RATE_LIMIT_DEFAULT_LIMIT,
+        windowSeconds: env.RATE_LIMIT_DEFAULT_WINDOW_SECONDS,
+      },
+      oidc:
+        env.OIDC_ISSUER && env.OIDC_AUDIENCE
+          ? {
+              issuer: env.OIDC_ISSUER,
+              audience: env.OIDC_AUDIENCE,
+              jwksUrl: env.OIDC_JWKS_URL,
+              clockToleranceSeconds: env.OIDC_CLOCK_TOLERANCE_SECONDS,
+            }
+          : undefined,
+    },
+  };
+}
+
+function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
+  const chosen = [
+    env.REDIS_URL && 'REDIS_URL',
+    env.REDIS_SENTINELS?.length && 'REDIS_SENTINELS',
+    env.REDIS_CLUSTER_NODES?.length && 'REDIS_CLUSTER_NODES',
+  ].filter(Boolean);
+  if (chosen.length > 1) {
+    fail(String(chosen[1]), `choose one Redis topology (${chosen.join(', ')} are all set)`);
+    return { kind: 'none' };
+  }
+  if (env.REDIS_URL) return { kind: 'standalone', url: env.REDIS_URL };
+  if (env.REDIS_SENTINELS?.length) {
+    if (!env.REDIS_SENTINEL_NAME) fail('REDIS_SENTINEL_NAME', 'is required with REDIS_SENTINELS');
+    return {
+      kind: 'sentinel',
+      sentinels: parseHostPorts(env.REDIS_SENTINELS),
+      name: env.REDIS_SENTINEL_NAME ?? '',
+    };
+  }
+  if (env.REDIS_CLUSTER_NODES?.length)
+    return { kind: 'cluster', nodes: parseHostPorts(env.REDIS_CLUSTER_NODES) };
+  return { kind: 'none' };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Buffer.isBuffer(value) && !Object.isFrozen(value)) {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}

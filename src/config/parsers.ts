@@ -1,0 +1,99 @@
+// Parsers for the few variables whose format is richer than a zod primitive.
+import { isIP } from 'node:net';
+
+export type TrustProxySetting = false | number | string[];
+
+const NAMED_SUBNETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/**
+ * `TRUST_PROXY`: `false`, a hop count, or a comma list of CIDRs / addresses / Express subnet names.
+ * `true` is refused: trusting every hop lets any caller forge X-Forwarded-For and defeat the CIDR allow-list.
+ */
+export function parseTrustProxy(raw: string): TrustProxySetting {
+  const value = raw.trim();
+  if (value === '' || value === 'false' || value === '0') return false;
+  if (value === 'true')
+    throw new Error('must be a hop count or a list of CIDRs; "true" would trust any caller');
+  if (/^\d+$/.test(value)) return Number(value);
+  const entries = value.split(',').map((s) => s.trim());
+  for (const entry of entries) {
+    if (!NAMED_SUBNETS.has(entry) && !isCidr(entry))
+      throw new Error('must be a hop count or a list of CIDRs');
+  }
+  return entries;
+}
+
+export function isCidr(value: string): boolean {
+  const [address, bits, ...rest] = value.split('/');
+  if (rest.length > 0 || !address) return false;
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  if (!/^\d{1,3}$/.test(bits)) return false;
+  return Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const RESERVED_HEADERS = new Set([
+  'authorization',
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'cookie',
+  'x-request-id',
+]);
+
+/**
+ * `UPSTREAM_STATIC_HEADERS`: headers sent on every upstream call, as a JSON object
+ * (`{"x-version":"LPV3"}`) or as `name: value` pairs separated by `;` (`x-version: LPV3`).
+ */
+export function parseStaticHeaders(raw: string): Record<string, string> {
+  const text = raw.trim();
+  if (text === '') return {};
+  let pairs: [string, unknown][];
+  if (text.startsWith('{')) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new Error('is not valid JSON');
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new Error('must be an object');
+    pairs = Object.entries(parsed);
+  } else {
+    pairs = text
+      .split(';')
+      .filter((part) => part.trim() !== '')
+      .map((part) => {
+        const colon = part.indexOf(':');
+        if (colon <= 0) throw new Error('must be "name: value" pairs separated by ";"');
+        return [part.slice(0, colon).trim(), part.slice(colon + 1).trim()];
+      });
+  }
+  const headers: Record<string, string> = {};
+  for (const [name, value] of pairs) {
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name)) throw new Error(`has an invalid header name "${name}"`);
+    if (RESERVED_HEADERS.has(lower)) throw new Error(`may not set ${lower}: the gateway owns that header`);
+    if (typeof value !== 'string' || /[\r\n\0]/.test(value))
+      throw new Error(`has an invalid value for ${lower}`);
+    headers[lower] = value;
+  }
+  return headers;
+}
+
+export function parseHostPorts(entries: readonly string[]): { host: string; port: number }[] {
+  return entries.map((entry) => {
+    const colon = entry.lastIndexOf(':');
+    return { host: entry.slice(0, colon), port: Number(entry.slice(colon + 1)) };
+  });
+}
+
+/** A 32-byte AES-256 key given in base64. */
+export function parseEncryptionKey(raw: string): Buffer {
+  const key = Buffer.from(raw.trim(), 'base64');
+  if (key.length !== 32) throw new Error('must be 32 bytes encoded in base64 (openssl rand -base64 32)');
+  return key;
+}

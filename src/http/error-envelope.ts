@@ -1,0 +1,61 @@
+// Renders every gateway-made error in the SPEC §3 envelope, and turns anything else into a safe 500.
+import type { ErrorRequestHandler, Response } from 'express';
+import { GatewayError, isGatewayError } from './gateway-error';
+
+export interface ErrorEnvelope {
+  status: { code: string; description: string; detail: string };
+  requestId: string;
+  errors?: { path: string; message: string }[];
+}
+
+export function envelopeOf(error: GatewayError, requestId: string): ErrorEnvelope {
+  const envelope: ErrorEnvelope = {
+    status: { code: String(error.status), description: error.reason, detail: error.detail },
+    requestId,
+  };
+  if (error.errors) envelope.errors = error.errors.map(({ path, message }) => ({ path, message }));
+  return envelope;
+}
+
+export function sendError(res: Response, error: GatewayError): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  res.status(error.status).json(envelopeOf(error, String(res.getHeader('x-request-id') ?? '')));
+}
+
+/** Body-parser errors carry a `type`; map the ones a caller can cause to 4xx reasons. */
+function fromBodyParser(error: { type?: string; status?: number }): GatewayError | undefined {
+  switch (error.type) {
+    case 'entity.too.large':
+      return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
+    case 'entity.parse.failed':
+      return new GatewayError('INVALID_REQUEST', 'The request body is not valid JSON.', {
+        errors: [{ path: '', message: 'invalid JSON' }],
+      });
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'The request body encoding is not supported.');
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
+    default:
+      return undefined;
+  }
+}
+
+/** The last middleware: whatever reached it becomes one envelope; internals are logged, never answered. */
+export function errorEnvelopeHandler(): ErrorRequestHandler {
+  return (error, req, res, _next) => {
+    const known = isGatewayError(error) ? error : fromBodyParser(error ?? {});
+    if (known) {
+      sendError(res, known);
+      return;
+    }
+    req.log?.error({ err: error }, 'unhandled error');
+    sendError(res, new GatewayError('INTERNAL_ERROR', 'The gateway failed to handle the request.'));
+  };
+}

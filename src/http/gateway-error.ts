@@ -1,0 +1,54 @@
+// The one error type of the gateway: a SPEC §3 reason, its HTTP status and a human detail.
+export const REASON_STATUS = {
+  INVALID_REQUEST: 400,
+  CLIENT_UNAUTHENTICATED: 401,
+  CLIENT_FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
+  INTERNAL_ERROR: 500,
+  UPSTREAM_AUTH_FAILED: 502,
+  UPSTREAM_IP_NOT_WHITELISTED: 502,
+  UPSTREAM_UNAVAILABLE: 502,
+  UPSTREAM_TIMEOUT: 504,
+} as const;
+
+export type ErrorReason = keyof typeof REASON_STATUS;
+
+export interface FieldError {
+  readonly path: string;
+  readonly message: string;
+}
+
+export interface GatewayErrorOptions {
+  /** Overrides the reason's default status (UPSTREAM_UNAVAILABLE is 503 while the circuit is open). */
+  readonly status?: number;
+  readonly errors?: readonly FieldError[];
+  /** Extra answer headers, e.g. Retry-After or Allow. */
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly cause?: unknown;
+}
+
+export class GatewayError extends Error {
+  readonly status: number;
+  readonly errors?: readonly FieldError[];
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(
+    readonly reason: ErrorReason,
+    readonly detail: string,
+    options: GatewayErrorOptions = {},
+  ) {
+    super(`${reason}: ${detail}`, { cause: options.cause });
+    this.name = 'GatewayError';
+    this.status = options.status ?? REASON_STATUS[reason];
+    this.errors = options.errors;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export function isGatewayError(value: unknown): value is GatewayError {
+  return value instanceof GatewayError;
+}

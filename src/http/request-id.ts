@@ -1,0 +1,17 @@
+// Keeps a well-formed incoming X-Request-Id or makes one, and puts it on the answer before anything else runs.
+import { randomUUID } from 'node:crypto';
+import type { RequestHandler } from 'express';
+
+/** Printable, header-safe and short: anything else is replaced rather than echoed back. */
+const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function requestId(): RequestHandler {
+  return (req, res, next) => {
+    const incoming = req.headers['x-request-id'];
+    const id = typeof incoming === 'string' && VALID_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    req.id = id;
+    req.headers['x-request-id'] = id;
+    res.setHeader('x-request-id', id);
+    next();
+  };
+}

@@ -1,0 +1,64 @@
+// Structured JSON logs (pino) with every secret-bearing field redacted, written asynchronously.
+import pino, { type DestinationStream, type Logger } from 'pino';
+
+/**
+ * Paths censored wherever they appear. The gateway never logs headers or bodies on purpose;
+ * this list is the safety net for an error object or a debug line that carries one.
+ */
+export const REDACTED_PATHS = [
+  'password',
+  'username',
+  'access',
+  'refresh',
+  'token',
+  'authorization',
+  'apiKey',
+  'encryptionKey',
+  '*.password',
+  '*.username',
+  '*.access',
+  '*.refresh',
+  '*.token',
+  '*.authorization',
+  '*.apiKey',
+  '*.encryptionKey',
+  'headers.authorization',
+  'headers.cookie',
+  'headers["x-api-key"]',
+  '*.headers.authorization',
+  '*.headers.cookie',
+  '*.headers["x-api-key"]',
+  '*.headers["set-cookie"]',
+  'config.headers',
+  'err.config',
+];
+
+export interface LoggerOptions {
+  readonly level: string;
+  /** A file to append to; stdout when absent. */
+  readonly file?: string;
+  /** A stream to write to instead (tests capture logs this way). */
+  readonly stream?: DestinationStream;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const destination =
+    options.stream ??
+    pino.destination({ dest: options.file ?? 1, sync: false, mkdir: Boolean(options.file) });
+  return pino(
+    {
+      level: options.level,
+      base: { service: 'payments-bff' },
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      serializers: { err: pino.stdSerializers.err },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
+}
+
+/** Masks a document id for logs: at most its last 3 characters stay readable. */
+export function maskDocumentId(id: string): string {
+  const visible = Math.min(3, Math.max(0, id.length - 4));
+  return `${'*'.repeat(Math.max(0, id.length - visible))}${id.slice(id.length - visible)}`;
+}
