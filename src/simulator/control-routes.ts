@@ -1,0 +1,57 @@
+// Test controls under /__simulator/: counters, faults, token revocation, key rotation, reset, received requests.
+import express, { type ErrorRequestHandler, type Router } from 'express';
+import { ZodError } from 'zod';
+import type { SimulatorControl } from './simulator';
+
+export const CONTROL_PREFIX = '/__simulator';
+
+/** Mounted at {@link CONTROL_PREFIX}, ahead of the upstream paths and outside the IP allow-list. */
+export function createControlRouter(control: SimulatorControl): Router {
+  const router = express.Router({ strict: false, caseSensitive: true });
+  router.use(express.json({ limit: '16kb' }));
+
+  router.get('/stats', (_req, res) => {
+    res.json(control.stats());
+  });
+  router.get('/requests', (_req, res) => {
+    res.json(control.receivedRequests());
+  });
+  router.get('/faults', (_req, res) => {
+    res.json(control.faults());
+  });
+  router.post('/faults', (req, res) => {
+    res.json(control.setFaults(req.body ?? {}));
+  });
+  router.post('/reset', (_req, res) => {
+    control.reset();
+    res.status(204).end();
+  });
+  router.post('/revoke-tokens', (_req, res) => {
+    control.revokeTokens();
+    res.status(204).end();
+  });
+  router.post('/rotate-signing-key', (_req, res) => {
+    control.rotateSigningKey();
+    res.status(204).end();
+  });
+  router.use((_req, res) => {
+    res.status(404).json({ error: 'unknown simulator control' });
+  });
+  router.use(controlErrors);
+  return router;
+}
+
+const controlErrors: ErrorRequestHandler = (err, _req, res, _next) => {
+  if (err instanceof ZodError) {
+    res.status(400).json({
+      error: 'invalid faults',
+      issues: err.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
+    });
+    return;
+  }
+  if ((err as { type?: string }).type === 'entity.parse.failed') {
+    res.status(400).json({ error: 'body is not valid JSON' });
+    return;
+  }
+  res.status(500).json({ error: 'internal simulator error' });
+};

@@ -1,0 +1,107 @@
+// Injected upstream misbehaviour: latency, error statuses and connection resets, set through the test controls.
+import type { RequestHandler } from 'express';
+import { z } from 'zod';
+import type { StatsRecorder } from './stats';
+
+export const faultsSchema = z.strictObject({
+  /** Delay before every affected request is handled. */
+  latencyMs: z.number().int().min(0).max(120_000).default(0),
+  /** Share of affected requests answered with `errorStatus` (0..1). */
+  errorRate: z.number().min(0).max(1).default(0),
+  /** Status of injected errors: a 5xx, or 429 to simulate the provider's rate limit. */
+  errorStatus: z
+    .number()
+    .int()
+    .refine((s) => s === 429 || (s >= 500 && s <= 599), { error: 'must be 429 or a 5xx status' })
+    .default(503),
+  /** Sent as Retry-After on injected errors when set. */
+  retryAfterSeconds: z.number().int().min(0).max(86_400).optional(),
+  /** Destroy the socket of every affected request without answering (takes precedence over errorRate). */
+  resetConnections: z.boolean().default(false),
+  /** Inject failures (error or reset) into at most this many requests, then stop failing; latency stays. */
+  maxFailures: z.number().int().min(1).optional(),
+  /** Also affect the two token endpoints; by default only the two operations are. */
+  includeTokenEndpoints: z.boolean().default(false),
+});
+
+export type FaultsInput = z.input<typeof faultsSchema>;
+export type Faults = z.output<typeof faultsSchema>;
+
+export const NO_FAULTS: Faults = faultsSchema.parse({});
+
+export interface FaultInjector {
+  /** Middleware for one kind of endpoint; token endpoints are affected only with includeTokenEndpoints. */
+  middleware(kind: 'operation' | 'token'): RequestHandler;
+  /** Validates and replaces the current faults (throws a ZodError on bad input). */
+  set(input: unknown): Faults;
+  current(): Faults;
+  clear(): void;
+  /** Cancels pending latency timers so nothing keeps the process alive after close(). */
+  dispose(): void;
+}
+
+export function createFaultInjector(stats: StatsRecorder, random: () => number = Math.random): FaultInjector {
+  let faults = NO_FAULTS;
+  let failuresLeft = Number.POSITIVE_INFINITY;
+  const timers = new Set<NodeJS.Timeout>();
+
+  function delay(ms: number, then: () => void): void {
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      then();
+    }, ms);
+    timer.unref();
+    timers.add(timer);
+  }
+
+  function takeFailure(): boolean {
+    if (failuresLeft <= 0) return false;
+    failuresLeft -= 1;
+    stats.increment('faultsInjected');
+    return true;
+  }
+
+  return {
+    middleware(kind) {
+      return (req, res, next) => {
+        // Read once: a fault change mid-request must not mix two settings.
+        const f = faults;
+        if (kind === 'token' && !f.includeTokenEndpoints) return next();
+        const act = () => {
+          if (f.resetConnections && takeFailure()) {
+            req.socket.destroy();
+            return;
+          }
+          if (!f.resetConnections && f.errorRate > 0 && random() < f.errorRate && takeFailure()) {
+            if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
+            res.status(f.errorStatus).json({
+              status: {
+                code: String(f.errorStatus),
+                description: 'ERROR',
+                detail: 'Simulated upstream failure',
+              },
+            });
+            return;
+          }
+          next();
+        };
+        if (f.latencyMs > 0) delay(f.latencyMs, act);
+        else act();
+      };
+    },
+    set(input) {
+      faults = faultsSchema.parse(input);
+      failuresLeft = faults.maxFailures ?? Number.POSITIVE_INFINITY;
+      return faults;
+    },
+    current: () => faults,
+    clear() {
+      faults = NO_FAULTS;
+      failuresLeft = Number.POSITIVE_INFINITY;
+    },
+    dispose() {
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+    },
+  };
+}

@@ -1,0 +1,19 @@
+// The simulator's settings, as parsed from SIMULATOR_* variables or handed in by a test or local mode.
+
+export interface SimulatorOptions {
+  /** Interface to listen on. Default `127.0.0.1`. */
+  readonly host: string;
+  /** Port to listen on; `0` picks a free ephemeral port. Default `4010`. */
+  readonly port: number;
+  /** The one credential pair `POST /api/token/` accepts. */
+  readonly username: string;
+  readonly password: string;
+  /** Lifetime of access tokens (the provider's: 5 min). */
+  readonly accessTtlSeconds: number;
+  /** Lifetime of refresh tokens (the provider's: 24 h). */
+  readonly refreshTtlSeconds: number;
+  /** Caller IPs the upstream paths answer; empty = everyone. IPv4-mapped IPv6 addresses are normalised. */
+  readonly allowedIps: readonly string[];
+  /** simplejwt ROTATE_REFRESH_TOKENS + BLACKLIST_AFTER_ROTATION: a refresh returns a new refresh token and retires the old one. */
+  readonly rotateRefresh: boolean;
+}

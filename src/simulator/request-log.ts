@@ -1,0 +1,42 @@
+// The last operation requests exactly as they reached the simulator, so gateway tests can assert what it forwarded.
+import type { Request } from 'express';
+
+export interface ReceivedRequest {
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  /** Parsed query string ({} when none was sent). */
+  query: Record<string, unknown>;
+  /** Headers as received (lower-case names). */
+  headers: Record<string, string | string[] | undefined>;
+  /** Parsed JSON body; null when there was none or it was not valid JSON. */
+  body: unknown;
+}
+
+export interface RequestLog {
+  record(req: Request, body: unknown): void;
+  list(): ReceivedRequest[];
+  clear(): void;
+}
+
+export const REQUEST_LOG_CAPACITY = 200;
+
+export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
+  let entries: ReceivedRequest[] = [];
+  return {
+    record(req, body) {
+      entries.push({
+        method: req.method,
+        path: req.path,
+        query: { ...(req.query as Record<string, unknown>) },
+        headers: { ...req.headers },
+        body: body === undefined ? null : structuredClone(body),
+      });
+      if (entries.length > capacity) entries = entries.slice(-capacity);
+    },
+    list: () => structuredClone(entries),
+    clear() {
+      entries = [];
+    },
+  };
+}

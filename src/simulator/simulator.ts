@@ -1,0 +1,126 @@
+// The simulator's composition root: an Express app and its control handle, and a server that runs them.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type Express } from 'express';
+import { SIMULATOR_DEFAULTS } from '../config/simulator-config';
+import { CONTROL_PREFIX, createControlRouter } from './control-routes';
+import { createFaultInjector, type Faults, type FaultsInput } from './faults';
+import type { SimulatorOptions } from './options';
+import { createRequestLog, type ReceivedRequest } from './request-log';
+import { createStats, type SimulatorStats } from './stats';
+import { createTokenIssuer } from './token-issuer';
+import { createUpstreamRouter } from './upstream-routes';
+
+/** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
+export interface SimulatorControl {
+  stats(): SimulatorStats;
+  /** Zeroes the counters, clears faults and the received-requests log. Issued tokens stay valid. */
+  reset(): void;
+  /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */
+  setFaults(faults: FaultsInput): Faults;
+  faults(): Faults;
+  /** Invalidates every access and refresh token issued so far. */
+  revokeTokens(): void;
+  /** Signs with a new key from now on; every token signed before fails verification. */
+  rotateSigningKey(): void;
+  /** The last 200 operation requests as received, oldest first. */
+  receivedRequests(): ReceivedRequest[];
+}
+
+export interface SimulatorApp {
+  app: Express;
+  control: SimulatorControl;
+  /** Cancels pending injected latency; call when the server stops. */
+  dispose(): void;
+}
+
+export interface SimulatorDependencies {
+  /** Clock for token iat/exp and expiry checks (ms since the epoch). */
+  now?: () => number;
+  /** Source of randomness for errorRate faults. */
+  random?: () => number;
+}
+
+export interface RunningSimulator extends SimulatorControl {
+  /** `http://127.0.0.1:<port>` (or the configured host when it is not a wildcard). */
+  url: string;
+  port: number;
+  /** Stops listening and destroys open (keep-alive) connections. */
+  close(): Promise<void>;
+}
+
+export function createSimulatorApp(
+  options: SimulatorOptions,
+  deps: SimulatorDependencies = {},
+): SimulatorApp {
+  const stats = createStats();
+  const faults = createFaultInjector(stats, deps.random);
+  const requestLog = createRequestLog();
+  const issuer = createTokenIssuer({
+    accessTtlSeconds: options.accessTtlSeconds,
+    refreshTtlSeconds: options.refreshTtlSeconds,
+    now: deps.now,
+  });
+
+  const control: SimulatorControl = {
+    stats: () => stats.snapshot(),
+    reset() {
+      stats.reset();
+      faults.clear();
+      requestLog.clear();
+    },
+    setFaults: (input) => faults.set(input),
+    faults: () => faults.current(),
+    revokeTokens: () => issuer.revokeAll(),
+    rotateSigningKey: () => issuer.rotateSigningKey(),
+    receivedRequests: () => requestLog.list(),
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.disable('etag');
+  // Upstream internals the gateway must strip before answering its callers.
+  app.use((_req, res, next) => {
+    res.set({ Server: 'payment-simulator', 'X-Powered-By': 'simulator' });
+    next();
+  });
+  app.use(CONTROL_PREFIX, createControlRouter(control));
+  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog }));
+
+  return { app, control, dispose: () => faults.dispose() };
+}
+
+/** Starts the simulator on `options.host`:`options.port` (port 0 = an ephemeral port); unset options take defaults. */
+export async function startSimulator(
+  options: Partial<SimulatorOptions> = {},
+  deps: SimulatorDependencies = {},
+): Promise<RunningSimulator> {
+  const resolved: SimulatorOptions = { ...SIMULATOR_DEFAULTS, ...options };
+  const { app, control, dispose } = createSimulatorApp(resolved, deps);
+  const server = createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(resolved.port, resolved.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    ...control,
+    url: `http://${urlHost(resolved.host)}:${port}`,
+    port,
+    close() {
+      dispose();
+      return new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+      });
+    },
+  };
+}
+
+function urlHost(host: string): string {
+  if (host === '0.0.0.0' || host === '::' || host === 'localhost') return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}

@@ -1,0 +1,60 @@
+// Counters of what the simulator was asked, read by tests and benchmarks through /__simulator/stats.
+
+export interface SimulatorStats {
+  /** Every request on an upstream path (test controls are not counted). */
+  requests: number;
+  /** Successful logins (`POST /api/token/` answered 200). */
+  logins: number;
+  /** Logins refused: bad credentials (401) or missing fields (400). */
+  loginFailures: number;
+  /** Successful refreshes. */
+  refreshes: number;
+  /** Refreshes refused (400 or 401). */
+  refreshFailures: number;
+  /** Validation requests that passed authentication (answered 200 or 400). */
+  validations: number;
+  /** Plan reads that passed authentication (found or not found). */
+  planReads: number;
+  /** 401 answers on the two operations (no, invalid, expired, revoked or wrong-type access token). */
+  unauthorized: number;
+  /** 403 answers to callers outside the IP allow-list. */
+  forbidden: number;
+  /** Requests answered by an injected fault (error status or connection reset). */
+  faultsInjected: number;
+}
+
+export type CounterName = keyof SimulatorStats;
+
+export interface StatsRecorder {
+  increment(name: CounterName): void;
+  snapshot(): SimulatorStats;
+  reset(): void;
+}
+
+function zero(): SimulatorStats {
+  return {
+    requests: 0,
+    logins: 0,
+    loginFailures: 0,
+    refreshes: 0,
+    refreshFailures: 0,
+    validations: 0,
+    planReads: 0,
+    unauthorized: 0,
+    forbidden: 0,
+    faultsInjected: 0,
+  };
+}
+
+export function createStats(): StatsRecorder {
+  let counters = zero();
+  return {
+    increment(name) {
+      counters[name] += 1;
+    },
+    snapshot: () => ({ ...counters }),
+    reset() {
+      counters = zero();
+    },
+  };
+}

@@ -1,0 +1,219 @@
+// The provider's four endpoints (SPEC §2), behind its IP allow-list, with faults and bearer authentication.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import express, { type ErrorRequestHandler, type RequestHandler, type Router } from 'express';
+import { z } from 'zod';
+import { validateDocument } from './document-rules';
+import type { FaultInjector } from './faults';
+import { ipAllowList } from './ip-allow-list';
+import type { SimulatorOptions } from './options';
+import { findPlan } from './plans';
+import type { RequestLog } from './request-log';
+import type { StatsRecorder } from './stats';
+import type { TokenIssuer } from './token-issuer';
+import {
+  ACCESS_NOT_VALID,
+  BAD_CREDENTIALS,
+  NOT_AUTHENTICATED,
+  PLAN_NOT_FOUND,
+  REFRESH_NOT_VALID,
+  sendEnvelope,
+  sendUnauthorized,
+} from './upstream-responses';
+
+export interface UpstreamDependencies {
+  options: SimulatorOptions;
+  issuer: TokenIssuer;
+  stats: StatsRecorder;
+  faults: FaultInjector;
+  requestLog: RequestLog;
+}
+
+/** The merchant account's user id, as simplejwt puts it in `user_id`. */
+export const SIMULATOR_USER_ID = 1;
+
+export const BODY_LIMIT = '64kb';
+
+const documentRequestSchema = z.object({
+  country: z.string(),
+  document: z.object({ id: z.string(), type: z.string() }),
+});
+
+export function createUpstreamRouter(deps: UpstreamDependencies): Router {
+  const { options, issuer, stats, faults, requestLog } = deps;
+  // The provider (Django) routes by exact path: `/api/token` without the slash is not `/api/token/`.
+  const router = express.Router({ strict: true, caseSensitive: true });
+  const jsonBody = express.json({ limit: BODY_LIMIT });
+
+  /** Parses the body, logs the request as received, and sets the upstream's session cookie. */
+  const operationEntry: RequestHandler = (req, res, next) => {
+    jsonBody(req, res, (err?: unknown) => {
+      requestLog.record(req, err ? null : req.body);
+      res.cookie('upstream_session', randomBytes(12).toString('hex'), { httpOnly: true, path: '/' });
+      next(err);
+    });
+  };
+
+  const requireAccess: RequestHandler = async (req, res, next) => {
+    // simplejwt's JWTAuthentication: no header or another scheme means "not authenticated".
+    const parts = (req.get('authorization') ?? '').split(/\s+/).filter(Boolean);
+    if (parts[0] !== 'Bearer') {
+      stats.increment('unauthorized');
+      return sendUnauthorized(res, NOT_AUTHENTICATED);
+    }
+    if (parts.length !== 2) {
+      stats.increment('unauthorized');
+      return sendUnauthorized(res, {
+        detail: 'Authorization header must contain two space-delimited values',
+        code: 'bad_authorization_header',
+      });
+    }
+    if (!(await issuer.verify(parts[1]!, 'access'))) {
+      stats.increment('unauthorized');
+      return sendUnauthorized(res, ACCESS_NOT_VALID);
+    }
+    next();
+  };
+
+  const login: RequestHandler = async (req, res) => {
+    const { values, errors } = charFields(req.body, ['username', 'password']);
+    if (errors) {
+      stats.increment('loginFailures');
+      res.status(400).json(errors);
+      return;
+    }
+    if (
+      !constantTimeEqual(values.username!, options.username) ||
+      !constantTimeEqual(values.password!, options.password)
+    ) {
+      stats.increment('loginFailures');
+      return sendUnauthorized(res, BAD_CREDENTIALS);
+    }
+    stats.increment('logins');
+    res.json(await issuer.issuePair(SIMULATOR_USER_ID));
+  };
+
+  const refresh: RequestHandler = async (req, res) => {
+    const { values, errors } = charFields(req.body, ['refresh']);
+    if (errors) {
+      stats.increment('refreshFailures');
+      res.status(400).json(errors);
+      return;
+    }
+    const claims = await issuer.verify(values.refresh!, 'refresh');
+    if (!claims) {
+      stats.increment('refreshFailures');
+      return sendUnauthorized(res, REFRESH_NOT_VALID);
+    }
+    stats.increment('refreshes');
+    const access = await issuer.issueAccess(claims.user_id);
+    if (!options.rotateRefresh) {
+      res.json({ access });
+      return;
+    }
+    // ROTATE_REFRESH_TOKENS + BLACKLIST_AFTER_ROTATION: the presented refresh token is spent.
+    issuer.blacklist(claims.jti);
+    res.json({ access, refresh: await issuer.issueRefresh(claims.user_id) });
+  };
+
+  const validate: RequestHandler = (req, res) => {
+    stats.increment('validations');
+    const parsed = documentRequestSchema.safeParse(req.body);
+    if (!parsed.success) {
+      const errors = parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+      return sendEnvelope(res, 400, 'Malformed request', errors);
+    }
+    const { country, document } = parsed.data;
+    const verdict = validateDocument(country, document.type, document.id);
+    res.json(
+      verdict.valid
+        ? { code: '200', description: 'Valid id and type document' }
+        : { code: '300', description: `Invalid param + ${verdict.param}` },
+    );
+  };
+
+  const readPlan: RequestHandler<{ internalId: string }> = (req, res) => {
+    stats.increment('planReads');
+    const plan = findPlan(req.params.internalId);
+    // The seed gives the body but not the status of "not found"; 404 is this simulator's choice.
+    if (!plan) res.status(404).json(PLAN_NOT_FOUND);
+    else res.json(plan);
+  };
+
+  router.use((_req, _res, next) => {
+    stats.increment('requests');
+    next();
+  });
+  router.use(ipAllowList(options.allowedIps, stats));
+
+  router.route('/api/token/').post(jsonBody, faults.middleware('token'), login).all(methodNotAllowed('POST'));
+  router
+    .route('/api/token/refresh/')
+    .post(jsonBody, faults.middleware('token'), refresh)
+    .all(methodNotAllowed('POST'));
+  router
+    .route('/api/validation/document')
+    .all(operationEntry)
+    .post(faults.middleware('operation'), requireAccess, validate)
+    .all(methodNotAllowed('POST'));
+  router
+    .route('/api/subscriptions/plan/:internalId')
+    .all(operationEntry)
+    .get(faults.middleware('operation'), requireAccess, readPlan)
+    .all(methodNotAllowed('GET'));
+
+  router.use((_req, res) => {
+    res.status(404).json({ detail: 'Not found.' });
+  });
+  router.use(upstreamErrors);
+  return router;
+}
+
+function methodNotAllowed(allowed: string): RequestHandler {
+  return (req, res) => {
+    res
+      .status(405)
+      .set('Allow', allowed)
+      .json({ detail: `Method "${req.method}" not allowed.` });
+  };
+}
+
+const upstreamErrors: ErrorRequestHandler = (err, _req, res, _next) => {
+  const type = (err as { type?: string }).type;
+  if (type === 'entity.parse.failed') {
+    return sendEnvelope(res, 400, 'Malformed request', [{ path: '', message: 'Body is not valid JSON' }]);
+  }
+  if (type === 'entity.too.large') return sendEnvelope(res, 413, 'Request body too large');
+  if (typeof type === 'string') return sendEnvelope(res, 400, 'Malformed request');
+  sendEnvelope(res, 500, 'Internal simulator error');
+};
+
+/**
+ * DRF CharField semantics for a simplejwt serializer: every field is required, not null, a string (numbers are
+ * accepted as text) and not blank. Errors come back as `{"field":["message"]}`.
+ */
+function charFields(
+  body: unknown,
+  names: readonly string[],
+): { values: Record<string, string>; errors?: Record<string, string[]> } {
+  const source =
+    typeof body === 'object' && body !== null && !Array.isArray(body)
+      ? (body as Record<string, unknown>)
+      : {};
+  const values: Record<string, string> = {};
+  const errors: Record<string, string[]> = {};
+  for (const name of names) {
+    const value = source[name];
+    if (value === undefined) errors[name] = ['This field is required.'];
+    else if (value === null) errors[name] = ['This field may not be null.'];
+    else if (typeof value !== 'string' && typeof value !== 'number') errors[name] = ['Not a valid string.'];
+    else if (String(value).trim() === '') errors[name] = ['This field may not be blank.'];
+    else values[name] = String(value).trim();
+  }
+  return Object.keys(errors).length > 0 ? { values, errors } : { values };
+}
+
+function constantTimeEqual(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
