@@ -1,0 +1,538 @@
+// Renders each kustomize overlay, validates every object against the Kubernetes API schema and checks the
+// production habits of the deployment (issue 10): rollout, probes, security context, secrets as files only.
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, posix, relative } from 'node:path';
+import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1';
+import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
+import {
+  type INetworkPolicy,
+  type INetworkPolicyPeer,
+  NetworkPolicy,
+} from 'kubernetes-models/networking.k8s.io/v1';
+import { type IPodDisruptionBudget, PodDisruptionBudget } from 'kubernetes-models/policy/v1';
+import {
+  ConfigMap,
+  type IConfigMap,
+  type IContainer,
+  type IPodSpec,
+  type IService,
+  Namespace,
+  Service,
+} from 'kubernetes-models/v1';
+import { parseAllDocuments } from 'yaml';
+import { loadConfig } from '../../src/config/load-config';
+
+const ROOT = join(__dirname, '..', '..');
+const K8S_DIR = join(ROOT, 'deploy', 'k8s');
+const OVERLAYS = ['sandbox', 'production'] as const;
+type Overlay = (typeof OVERLAYS)[number];
+
+/** Another kubectl can be tried with KUBECTL=/path/to/kubectl (e.g. Debian's 1.20 with kustomize v2.0.3). */
+const KUBECTL = process.env.KUBECTL || 'kubectl';
+
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [field: string]: unknown;
+}
+
+type ModelClass = new (data: never) => { validate(): void };
+
+/** The only kinds a rendered overlay may hold, each with the model that validates it against the API schema. */
+const MODELS: Record<string, ModelClass> = {
+  'v1/Namespace': Namespace,
+  'v1/ConfigMap': ConfigMap,
+  'v1/Service': Service,
+  'apps/v1/Deployment': Deployment,
+  'autoscaling/v2/HorizontalPodAutoscaler': HorizontalPodAutoscaler,
+  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
+};
+
+/** Secrets the gateway reads from NAME_FILE; NAME itself must never be set in a manifest (files rotate, env does not). */
+const SECRET_VARIABLES = ['UPSTREAM_USERNAME', 'UPSTREAM_PASSWORD', 'TOKEN_ENCRYPTION_KEY', 'REDIS_PASSWORD'];
+const REQUIRED_FILE_VARIABLES = [
+  'UPSTREAM_USERNAME_FILE',
+  'UPSTREAM_PASSWORD_FILE',
+  'TOKEN_ENCRYPTION_KEY_FILE',
+];
+
+/** Kustomization fields that kustomize v2.0.3 (Debian's kubectl 1.20) and v5 both read and render alike. */
+const PORTABLE_KUSTOMIZATION_FIELDS = new Set([
+  'apiVersion',
+  'kind',
+  'namespace',
+  'bases',
+  'resources',
+  'images',
+  'patchesStrategicMerge',
+  'configMapGenerator',
+  'generatorOptions',
+]);
+
+/** Things that look like a credential written into a file. */
+const SECRET_PATTERNS: [string, RegExp][] = [
+  ['a JWT', /eyJ[\w-]{8,}\.[\w-]{8,}\./],
+  ['a base64 32-byte key', /(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{43}=(?![A-Za-z0-9+/=])/],
+  ['a PEM private key', /-----BEGIN [A-Z ]*PRIVATE KEY-----/],
+  ['credentials in a URL', /\b[a-z][a-z0-9+.-]*:\/\/[^\s/:@"']+:[^\s/@"']+@/i],
+  [
+    'a password/secret/token assignment',
+    /\b(?:password|passwd|secret|token|api[_-]?key)[ \t]*[:=][ \t]*["']?(?![/.$<{(`"']|\w+_FILE\b)[^\s"',`]{6,}/i,
+  ],
+];
+
+function render(overlay: Overlay): string {
+  try {
+    return execFileSync(KUBECTL, ['kustomize', join(K8S_DIR, 'overlays', overlay)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  } catch (error) {
+    const failure = error as NodeJS.ErrnoException & { stderr?: string };
+    if (failure.code === 'ENOENT') {
+      throw new Error(
+        `\`${KUBECTL}\` is not on the PATH. These tests render the kustomize overlays with \`kubectl kustomize\`. ` +
+          'Install it with `apt-get install -y kubernetes-client` (Debian, provides kubectl) or `apt-get install -y kubectl` ' +
+          '(Kubernetes apt repository); .ci/run does this for you.',
+      );
+    }
+    throw new Error(
+      `kubectl kustomize deploy/k8s/overlays/${overlay} failed:\n${failure.stderr ?? failure.message}`,
+    );
+  }
+}
+
+function parseObjects(text: string): K8sObject[] {
+  return parseAllDocuments(text)
+    .filter((doc) => doc.contents !== null)
+    .map((doc) => {
+      if (doc.errors.length > 0) throw new Error(`rendered YAML does not parse: ${doc.errors[0]?.message}`);
+      return doc.toJS() as K8sObject;
+    });
+}
+
+/** Every string in a YAML/JSON value, with its path, for the secret scan. */
+function* strings(value: unknown, path = ''): Generator<[string, string]> {
+  if (typeof value === 'string') yield [path, value];
+  else if (Array.isArray(value))
+    for (const [i, item] of value.entries()) yield* strings(item, `${path}[${i}]`);
+  else if (value && typeof value === 'object')
+    for (const [key, item] of Object.entries(value)) yield* strings(item, path ? `${path}.${key}` : key);
+}
+
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(path).isDirectory() ? filesUnder(path) : [path];
+  });
+}
+
+function secretFindings(text: string): string[] {
+  return SECRET_PATTERNS.filter(([, pattern]) => pattern.test(text)).map(([what]) => what);
+}
+
+/** The Kubernetes rule for a pod's label selector: every matchLabels pair is on the pod. */
+function selects(
+  selector: Record<string, string> | undefined,
+  labels: Record<string, string> | undefined,
+): boolean {
+  if (!selector || Object.keys(selector).length === 0) return false;
+  return Object.entries(selector).every(([key, value]) => labels?.[key] === value);
+}
+
+function isInside(file: string, directory: string): boolean {
+  const rel = posix.relative(directory, file);
+  return rel !== '' && !rel.startsWith('..') && !posix.isAbsolute(rel);
+}
+
+interface Rendered {
+  text: string;
+  objects: K8sObject[];
+  deployment: IDeployment;
+  pod: IPodSpec;
+  container: IContainer;
+  env: Record<string, string>;
+}
+
+const rendered = new Map<Overlay, Rendered>();
+
+function get(overlay: Overlay): Rendered {
+  const cached = rendered.get(overlay);
+  if (cached) return cached;
+  const text = render(overlay);
+  const objects = parseObjects(text);
+  const deployments = objects.filter((o) => o.kind === 'Deployment');
+  if (deployments.length !== 1)
+    throw new Error(`${overlay}: expected one Deployment, found ${deployments.length}`);
+  const deployment = deployments[0] as unknown as IDeployment;
+  const pod = deployment.spec?.template.spec as IPodSpec;
+  const container = pod.containers.find((c) => c.name === 'gateway') ?? pod.containers[0];
+  if (!container) throw new Error(`${overlay}: the Deployment has no container`);
+  const env: Record<string, string> = {};
+  for (const variable of container.env ?? [])
+    if (variable.value !== undefined) env[variable.name] = variable.value;
+  const result = { text, objects, deployment, pod, container, env };
+  rendered.set(overlay, result);
+  return result;
+}
+
+function all<T>(overlay: Overlay, kind: string): T[] {
+  return get(overlay).objects.filter((o) => o.kind === kind) as unknown as T[];
+}
+
+function containerPort(container: IContainer, port: number | string | undefined): number | undefined {
+  if (typeof port === 'number') return port;
+  return container.ports?.find((p) => p.name === port)?.containerPort;
+}
+
+describe.each(OVERLAYS)('the %s overlay', (overlay) => {
+  test('renders with kubectl kustomize into schema-valid objects of known kinds only', () => {
+    const { objects } = get(overlay);
+    expect(objects.length).toBeGreaterThan(0);
+    for (const object of objects) {
+      const id = `${object.apiVersion}/${object.kind}`;
+      const Model = MODELS[id];
+      if (!Model)
+        throw new Error(`${overlay}: unexpected kind ${id} (${object.metadata?.name}); add it to MODELS`);
+      try {
+        new Model(object as never).validate();
+      } catch (error) {
+        throw new Error(
+          `${overlay}: ${id} ${object.metadata.name} is not valid: ${(error as Error).message}`,
+        );
+      }
+      if (object.kind !== 'Namespace') expect(object.metadata.namespace).toBe(`payments-bff-${overlay}`);
+    }
+  });
+
+  test('runs 3 replicas, rolls out without unavailability and spreads over zones and nodes', () => {
+    const { deployment, pod } = get(overlay);
+    expect(deployment.spec?.replicas).toBe(3);
+    expect(deployment.spec?.strategy?.type).toBe('RollingUpdate');
+    expect(deployment.spec?.strategy?.rollingUpdate?.maxUnavailable).toBe(0);
+    expect(Number(deployment.spec?.strategy?.rollingUpdate?.maxSurge)).toBeGreaterThanOrEqual(1);
+    const podLabels = deployment.spec?.template.metadata?.labels;
+    expect(selects(deployment.spec?.selector.matchLabels, podLabels)).toBe(true);
+    const spread = pod.topologySpreadConstraints ?? [];
+    expect(spread.map((c) => c.topologyKey).sort()).toEqual([
+      'kubernetes.io/hostname',
+      'topology.kubernetes.io/zone',
+    ]);
+    for (const constraint of spread)
+      expect(selects(constraint.labelSelector?.matchLabels, podLabels)).toBe(true);
+  });
+
+  test('probes liveness on /healthz and readiness on /readyz at the port the gateway listens on', () => {
+    const { container, env } = get(overlay);
+    const port = Number(env.PORT ?? 8080);
+    expect(container.ports?.some((p) => p.containerPort === port)).toBe(true);
+    expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
+    expect(containerPort(container, container.livenessProbe?.httpGet?.port)).toBe(port);
+    expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
+    expect(containerPort(container, container.readinessProbe?.httpGet?.port)).toBe(port);
+    if (container.startupProbe) expect(container.startupProbe.httpGet?.path).toBe('/healthz');
+  });
+
+  test('pauses in preStop and gives the pod time to drain before it is killed', () => {
+    const { container, pod, env } = get(overlay);
+    const preStop = container.lifecycle?.preStop;
+    const command = preStop?.exec?.command ?? [];
+    const pauseSeconds = preStop?.sleep
+      ? preStop.sleep.seconds
+      : command[0] === 'sleep'
+        ? Number(command[1])
+        : Number.NaN;
+    expect(pauseSeconds).toBeGreaterThan(0);
+    const shutdownSeconds = Number(env.SHUTDOWN_TIMEOUT_MS ?? 15000) / 1000;
+    // The grace period starts with preStop; SIGTERM (and the gateway's bounded drain) comes after it.
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(pauseSeconds + shutdownSeconds);
+  });
+
+  test('sets resource requests and limits', () => {
+    const { resources } = get(overlay).container;
+    expect(resources?.requests?.cpu).toBeDefined();
+    expect(resources?.requests?.memory).toBeDefined();
+    expect(resources?.limits?.memory).toBeDefined();
+    expect(resources?.limits?.cpu).toBeDefined();
+  });
+
+  test('runs locked down: non-root, read-only root filesystem, no capabilities, no escalation, no API token', () => {
+    const { pod, container } = get(overlay);
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(pod.securityContext?.runAsNonRoot).toBe(true);
+    expect(pod.securityContext?.runAsUser).toBe(10001);
+    expect(pod.securityContext?.seccompProfile?.type).toBe('RuntimeDefault');
+    const context = container.securityContext;
+    expect(context?.runAsNonRoot ?? pod.securityContext?.runAsNonRoot).toBe(true);
+    expect(context?.readOnlyRootFilesystem).toBe(true);
+    expect(context?.allowPrivilegeEscalation).toBe(false);
+    expect(context?.privileged ?? false).toBe(false);
+    expect(context?.capabilities?.drop).toEqual(['ALL']);
+    expect(context?.capabilities?.add ?? []).toEqual([]);
+    // A writable /tmp for Node on the read-only root filesystem.
+    const tmp = container.volumeMounts?.find((m) => m.mountPath === '/tmp');
+    expect(pod.volumes?.find((v) => v.name === tmp?.name)?.emptyDir).toBeDefined();
+  });
+
+  test('reads every secret from files of a mounted Secret, never from an environment value', () => {
+    const { pod, container, env } = get(overlay);
+    for (const name of SECRET_VARIABLES) {
+      expect(container.env?.find((v) => v.name === name)).toBeUndefined();
+    }
+    // Files only: a rotated Secret reaches mounted files (re-read by the gateway), never environment variables.
+    expect(container.envFrom ?? []).toEqual([]);
+    expect((container.env ?? []).filter((v) => v.valueFrom?.secretKeyRef)).toEqual([]);
+
+    const fileVariables = SECRET_VARIABLES.map((name) => `${name}_FILE`).filter(
+      (name) => env[name] !== undefined,
+    );
+    expect(fileVariables).toEqual(expect.arrayContaining(REQUIRED_FILE_VARIABLES));
+    for (const name of fileVariables) {
+      const file = env[name] as string;
+      const mount = container.volumeMounts?.find((m) => isInside(file, m.mountPath));
+      expect({ [name]: mount?.name }).toEqual({ [name]: expect.any(String) });
+      expect(mount?.subPath).toBeUndefined();
+      const secret = pod.volumes?.find((v) => v.name === mount?.name)?.secret;
+      expect({ [name]: secret?.secretName }).toEqual({
+        [name]: expect.stringMatching(/^payments-bff-upstream-/),
+      });
+      const key = posix.relative(mount?.mountPath as string, file);
+      if (secret?.items) expect(secret.items.map((i) => i.path)).toContain(key);
+    }
+  });
+
+  test('reads the client registry from a ConfigMap mounted as a directory, so that updates propagate', () => {
+    const { pod, container, env } = get(overlay);
+    const file = env.CLIENTS_FILE as string;
+    expect(posix.isAbsolute(file)).toBe(true);
+    const mount = container.volumeMounts?.find((m) => isInside(file, m.mountPath));
+    expect(mount).toBeDefined();
+    expect(mount?.subPath).toBeUndefined();
+    const configMapName = pod.volumes?.find((v) => v.name === mount?.name)?.configMap?.name;
+    const configMap = all<IConfigMap>(overlay, 'ConfigMap').find((c) => c.metadata?.name === configMapName);
+    expect(configMap).toBeDefined();
+    const registry = JSON.parse(configMap?.data?.[posix.basename(file)] ?? 'null') as {
+      clients?: unknown[];
+    } | null;
+    expect(Array.isArray(registry?.clients)).toBe(true);
+  });
+
+  test('holds no Secret and no secret literal in any rendered value', () => {
+    const { objects, container } = get(overlay);
+    expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
+    const findings: string[] = [];
+    for (const object of objects) {
+      for (const [path, value] of strings(object)) {
+        for (const what of secretFindings(value))
+          findings.push(`${object.kind}/${object.metadata.name} ${path}: ${what}`);
+        if (/(?:^|\.)(?:password|passwd|secret|token|api[_-]?key)$/i.test(path)) {
+          findings.push(`${object.kind}/${object.metadata.name} ${path}: a secret-named field`);
+        }
+      }
+    }
+    for (const variable of container.env ?? []) {
+      if (/(PASSWORD|SECRET|TOKEN|_KEY|USERNAME)$/.test(variable.name) && variable.value !== undefined) {
+        findings.push(`env ${variable.name}: a secret-named variable with a value`);
+      }
+    }
+    expect(findings).toEqual([]);
+  });
+
+  test('autoscales on CPU from at least 3 replicas', () => {
+    const [hpa, ...more] = all<IHorizontalPodAutoscaler>(overlay, 'HorizontalPodAutoscaler');
+    expect(more).toEqual([]);
+    expect(hpa?.spec?.scaleTargetRef).toMatchObject({
+      kind: 'Deployment',
+      name: get(overlay).deployment.metadata?.name,
+    });
+    expect(hpa?.spec?.minReplicas).toBeGreaterThanOrEqual(3);
+    expect(hpa?.spec?.maxReplicas).toBeGreaterThan(hpa?.spec?.minReplicas ?? 0);
+    expect(hpa?.spec?.metrics?.some((m) => m.resource?.name === 'cpu')).toBe(true);
+  });
+
+  test('limits voluntary disruptions with a PodDisruptionBudget over the gateway pods', () => {
+    const [pdb] = all<IPodDisruptionBudget>(overlay, 'PodDisruptionBudget');
+    const podLabels = get(overlay).deployment.spec?.template.metadata?.labels;
+    expect(selects(pdb?.spec?.selector?.matchLabels, podLabels)).toBe(true);
+    const keepsTwo = Number(pdb?.spec?.minAvailable) >= 2 || pdb?.spec?.maxUnavailable === 1;
+    expect(keepsTwo).toBe(true);
+  });
+
+  test('exposes port 80 on a ClusterIP Service that forwards to the gateway port', () => {
+    const { container, deployment, env } = get(overlay);
+    const services = all<IService>(overlay, 'Service');
+    expect(services).toHaveLength(1);
+    const service = services[0];
+    expect(service?.spec?.type ?? 'ClusterIP').toBe('ClusterIP');
+    expect(selects(service?.spec?.selector, deployment.spec?.template.metadata?.labels)).toBe(true);
+    const http = service?.spec?.ports?.find((p) => p.port === 80);
+    expect(containerPort(container, http?.targetPort)).toBe(Number(env.PORT ?? 8080));
+  });
+
+  test('is scraped by Prometheus on the metrics port', () => {
+    const { deployment, container, env } = get(overlay);
+    const annotations = deployment.spec?.template.metadata?.annotations ?? {};
+    expect(annotations['prometheus.io/scrape']).toBe('true');
+    expect(annotations['prometheus.io/path']).toBe('/metrics');
+    const metricsPort = Number(env.METRICS_PORT ?? env.PORT ?? 8080);
+    expect(Number(annotations['prometheus.io/port'])).toBe(metricsPort);
+    expect(container.ports?.some((p) => p.containerPort === metricsPort)).toBe(true);
+  });
+
+  test('admits callers only from labelled namespaces and lets traffic out only to DNS, Redis and 443', () => {
+    const { deployment, container } = get(overlay);
+    const podLabels = deployment.spec?.template.metadata?.labels;
+    const policies = all<INetworkPolicy>(overlay, 'NetworkPolicy').filter((p) =>
+      selects(p.spec?.podSelector.matchLabels, podLabels),
+    );
+    const types = new Set(policies.flatMap((p) => p.spec?.policyTypes ?? []));
+    expect([...types].sort()).toEqual(['Egress', 'Ingress']);
+
+    const ingress = policies.flatMap((p) => p.spec?.ingress ?? []);
+    expect(ingress.length).toBeGreaterThan(0);
+    for (const rule of ingress) {
+      expect(rule.from?.length).toBeGreaterThan(0);
+      for (const peer of rule.from ?? []) {
+        expect(peer.ipBlock).toBeUndefined();
+        expect(Object.keys(peer.namespaceSelector?.matchLabels ?? {}).length).toBeGreaterThan(0);
+      }
+      expect(rule.ports?.length).toBeGreaterThan(0);
+    }
+    const clientRule = ingress.find((r) =>
+      r.from?.some((p) => p.namespaceSelector?.matchLabels?.['payments-bff/client']),
+    );
+    expect(containerPort(container, clientRule?.ports?.[0]?.port)).toBe(8080);
+
+    const isDns = (peer: INetworkPolicyPeer) => peer.podSelector?.matchLabels?.['k8s-app'] === 'kube-dns';
+    const isRedis = (peer: INetworkPolicyPeer) =>
+      peer.podSelector?.matchLabels?.['app.kubernetes.io/name'] === 'redis';
+    const isProvider = (peer: INetworkPolicyPeer) =>
+      peer.ipBlock !== undefined && !['0.0.0.0/0', '::/0'].includes(peer.ipBlock.cidr);
+    const allowed = new Set<string>();
+    for (const rule of policies.flatMap((p) => p.spec?.egress ?? [])) {
+      const ports = (rule.ports ?? []).map((p) => Number(p.port));
+      expect(ports.length).toBeGreaterThan(0);
+      expect(rule.to?.length).toBeGreaterThan(0);
+      for (const peer of rule.to ?? []) {
+        if (isDns(peer)) expect(ports.every((p) => p === 53)).toBe(true);
+        else if (isRedis(peer)) expect(ports.every((p) => p === 6379 || p === 26379)).toBe(true);
+        else if (isProvider(peer)) expect(ports).toEqual([443]);
+        else throw new Error(`${overlay}: egress to an unexpected peer ${JSON.stringify(peer)}`);
+        allowed.add(isDns(peer) ? 'dns' : isRedis(peer) ? 'redis' : 'provider');
+      }
+    }
+    expect([...allowed].sort()).toEqual(['dns', 'provider', 'redis']);
+  });
+
+  test("passes the gateway's own configuration loader in production mode", () => {
+    const { env } = get(overlay);
+    // The Secret's files, faked in a temporary directory (the loader reads them, as the gateway would).
+    const secrets = mkdtempSync(join(tmpdir(), 'bff-k8s-secret-'));
+    const files: Record<string, string> = {
+      UPSTREAM_USERNAME_FILE: 'gateway-user',
+      UPSTREAM_PASSWORD_FILE: randomBytes(12).toString('hex'),
+      TOKEN_ENCRYPTION_KEY_FILE: randomBytes(32).toString('base64'),
+      REDIS_PASSWORD_FILE: randomBytes(12).toString('hex'),
+    };
+    const local: Record<string, string> = { ...env };
+    for (const [name, content] of Object.entries(files)) {
+      if (!env[name]) continue;
+      const path = join(secrets, posix.basename(env[name]));
+      writeFileSync(path, content);
+      local[name] = path;
+    }
+    const config = loadConfig(local, { cwd: '/app' });
+    expect(config.production).toBe(true);
+    expect(config.mode).toBe('upstream');
+    expect(config.upstream.baseUrl).toMatch(/^https:\/\//);
+    expect(config.redis.topology.kind).not.toBe('none');
+    expect(config.tokens.encryptionKey).toBeDefined();
+    expect(config.callers.clientsFile).toBe(env.CLIENTS_FILE);
+  });
+});
+
+describe('the sandbox and production overlays', () => {
+  test('use different namespaces, credentials and upstream URLs', () => {
+    const [sandbox, production] = OVERLAYS.map(get) as [Rendered, Rendered];
+    expect(sandbox.deployment.metadata?.namespace).not.toBe(production.deployment.metadata?.namespace);
+    const secretNames = (r: Rendered) =>
+      (r.pod.volumes ?? []).flatMap((v) => (v.secret ? [v.secret.secretName] : []));
+    expect(secretNames(sandbox)).toEqual(['payments-bff-upstream-sandbox']);
+    expect(secretNames(production)).toEqual(['payments-bff-upstream-production']);
+    expect(sandbox.env.UPSTREAM_BASE_URL).toMatch(/^https:\/\//);
+    expect(production.env.UPSTREAM_BASE_URL).toMatch(/^https:\/\//);
+    expect(sandbox.env.UPSTREAM_BASE_URL).not.toBe(production.env.UPSTREAM_BASE_URL);
+  });
+
+  test('production reaches nothing over plain http', () => {
+    const { text, env } = get('production');
+    expect(env.UPSTREAM_ALLOW_HTTP ?? 'false').toBe('false');
+    expect(text).not.toMatch(/http:\/\//);
+  });
+});
+
+describe('the files under deploy/k8s and docs/kubernetes.md', () => {
+  const files = [...filesUnder(K8S_DIR), join(ROOT, 'docs', 'kubernetes.md')];
+
+  test.each(files.map((f) => [relative(ROOT, f)]))(
+    '%s holds no secret literal and no Secret object',
+    (file) => {
+      const text = readFileSync(join(ROOT, file), 'utf8');
+      expect(secretFindings(text)).toEqual([]);
+      if (file.startsWith('deploy')) expect(text).not.toMatch(/^kind:\s*Secret\s*$/m);
+    },
+  );
+
+  test('the optional ExternalSecret fills exactly the keys the production pods read', () => {
+    const [externalSecret] = parseObjects(
+      readFileSync(join(K8S_DIR, 'extras', 'external-secret.yaml'), 'utf8'),
+    );
+    expect(externalSecret?.apiVersion).toMatch(/^external-secrets\.io\//);
+    expect(externalSecret?.kind).toBe('ExternalSecret');
+    const spec = externalSecret?.spec as {
+      target: { name: string };
+      data: { secretKey: string; remoteRef: object }[];
+    };
+    const { env, pod } = get('production');
+    expect(spec.target.name).toBe(pod.volumes?.find((v) => v.secret)?.secret?.secretName);
+    const keys = SECRET_VARIABLES.flatMap((name) => {
+      const file = env[`${name}_FILE`];
+      return file ? [posix.basename(file)] : [];
+    }).sort();
+    expect(spec.data.map((d) => d.secretKey).sort()).toEqual(keys);
+    for (const item of spec.data) expect(item.remoteRef).toBeDefined();
+  });
+
+  test('the optional ServiceMonitor scrapes the metrics port of the gateway Service', () => {
+    const [monitor] = parseObjects(readFileSync(join(K8S_DIR, 'extras', 'service-monitor.yaml'), 'utf8'));
+    expect(monitor?.apiVersion).toBe('monitoring.coreos.com/v1');
+    const spec = monitor?.spec as {
+      selector: { matchLabels: Record<string, string> };
+      endpoints: { port: string }[];
+    };
+    const [service] = all<IService>('production', 'Service');
+    expect(selects(spec.selector.matchLabels, service?.metadata?.labels)).toBe(true);
+    const portNames = service?.spec?.ports?.map((p) => p.name);
+    for (const endpoint of spec.endpoints) expect(portNames).toContain(endpoint.port);
+  });
+
+  test('no kustomization relies on features that kustomize v2.0.3 (Debian kubectl 1.20) lacks', () => {
+    const kustomizations = filesUnder(K8S_DIR).filter((f) => f.endsWith('kustomization.yaml'));
+    expect(kustomizations.length).toBe(3);
+    for (const file of kustomizations) {
+      const [kustomization] = parseObjects(readFileSync(file, 'utf8'));
+      const unsupported = Object.keys(kustomization ?? {}).filter(
+        (key) => !PORTABLE_KUSTOMIZATION_FIELDS.has(key),
+      );
+      expect({ [relative(ROOT, file)]: unsupported }).toEqual({ [relative(ROOT, file)]: [] });
+      for (const resource of (kustomization?.resources as string[] | undefined) ?? []) {
+        expect(statSync(join(dirname(file), resource)).isFile()).toBe(true);
+      }
+    }
+  });
+});
