@@ -1,0 +1,84 @@
+// The in-process TokenStore: local mode (no Redis) and unit tests, with expiry on an injectable clock.
+import type { ChannelListener, TokenStore } from './token-store';
+
+interface Entry {
+  readonly value: string;
+  readonly expiresAt: number;
+}
+
+export interface MemoryTokenStoreOptions {
+  /** Epoch milliseconds; Date.now by default. */
+  readonly now?: () => number;
+}
+
+/**
+ * Behaves like the Redis store (expiry, owner-checked lock, compare-and-delete, notifications) so the token
+ * manager runs one code path everywhere. Several managers may share one instance to act as a fleet in tests.
+ */
+export function createMemoryTokenStore(options: MemoryTokenStoreOptions = {}): TokenStore {
+  const now = options.now ?? Date.now;
+  const entries = new Map<string, Entry>();
+  const channels = new Map<string, Set<ChannelListener>>();
+
+  const read = (key: string): string | undefined => {
+    const entry = entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expiresAt <= now()) {
+      entries.delete(key);
+      return undefined;
+    }
+    return entry.value;
+  };
+  const write = (key: string, value: string, ttlMs: number) => {
+    entries.set(key, { value, expiresAt: now() + Math.max(1, ttlMs) });
+  };
+
+  return {
+    kind: 'memory',
+    get: async (key) => read(key),
+    set: async (key, value, ttlMs) => write(key, value, ttlMs),
+    async compareAndDelete(key, expected) {
+      if (read(key) !== expected) return false;
+      entries.delete(key);
+      return true;
+    },
+    async acquireLock(key, owner, ttlMs) {
+      if (read(key) !== undefined) return false;
+      write(key, owner, ttlMs);
+      return true;
+    },
+    async releaseLock(key, owner) {
+      if (read(key) !== owner) return false;
+      entries.delete(key);
+      return true;
+    },
+    async extendLock(key, owner, ttlMs) {
+      if (read(key) !== owner) return false;
+      write(key, owner, ttlMs);
+      return true;
+    },
+    async publish(channel, message) {
+      // Delivered asynchronously, as Redis does, so a publisher never re-enters its own listener synchronously.
+      const listeners = [...(channels.get(channel) ?? [])];
+      queueMicrotask(() => {
+        for (const listener of listeners) listener(message);
+      });
+    },
+    subscribe(channel, listener) {
+      let set = channels.get(channel);
+      if (!set) {
+        set = new Set();
+        channels.set(channel, set);
+      }
+      set.add(listener);
+      return () => {
+        set.delete(listener);
+        if (set.size === 0) channels.delete(channel);
+      };
+    },
+    healthy: () => true,
+    close: async () => {
+      channels.clear();
+    },
+  };
+}

@@ -1,0 +1,97 @@
+// The fleet-wide TokenStore on Redis (standalone, Sentinel or Cluster) through the one shared ioredis client.
+import type { Logger } from 'pino';
+import type { RedisClient } from './redis-connection';
+import type { ChannelListener, TokenStore } from './token-store';
+
+/** Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. */
+const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
+
+/** Renews the lease of KEYS[1] only while ARGV[1] owns it. */
+const COMPARE_AND_EXTEND = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
+
+export interface RedisTokenStoreOptions {
+  /** The shared client from createRedisClient (fail-fast: no offline queue, short command timeout). */
+  readonly client: RedisClient;
+  readonly logger: Logger;
+}
+
+/**
+ * Keys of one token pair share a hash tag (`{token:<hash>}`), so the pair, its lock and its failure record live in
+ * one Cluster slot and the Lua scripts touch a single slot. Pub/sub needs a connection of its own: it is a
+ * duplicate of the shared client, opened on the first subscription.
+ */
+export function createRedisTokenStore({ client, logger }: RedisTokenStoreOptions): TokenStore {
+  const channels = new Map<string, Set<ChannelListener>>();
+  let subscriber: RedisClient | undefined;
+
+  const openSubscriber = (): RedisClient => {
+    if (subscriber) return subscriber;
+    const connection = client.duplicate();
+    let reportedDown = false;
+    connection.on('error', (error: Error) => {
+      if (reportedDown) return;
+      reportedDown = true;
+      logger.warn(
+        { event: 'token.store.subscriber_error', error: error.message },
+        'token store subscriber lost Redis',
+      );
+    });
+    // (Re)subscribe whenever the connection becomes ready: at start, and after every reconnect.
+    connection.on('ready', () => {
+      reportedDown = false;
+      const names = [...channels.keys()];
+      if (names.length > 0) connection.subscribe(...names).catch(() => undefined);
+    });
+    connection.on('message', (channel: string, message: string) => {
+      for (const listener of channels.get(channel) ?? []) listener(message);
+    });
+    subscriber = connection;
+    return connection;
+  };
+
+  return {
+    kind: 'redis',
+    get: async (key) => (await client.get(key)) ?? undefined,
+    async set(key, value, ttlMs) {
+      await client.set(key, value, 'PX', Math.max(1, Math.ceil(ttlMs)));
+    },
+    async compareAndDelete(key, expected) {
+      return Number(await client.eval(COMPARE_AND_DELETE, 1, key, expected)) === 1;
+    },
+    async acquireLock(key, owner, ttlMs) {
+      return (await client.set(key, owner, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX')) === 'OK';
+    },
+    async releaseLock(key, owner) {
+      return Number(await client.eval(COMPARE_AND_DELETE, 1, key, owner)) === 1;
+    },
+    async extendLock(key, owner, ttlMs) {
+      return Number(await client.eval(COMPARE_AND_EXTEND, 1, key, owner, Math.ceil(ttlMs))) === 1;
+    },
+    async publish(channel, message) {
+      await client.publish(channel, message);
+    },
+    subscribe(channel, listener) {
+      const connection = openSubscriber();
+      let listeners = channels.get(channel);
+      if (!listeners) {
+        listeners = new Set();
+        channels.set(channel, listeners);
+        if (connection.status === 'ready') connection.subscribe(channel).catch(() => undefined);
+      }
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+        if (listeners.size > 0 || channels.get(channel) !== listeners) return;
+        channels.delete(channel);
+        if (connection.status === 'ready') connection.unsubscribe(channel).catch(() => undefined);
+      };
+    },
+    healthy: () => client.status === 'ready',
+    async close() {
+      channels.clear();
+      const connection = subscriber;
+      subscriber = undefined;
+      if (connection) connection.disconnect();
+    },
+  };
+}
