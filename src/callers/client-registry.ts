@@ -1,0 +1,243 @@
+// The API-key client registry (CLIENTS_FILE): validated at load, looked up by key hash in constant time, reloaded on change.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
+import { basename, dirname } from 'node:path';
+import type { z } from 'zod';
+import type { Caller } from './caller';
+import { type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
+
+export interface ClientRegistry {
+  /** The client owning this API key, or undefined. Constant time in the key's content. */
+  findByApiKey(key: string): Caller | undefined;
+  /** The registry client with this id (an SSO token's azp / client_id), for its limit and origins. */
+  findById(clientId: string): Caller | undefined;
+  /** Every origin some client lists (normalized, lower case); a fresh set after each reload. */
+  allOrigins(): ReadonlySet<string>;
+  originsOf(clientId: string): readonly string[];
+  readonly size: number;
+  /** Re-reads the file now (SIGHUP); false when the new content was refused and the previous registry stays. */
+  reload(): boolean;
+  close(): void;
+}
+
+type LogFn = (fields: Record<string, unknown>, message: string) => void;
+export interface RegistryLogger {
+  info: LogFn;
+  error: LogFn;
+}
+
+export interface LoadClientRegistryOptions {
+  readonly logger: RegistryLogger;
+  /** Watch the file and reload on change (fs.watch on its directory plus a periodic stat). */
+  readonly watch: boolean;
+  /** Period of the stat fallback, for file systems where fs.watch misses events. Default 5000 ms. */
+  readonly pollIntervalMs?: number;
+}
+
+/** Invalid registry content; the message names the file, the client and the field, never a key or hash. */
+export class ClientRegistryError extends Error {
+  constructor(
+    readonly file: string,
+    readonly problems: readonly string[],
+  ) {
+    super(`invalid client registry ${file}: ${problems.join('; ')}`);
+    this.name = 'ClientRegistryError';
+  }
+}
+
+/** Presented keys longer than this are refused before hashing (generated keys are 47 characters). */
+const MAX_KEY_LENGTH = 512;
+
+interface KeyRecord {
+  readonly hash: Buffer;
+  readonly caller: Caller;
+}
+
+/** One validated version of the registry, swapped whole on reload. */
+export interface RegistrySnapshot {
+  readonly byHash: ReadonlyMap<string, KeyRecord>;
+  readonly byId: ReadonlyMap<string, Caller>;
+  readonly origins: ReadonlySet<string>;
+}
+
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value, 'utf8').digest('hex');
+}
+
+export function normalizeOrigin(origin: string): string {
+  return origin.trim().toLowerCase().replace(/\/+$/, '');
+}
+
+/** Parses and validates registry text; throws ClientRegistryError listing every problem. */
+export function parseClientRegistry(text: string, file: string): RegistrySnapshot {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new ClientRegistryError(file, ['is not valid JSON']);
+  }
+  const parsed = clientRegistrySchema.safeParse(raw);
+  if (!parsed.success)
+    throw new ClientRegistryError(
+      file,
+      parsed.error.issues.map((issue) => describe(issue, raw)),
+    );
+  return buildSnapshot(parsed.data, file);
+}
+
+/** "client "checkout-web" (clients[0]) keys[1]: must be ..." — zod messages never include the offending value. */
+function describe(issue: z.core.$ZodIssue, raw: unknown): string {
+  const [top, index, ...rest] = issue.path;
+  if (top !== 'clients' || typeof index !== 'number') {
+    return `${issue.path.length > 0 ? issue.path.join('.') : 'the file'}: ${issue.message}`;
+  }
+  const entry = (raw as { clients: unknown[] }).clients[index] as { id?: unknown } | undefined;
+  const id = typeof entry?.id === 'string' && entry.id.length <= 64 ? `client "${entry.id}" ` : '';
+  const field = rest.map((part) => (typeof part === 'number' ? `[${part}]` : `.${String(part)}`)).join('');
+  return `${id}(clients[${index}])${field ? ` ${field.replace(/^\./, '')}` : ''}: ${issue.message}`;
+}
+
+function buildSnapshot(registry: ClientRegistryFile, file: string): RegistrySnapshot {
+  const problems: string[] = [];
+  const byHash = new Map<string, KeyRecord>();
+  const byId = new Map<string, Caller>();
+  const origins = new Set<string>();
+  for (const entry of registry.clients) {
+    if (byId.has(entry.id)) {
+      problems.push(`client "${entry.id}" appears more than once`);
+      continue;
+    }
+    const clientOrigins = [...new Set((entry.origins ?? []).map(normalizeOrigin))];
+    const caller: Caller = Object.freeze({
+      id: entry.id,
+      scopes: new Set(entry.scopes),
+      via: 'api-key' as const,
+      rateLimit: entry.rateLimit ? Object.freeze({ ...entry.rateLimit }) : undefined,
+      origins: Object.freeze(clientOrigins),
+    });
+    byId.set(entry.id, caller);
+    for (const origin of clientOrigins) origins.add(origin);
+    entry.keys.forEach((key, index) => {
+      const hex = key.slice('sha256:'.length).toLowerCase();
+      const owner = byHash.get(hex);
+      if (owner) {
+        problems.push(
+          owner.caller.id === entry.id
+            ? `client "${entry.id}" keys[${index}] repeats one of its own key hashes`
+            : `client "${entry.id}" keys[${index}] is also a key hash of client "${owner.caller.id}"`,
+        );
+        return;
+      }
+      byHash.set(hex, { hash: Buffer.from(hex, 'hex'), caller });
+    });
+  }
+  if (problems.length > 0) throw new ClientRegistryError(file, problems);
+  return { byHash, byId, origins };
+}
+
+/**
+ * Loads CLIENTS_FILE; throws ClientRegistryError (or the read error) when it is missing or invalid at start.
+ * While watching, a broken new version is logged and refused: the previous registry keeps serving.
+ */
+export function loadClientRegistry(file: string, options: LoadClientRegistryOptions): ClientRegistry {
+  const { logger } = options;
+  let lastText = readFileSync(file, 'utf8');
+  let snapshot = parseClientRegistry(lastText, file);
+  let refusedText: string | undefined;
+
+  function reloadIfChanged(): boolean {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (error) {
+      // Mid-swap (ConfigMap symlink flip) or deleted: keep serving, the next event or poll retries.
+      const code = (error as NodeJS.ErrnoException).code;
+      logger.error({ file, code }, 'client registry unreadable; keeping the previous registry');
+      return false;
+    }
+    if (text === lastText) return true;
+    if (text === refusedText) return false;
+    try {
+      snapshot = parseClientRegistry(text, file);
+    } catch (error) {
+      refusedText = text;
+      const problems = error instanceof ClientRegistryError ? error.problems : [(error as Error).message];
+      logger.error({ file, problems }, 'client registry reload refused; keeping the previous registry');
+      return false;
+    }
+    lastText = text;
+    refusedText = undefined;
+    logger.info({ file, clients: snapshot.byId.size }, 'client registry reloaded');
+    return true;
+  }
+
+  let watcher: FSWatcher | undefined;
+  let poller: NodeJS.Timeout | undefined;
+  let debounce: NodeJS.Timeout | undefined;
+  if (options.watch) {
+    const schedule = () => {
+      clearTimeout(debounce);
+      debounce = setTimeout(reloadIfChanged, 50);
+      debounce.unref();
+    };
+    // Watch the directory, not the file: editors replace files and Kubernetes ConfigMaps swap a `..data`
+    // symlink, both of which end a watch on the file itself. Any event there just triggers a content compare.
+    const name = basename(file);
+    try {
+      watcher = watch(dirname(file), { persistent: false }, (_event, changed) => {
+        if (!changed || changed === name || changed.startsWith('..')) schedule();
+      });
+      watcher.on('error', () => {
+        watcher?.close();
+        watcher = undefined;
+      });
+    } catch {
+      // Some file systems do not support watching; the poll below still notices changes.
+    }
+    let signature = statSignature(file);
+    poller = setInterval(() => {
+      const current = statSignature(file);
+      if (current !== signature) {
+        signature = current;
+        schedule();
+      }
+    }, options.pollIntervalMs ?? 5_000);
+    poller.unref();
+  }
+
+  return {
+    findByApiKey(key) {
+      if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) return undefined;
+      const digest = createHash('sha256').update(key, 'utf8').digest();
+      // A Map keyed by the presented key's hash: the lookup's timing depends only on SHA-256(key), which an
+      // attacker cannot steer toward a stored hash (they would need a preimage), so it leaks nothing about the
+      // stored keys. The final comparison is still constant time, so a match is never decided by a short-circuit
+      // string compare. A linear timingSafeEqual scan would also be safe but costs O(keys) per request.
+      const record = snapshot.byHash.get(digest.toString('hex'));
+      if (!record || !timingSafeEqual(record.hash, digest)) return undefined;
+      return record.caller;
+    },
+    findById: (clientId) => snapshot.byId.get(clientId),
+    allOrigins: () => snapshot.origins,
+    originsOf: (clientId) => snapshot.byId.get(clientId)?.origins ?? [],
+    get size() {
+      return snapshot.byId.size;
+    },
+    reload: reloadIfChanged,
+    close() {
+      watcher?.close();
+      clearInterval(poller);
+      clearTimeout(debounce);
+    },
+  };
+}
+
+/** Inode, size and mtime of the file the path resolves to (stat follows symlinks, so a swap changes it). */
+function statSignature(file: string): string {
+  try {
+    const stat = statSync(file);
+    return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
+  } catch {
+    return 'missing';
+  }
+}

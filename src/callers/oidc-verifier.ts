@@ -1,0 +1,186 @@
+// Verifies company-SSO bearer JWTs against the OIDC issuer's JWKS and turns them into a Caller.
+import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
+import { GatewayError } from '../http/gateway-error';
+import type { Caller } from './caller';
+import type { ClientRegistry } from './client-registry';
+import { CLIENT_ID_PATTERN } from './registry-schema';
+
+export interface OidcVerifierOptions {
+  /** Expected `iss`, exactly as the issuer writes it. */
+  readonly issuer: string;
+  /** Expected `aud` (one of the token's audiences). */
+  readonly audience: string;
+  /** The JWKS endpoint; discovered from `${issuer}/.well-known/openid-configuration` when absent. */
+  readonly jwksUrl?: string;
+  /** Allowed clock skew for exp / nbf / iat, in seconds (bounded by the config schema to 0..300). */
+  readonly clockToleranceSeconds: number;
+  /** Registry clients whose id equals the token's client id lend it their rate limit and CORS origins. */
+  readonly registry?: Pick<ClientRegistry, 'findById'>;
+  /**
+   * Minimum spacing of JWKS refetches on an unknown `kid` (jose's cooldown). Default 10 s: an issuer that starts
+   * signing with a key it had not published yet is picked up within seconds, while tokens with made-up kids still
+   * cost the issuer at most one fetch per replica every 10 s.
+   */
+  readonly jwksCooldownMs?: number;
+  /** Time limit of a JWKS or discovery fetch. Default 5 s. */
+  readonly fetchTimeoutMs?: number;
+  /** Told when the issuer's keys cannot be fetched (an operator problem, not the caller's). */
+  readonly logger?: { warn(fields: Record<string, unknown>, message: string): void };
+}
+
+export interface OidcVerifier {
+  /** The Caller of a valid token; otherwise throws GatewayError CLIENT_UNAUTHENTICATED (the detail never quotes it). */
+  verify(token: string): Promise<Caller>;
+}
+
+/** Asymmetric algorithms only: HS* would let anyone holding the (public) JWKS forge tokens, `none` signs nothing. */
+export const OIDC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+  'Ed25519',
+];
+
+/** Compact JWS of a sane size: anything else is refused before any parsing. */
+const MAX_TOKEN_LENGTH = 8_192;
+
+/**
+ * The client id is `azp` (OIDC: the party the token was issued to), else `client_id` (RFC 9068 access tokens).
+ * There is deliberately no fallback to `sub`: that is the user, and limits and metrics are per client app, not
+ * per person. A token naming no client is refused.
+ *
+ * Scopes are the union of `scope` (RFC 8693/9068, space separated) and `scp` (Azure AD / Okta: array or string).
+ */
+export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
+  const timeoutDuration = options.fetchTimeoutMs ?? 5_000;
+  let jwks: Promise<ReturnType<typeof createRemoteJWKSet>> | undefined;
+
+  const keySet = () => {
+    if (!jwks) {
+      jwks = resolveJwksUrl(options, timeoutDuration).then((url) =>
+        createRemoteJWKSet(url, { cooldownDuration: options.jwksCooldownMs ?? 10_000, timeoutDuration }),
+      );
+      // A failed discovery is retried by the next request rather than cached.
+      jwks.catch(() => {
+        jwks = undefined;
+      });
+    }
+    return jwks;
+  };
+
+  return {
+    async verify(token) {
+      if (token.length > MAX_TOKEN_LENGTH || token.split('.').length !== 3) {
+        throw unauthenticated('The bearer token is not a signed JWT.');
+      }
+      let payload: JWTPayload;
+      try {
+        const { payload: verified } = await jwtVerify(token, await keySet(), {
+          issuer: options.issuer,
+          audience: options.audience,
+          algorithms: OIDC_ALGORITHMS,
+          clockTolerance: options.clockToleranceSeconds,
+          requiredClaims: ['exp'],
+        });
+        payload = verified;
+      } catch (error) {
+        const detail = explain(error);
+        if (detail === KEYS_UNAVAILABLE) {
+          options.logger?.warn(
+            { err: { message: (error as Error).message } },
+            'OIDC issuer keys unavailable',
+          );
+        }
+        throw unauthenticated(detail, error);
+      }
+      const clientId = firstString(payload.azp, payload.client_id);
+      if (clientId === undefined)
+        throw unauthenticated('The bearer token names no client (azp or client_id).');
+      if (!CLIENT_ID_PATTERN.test(clientId))
+        throw unauthenticated('The bearer token names a malformed client id.');
+      const known = options.registry?.findById(clientId);
+      return Object.freeze({
+        id: clientId,
+        scopes: scopesOf(payload),
+        via: 'oidc' as const,
+        rateLimit: known?.rateLimit,
+        origins: known?.origins ?? [],
+      });
+    },
+  };
+}
+
+async function resolveJwksUrl(options: OidcVerifierOptions, timeoutMs: number): Promise<URL> {
+  if (options.jwksUrl) return new URL(options.jwksUrl);
+  const discovery = `${options.issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
+  const response = await fetch(discovery, { signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+  if (!response.ok) throw new Error(`OIDC discovery answered ${response.status}`);
+  const document = (await response.json()) as { issuer?: unknown; jwks_uri?: unknown };
+  // OIDC Discovery §4.3: the document must name the very issuer it was fetched for.
+  if (document.issuer !== options.issuer) throw new Error('OIDC discovery names another issuer');
+  if (typeof document.jwks_uri !== 'string') throw new Error('OIDC discovery has no jwks_uri');
+  return new URL(document.jwks_uri);
+}
+
+function scopesOf(payload: JWTPayload): ReadonlySet<string> {
+  const scopes = new Set<string>();
+  const add = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      for (const item of value) add(item);
+    } else if (typeof value === 'string') {
+      for (const scope of value.split(' ')) if (scope !== '') scopes.add(scope);
+    }
+  };
+  add(payload.scope);
+  add(payload.scp);
+  return scopes;
+}
+
+function firstString(...values: unknown[]): string | undefined {
+  return values.find((value): value is string => typeof value === 'string' && value.length > 0);
+}
+
+const KEYS_UNAVAILABLE = 'The bearer token could not be verified: the issuer keys are unavailable.';
+
+/** A sentence for the caller; jose's own messages are safe too, but these say what to fix. */
+function explain(error: unknown): string {
+  if (error instanceof errors.JWTExpired) return 'The bearer token has expired.';
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    switch (error.claim) {
+      case 'iss':
+        return 'The bearer token was issued by an issuer this gateway does not trust.';
+      case 'aud':
+        return 'The bearer token is not meant for this gateway (audience).';
+      case 'nbf':
+      case 'iat':
+        return 'The bearer token is not valid yet.';
+      default:
+        return `The bearer token has an invalid "${error.claim}" claim.`;
+    }
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed || error instanceof errors.JOSENotSupported) {
+    return 'The bearer token is signed with an algorithm this gateway does not accept.';
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed || error instanceof errors.JWKSNoMatchingKey) {
+    return 'The bearer token signature does not verify against the issuer keys.';
+  }
+  if (
+    error instanceof errors.JWKSTimeout ||
+    error instanceof errors.JWKSInvalid ||
+    !(error instanceof errors.JOSEError)
+  ) {
+    return KEYS_UNAVAILABLE;
+  }
+  return 'The bearer token is not a valid JWT.';
+}
+
+function unauthenticated(detail: string, cause?: unknown): GatewayError {
+  return new GatewayError('CLIENT_UNAUTHENTICATED', detail, { cause });
+}

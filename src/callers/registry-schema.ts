@@ -1,0 +1,79 @@
+// The client registry file format (SPEC §4, issue 2): one zod schema for loading, the CLI and the JSON Schema.
+import { z } from 'zod';
+import { SCOPES } from './caller';
+
+/** Client ids become metric labels and log fields: a short, bounded alphabet. */
+export const CLIENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+/** `sha256:` and the lower- or upper-case hex of the SHA-256 of the key. */
+export const KEY_HASH_PATTERN = /^sha256:[0-9a-fA-F]{64}$/;
+/** Same shape as CORS_ORIGINS: scheme, host and optional port, no path. */
+export const ORIGIN_PATTERN = /^https?:\/\/[^/\s]+$/;
+
+export const clientEntrySchema = z
+  .strictObject({
+    id: z
+      .string()
+      .regex(
+        CLIENT_ID_PATTERN,
+        'must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit',
+      )
+      .meta({
+        description: 'Client id: used in logs, metrics and rate-limit keys.',
+        examples: ['checkout-web'],
+      }),
+    keys: z
+      .array(
+        z
+          .string()
+          .regex(KEY_HASH_PATTERN, 'must be "sha256:" followed by the 64 hex digits of the key\'s hash'),
+      )
+      .min(1, 'must list at least one key hash')
+      .meta({
+        description:
+          'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both.',
+      }),
+    scopes: z
+      .array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`))
+      .min(1, 'must list at least one scope')
+      .meta({ description: 'Routes this client may call.' }),
+    rateLimit: z
+      .strictObject({
+        limit: z
+          .int()
+          .min(1)
+          .max(1_000_000)
+          .meta({ description: 'Requests allowed per window, across all replicas.' }),
+        windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
+      })
+      .optional()
+      .meta({ description: 'Per-client limit; RATE_LIMIT_DEFAULT_* applies when absent.' }),
+    origins: z
+      .array(z.string().regex(ORIGIN_PATTERN, 'must be an origin like https://app.example.com (no path)'))
+      .optional()
+      .meta({
+        description:
+          "Browser origins of this client's web app, allowed by CORS (in addition to CORS_ORIGINS).",
+      }),
+  })
+  .meta({ description: 'One caller of the gateway.' });
+
+export const clientRegistrySchema = z
+  .strictObject({
+    $schema: z.string().optional().meta({ description: 'Editor hint; ignored by the gateway.' }),
+    clients: z
+      .array(clientEntrySchema)
+      .meta({ description: 'Every client allowed to call the gateway with an API key.' }),
+  })
+  .meta({
+    title: 'Payments BFF gateway client registry',
+    description:
+      'CLIENTS_FILE: who may call the gateway, with which keys, scopes, limits and browser origins.',
+  });
+
+export type ClientEntry = z.infer<typeof clientEntrySchema>;
+export type ClientRegistryFile = z.infer<typeof clientRegistrySchema>;
+
+/** The JSON Schema (draft 2020-12) checked in as config/clients.schema.json; a unit test keeps the two equal. */
+export function registryJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(clientRegistrySchema, { target: 'draft-2020-12' }) as Record<string, unknown>;
+}

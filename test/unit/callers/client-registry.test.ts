@@ -1,0 +1,204 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ClientRegistryError,
+  loadClientRegistry,
+  parseClientRegistry,
+} from '../../../src/callers/client-registry';
+import { waitFor } from '../../support/ports';
+import { memoryLogger } from './support/test-app';
+
+const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
+
+function registryText(clients: unknown[]): string {
+  return JSON.stringify({ clients });
+}
+
+const checkout = {
+  id: 'checkout-web',
+  keys: [hash('old-key'), hash('new-key')],
+  scopes: ['documents:validate', 'plans:read'],
+  rateLimit: { limit: 600, windowSeconds: 60 },
+  origins: ['https://Checkout.internal.example'],
+};
+const mobile = { id: 'mobile-backend', keys: [hash('mobile-key')], scopes: ['plans:read'] };
+
+function tempFile(content: string): { dir: string; file: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'bff-registry-'));
+  const file = join(dir, 'clients.json');
+  writeFileSync(file, content);
+  return { dir, file };
+}
+
+describe('client registry file validation', () => {
+  const problemsOf = (clients: unknown[]): string => {
+    try {
+      parseClientRegistry(registryText(clients), 'clients.json');
+    } catch (error) {
+      expect(error).toBeInstanceOf(ClientRegistryError);
+      return (error as Error).message;
+    }
+    throw new Error('expected the registry to be refused');
+  };
+
+  test('accepts the documented format', () => {
+    const snapshot = parseClientRegistry(registryText([checkout, mobile]), 'clients.json');
+    expect(snapshot.byId.size).toBe(2);
+  });
+
+  test('an unknown scope is refused naming the client', () => {
+    const message = problemsOf([{ ...mobile, scopes: ['plans:write'] }]);
+    expect(message).toContain('client "mobile-backend"');
+    expect(message).toContain('scopes[0]');
+  });
+
+  test('a key that is not a sha256 hash is refused without echoing it', () => {
+    const message = problemsOf([{ ...mobile, keys: ['my-plain-secret-key'] }]);
+    expect(message).toContain('client "mobile-backend"');
+    expect(message).toContain('keys[0]');
+    expect(message).not.toContain('my-plain-secret-key');
+  });
+
+  test('a hash with the wrong length is refused without echoing it', () => {
+    const short = `sha256:${'ab'.repeat(20)}`;
+    const message = problemsOf([{ ...mobile, keys: [short] }]);
+    expect(message).not.toContain('abab');
+  });
+
+  test('duplicate client ids are refused', () => {
+    expect(problemsOf([mobile, { ...mobile, keys: [hash('other')] }])).toContain(
+      'client "mobile-backend" appears more than once',
+    );
+  });
+
+  test('a key hash used by two clients is refused, naming both and not the hash', () => {
+    const message = problemsOf([checkout, { ...mobile, keys: [hash('new-key')] }]);
+    expect(message).toContain('client "mobile-backend" keys[0] is also a key hash of client "checkout-web"');
+    expect(message).not.toContain(hash('new-key').slice(7, 20));
+  });
+
+  test('unknown fields, bad limits and bad origins are refused', () => {
+    expect(problemsOf([{ ...mobile, colour: 'red' }])).toContain('colour');
+    expect(problemsOf([{ ...mobile, rateLimit: { limit: 0, windowSeconds: 60 } }])).toContain(
+      'rateLimit.limit',
+    );
+    expect(problemsOf([{ ...mobile, origins: ['https://a.example/path'] }])).toContain('origins[0]');
+  });
+
+  test('text that is not JSON is refused', () => {
+    expect(() => parseClientRegistry('{"clients": [', 'clients.json')).toThrow('is not valid JSON');
+  });
+});
+
+describe('client registry lookups', () => {
+  const { file } = tempFile(registryText([checkout, mobile]));
+  const registry = loadClientRegistry(file, { logger: memoryLogger(), watch: false });
+  afterAll(() => registry.close());
+
+  test('each of several keys of a client finds it (rotation)', () => {
+    expect(registry.findByApiKey('old-key')?.id).toBe('checkout-web');
+    expect(registry.findByApiKey('new-key')?.id).toBe('checkout-web');
+    expect(registry.findByApiKey('mobile-key')?.id).toBe('mobile-backend');
+  });
+
+  test('unknown, empty and oversized keys find nobody', () => {
+    expect(registry.findByApiKey('nope')).toBeUndefined();
+    expect(registry.findByApiKey('')).toBeUndefined();
+    expect(registry.findByApiKey('x'.repeat(10_000))).toBeUndefined();
+  });
+
+  test('a found caller carries scopes, limit and normalized origins', () => {
+    const caller = registry.findByApiKey('new-key')!;
+    expect(caller.via).toBe('api-key');
+    expect([...caller.scopes]).toEqual(['documents:validate', 'plans:read']);
+    expect(caller.rateLimit).toEqual({ limit: 600, windowSeconds: 60 });
+    expect(registry.originsOf('checkout-web')).toEqual(['https://checkout.internal.example']);
+    expect([...registry.allOrigins()]).toEqual(['https://checkout.internal.example']);
+    expect(registry.findById('mobile-backend')?.origins).toEqual([]);
+    expect(registry.size).toBe(2);
+  });
+
+  test('the final comparison of a found hash is constant time (crypto.timingSafeEqual)', () => {
+    // The real module object (an `import * as` namespace would be a copy).
+    const spy = jest.spyOn(
+      jest.requireActual<typeof import('node:crypto')>('node:crypto'),
+      'timingSafeEqual',
+    );
+    registry.findByApiKey('mobile-key');
+    expect(spy).toHaveBeenCalledTimes(1);
+    spy.mockRestore();
+  });
+});
+
+describe('client registry reload', () => {
+  test('an invalid file at start throws', () => {
+    const { file } = tempFile(registryText([{ ...mobile, scopes: ['admin'] }]));
+    expect(() => loadClientRegistry(file, { logger: memoryLogger(), watch: false })).toThrow(
+      ClientRegistryError,
+    );
+  });
+
+  test('a missing file at start throws', () => {
+    expect(() =>
+      loadClientRegistry('/nonexistent/clients.json', { logger: memoryLogger(), watch: false }),
+    ).toThrow();
+  });
+
+  test('a change of the file is picked up without a restart', async () => {
+    const { dir, file } = tempFile(registryText([mobile]));
+    const logger = memoryLogger();
+    const registry = loadClientRegistry(file, { logger, watch: true, pollIntervalMs: 100 });
+    try {
+      expect(registry.findByApiKey('old-key')).toBeUndefined();
+      writeFileSync(join(dir, 'next.json'), registryText([mobile, checkout]));
+      renameSync(join(dir, 'next.json'), file);
+      await waitFor(() => registry.findByApiKey('old-key')?.id === 'checkout-web', { what: 'reload' });
+      expect(logger.lines.some((line) => line.message === 'client registry reloaded')).toBe(true);
+    } finally {
+      registry.close();
+    }
+  });
+
+  test('a broken new version keeps the previous registry and logs an error', async () => {
+    const { file } = tempFile(registryText([mobile]));
+    const logger = memoryLogger();
+    const registry = loadClientRegistry(file, { logger, watch: true, pollIntervalMs: 100 });
+    try {
+      writeFileSync(file, registryText([{ ...mobile, keys: ['leaked-plain-key'] }]));
+      await waitFor(() => logger.lines.some((line) => line.level === 'error'), { what: 'refusal' });
+      expect(registry.findByApiKey('mobile-key')?.id).toBe('mobile-backend');
+      expect(JSON.stringify(logger.lines)).not.toContain('leaked-plain-key');
+      expect(registry.reload()).toBe(false);
+    } finally {
+      registry.close();
+    }
+  });
+
+  test('a Kubernetes-style ConfigMap symlink swap is picked up', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bff-configmap-'));
+    const version = (name: string, content: string) => {
+      mkdirSync(join(dir, name));
+      writeFileSync(join(dir, name, 'clients.json'), content);
+    };
+    version('v1', registryText([mobile]));
+    symlinkSync('v1', join(dir, '..data'));
+    symlinkSync('..data/clients.json', join(dir, 'clients.json'));
+    const registry = loadClientRegistry(join(dir, 'clients.json'), {
+      logger: memoryLogger(),
+      watch: true,
+      pollIntervalMs: 100,
+    });
+    try {
+      version('v2', registryText([checkout]));
+      symlinkSync('v2', join(dir, '..data_tmp'));
+      renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
+      rmSync(join(dir, 'v1'), { recursive: true });
+      await waitFor(() => registry.findByApiKey('new-key') !== undefined, { what: 'symlink swap' });
+      expect(registry.findByApiKey('mobile-key')).toBeUndefined();
+    } finally {
+      registry.close();
+    }
+  });
+});

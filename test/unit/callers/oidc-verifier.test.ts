@@ -1,0 +1,181 @@
+import { SignJWT, UnsecuredJWT } from 'jose';
+import type { Caller } from '../../../src/callers/caller';
+import { createOidcVerifier, type OidcVerifierOptions } from '../../../src/callers/oidc-verifier';
+import { GatewayError } from '../../../src/http/gateway-error';
+import { newSigningKey, startTestIssuer, type TestIssuer } from './support/oidc-test-issuer';
+
+const AUDIENCE = 'payments-bff';
+
+describe('OIDC bearer tokens against a local test issuer', () => {
+  let issuer: TestIssuer;
+  let options: OidcVerifierOptions;
+
+  beforeAll(async () => {
+    issuer = await startTestIssuer();
+    options = {
+      issuer: issuer.issuer,
+      audience: AUDIENCE,
+      jwksUrl: issuer.jwksUrl,
+      clockToleranceSeconds: 30,
+    };
+  });
+  afterAll(() => issuer.close());
+
+  const refusal = async (verify: Promise<Caller>): Promise<string> => {
+    const error = await verify.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(GatewayError);
+    expect((error as GatewayError).reason).toBe('CLIENT_UNAUTHENTICATED');
+    return (error as GatewayError).detail;
+  };
+
+  test('a valid token gives a caller with its client id and scopes', async () => {
+    const verifier = createOidcVerifier(options);
+    const token = await issuer.sign({
+      aud: AUDIENCE,
+      azp: 'checkout-web',
+      sub: 'user-1',
+      scope: 'plans:read openid',
+    });
+    const caller = await verifier.verify(token);
+    expect(caller).toMatchObject({ id: 'checkout-web', via: 'oidc', origins: [] });
+    expect([...caller.scopes].sort()).toEqual(['openid', 'plans:read']);
+  });
+
+  test('scopes come from scp as an array or a string, and the client id from client_id', async () => {
+    const verifier = createOidcVerifier(options);
+    const asArray = await verifier.verify(
+      await issuer.sign({ aud: AUDIENCE, client_id: 'svc-a', scp: ['documents:validate', 'plans:read'] }),
+    );
+    expect(asArray.id).toBe('svc-a');
+    expect([...asArray.scopes].sort()).toEqual(['documents:validate', 'plans:read']);
+    const asString = await verifier.verify(
+      await issuer.sign({ aud: AUDIENCE, client_id: 'svc-a', scp: 'plans:read' }),
+    );
+    expect([...asString.scopes]).toEqual(['plans:read']);
+  });
+
+  test('azp wins over client_id, and a token naming no client is refused (no fallback to sub)', async () => {
+    const verifier = createOidcVerifier(options);
+    const both = await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'other' }));
+    expect(both.id).toBe('web');
+    expect(await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, sub: 'user-1' })))).toContain(
+      'names no client',
+    );
+  });
+
+  test('a registry client with the same id lends its rate limit and origins', async () => {
+    const known: Caller = {
+      id: 'checkout-web',
+      scopes: new Set(),
+      via: 'api-key',
+      rateLimit: { limit: 5, windowSeconds: 60 },
+      origins: ['https://checkout.internal.example'],
+    };
+    const verifier = createOidcVerifier({
+      ...options,
+      registry: { findById: (id) => (id === known.id ? known : undefined) },
+    });
+    const caller = await verifier.verify(
+      await issuer.sign({ aud: AUDIENCE, azp: 'checkout-web', scope: 'plans:read' }),
+    );
+    expect(caller.rateLimit).toEqual({ limit: 5, windowSeconds: 60 });
+    expect(caller.origins).toEqual(['https://checkout.internal.example']);
+    expect([...caller.scopes]).toEqual(['plans:read']);
+  });
+
+  test('an expired token is refused beyond the clock tolerance, accepted within it', async () => {
+    const verifier = createOidcVerifier(options);
+    const withinTolerance = await issuer.sign({ aud: AUDIENCE, azp: 'web' }, { expiresInSeconds: -10 });
+    await expect(verifier.verify(withinTolerance)).resolves.toMatchObject({ id: 'web' });
+    const expired = await issuer.sign({ aud: AUDIENCE, azp: 'web' }, { expiresInSeconds: -120 });
+    expect(await refusal(verifier.verify(expired))).toBe('The bearer token has expired.');
+  });
+
+  test('a token not yet valid beyond the tolerance is refused', async () => {
+    const verifier = createOidcVerifier(options);
+    const future = Math.floor(Date.now() / 1000) + 600;
+    const token = await issuer.sign({ aud: AUDIENCE, azp: 'web', nbf: future, exp: future + 300 });
+    expect(await refusal(verifier.verify(token))).toBe('The bearer token is not valid yet.');
+  });
+
+  test('a token without exp is refused', async () => {
+    const verifier = createOidcVerifier(options);
+    const key = issuer.keys[0]!;
+    const token = await new SignJWT({ iss: issuer.issuer, aud: AUDIENCE, azp: 'web' })
+      .setProtectedHeader({ alg: 'RS256', kid: key.kid })
+      .sign(key.privateKey);
+    await refusal(verifier.verify(token));
+  });
+
+  test('a wrong audience or issuer is refused', async () => {
+    const verifier = createOidcVerifier(options);
+    expect(await refusal(verifier.verify(await issuer.sign({ aud: 'someone-else', azp: 'web' })))).toContain(
+      'audience',
+    );
+    expect(
+      await refusal(
+        verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', iss: 'https://evil.example' })),
+      ),
+    ).toContain('issuer');
+  });
+
+  test('a signature by another key with a known kid is refused', async () => {
+    const verifier = createOidcVerifier(options);
+    const impostor = await newSigningKey(issuer.keys[0]!.kid);
+    const token = await issuer.sign({ aud: AUDIENCE, azp: 'web' }, { key: impostor });
+    expect(await refusal(verifier.verify(token))).toContain('signature');
+  });
+
+  test('HS256 and unsigned (alg none) tokens are refused', async () => {
+    const verifier = createOidcVerifier(options);
+    const now = Math.floor(Date.now() / 1000);
+    const claims = { iss: issuer.issuer, aud: AUDIENCE, azp: 'web', exp: now + 300 };
+    const hs256 = await new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256', kid: issuer.keys[0]!.kid })
+      .sign(new TextEncoder().encode('a-shared-secret-of-at-least-32-bytes!!'));
+    expect(await refusal(verifier.verify(hs256))).toContain('algorithm');
+    const none = new UnsecuredJWT(claims).encode();
+    await refusal(verifier.verify(none));
+    await refusal(verifier.verify('not-a-jwt'));
+  });
+
+  test('key rotation: a token signed by a new kid is accepted once the JWKS publishes it', async () => {
+    const verifier = createOidcVerifier({ ...options, jwksCooldownMs: 0 });
+    await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web' }));
+    const fetchesBefore = issuer.jwksFetches;
+    const next = await newSigningKey();
+    issuer.keys = [next, ...issuer.keys];
+    await expect(
+      verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web' }, { key: next })),
+    ).resolves.toMatchObject({
+      id: 'web',
+    });
+    expect(issuer.jwksFetches).toBe(fetchesBefore + 1);
+    // Cached keys: further tokens need no fetch.
+    await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web' }, { key: next }));
+    expect(issuer.jwksFetches).toBe(fetchesBefore + 1);
+  });
+
+  test('without OIDC_JWKS_URL the jwks_uri comes from the discovery document', async () => {
+    const verifier = createOidcVerifier({ ...options, jwksUrl: undefined });
+    await expect(verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web' }))).resolves.toMatchObject({
+      id: 'web',
+    });
+  });
+
+  test('an unreachable issuer is a 401 that blames the keys, and the operator is told', async () => {
+    const warnings: string[] = [];
+    const verifier = createOidcVerifier({
+      ...options,
+      jwksUrl: 'http://127.0.0.1:1/jwks',
+      fetchTimeoutMs: 500,
+      logger: { warn: (_fields, message) => warnings.push(message) },
+    });
+    const detail = await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web' })));
+    expect(detail).toContain('issuer keys are unavailable');
+    expect(warnings).toEqual(['OIDC issuer keys unavailable']);
+  });
+});
