@@ -1,6 +1,6 @@
 // Jest runs the TypeScript sources through SWC (type checking is `npm run typecheck`'s job).
 // A few dependencies ship as ES modules only; SWC turns them into CommonJS for Jest's module system.
-const esmOnly = ['jose', 'http-proxy-middleware', 'httpxy', 'cockatiel'];
+const esmOnly = ['jose', 'http-proxy-middleware', 'httpxy', 'is-plain-obj', 'cockatiel'];
 
 /** @type {import('jest').Config} */
 module.exports = {
@@ -8,7 +8,7 @@ module.exports = {
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: {
-    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2023' }, module: { type: 'commonjs' } }],
+    '^.+\\.(m?js|tsx?)$': ['@swc/jest', { jsc: { target: 'es2023' }, module: { type: 'commonjs' } }],
   },
   transformIgnorePatterns: [`/node_modules/(?!(${esmOnly.join('|')})/)`],
   globalSetup: '<rootDir>/test/support/global-setup.ts',

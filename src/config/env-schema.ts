@@ -1,5 +1,6 @@
 // The gateway's environment variables: one schema, their defaults and which of them are secrets.
 import { z } from 'zod';
+import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from './parsers';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
@@ -11,6 +12,16 @@ const list = z.string().transform((v) =>
     .map((s) => s.trim())
     .filter(Boolean),
 );
+/** A string parsed by `parse`; its thrown message becomes the variable's problem. */
+const parsed = <T>(parse: (raw: string) => T) =>
+  z.string().transform((raw, ctx): T => {
+    try {
+      return parse(raw);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: (error as Error).message });
+      return z.NEVER;
+    }
+  });
 const hostPort = z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'must be host:port');
 
 /** Variables whose values must never be printed, logged or echoed in an error. */
@@ -33,8 +44,10 @@ export const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FILE: z.string().min(1).optional(),
 
-  TRUST_PROXY: z.string().default('false'),
-  INBOUND_ALLOW_CIDRS: list.default([]),
+  TRUST_PROXY: parsed(parseTrustProxy).default(false),
+  INBOUND_ALLOW_CIDRS: list
+    .refine((entries) => entries.every(isCidr), 'must be a comma list of CIDRs or addresses')
+    .default([]),
   CORS_ORIGINS: list.default([]),
   BODY_LIMIT_BYTES: int(64, 1024 * 1024).default(16 * 1024),
   SERVER_HEADERS_TIMEOUT_MS: int(1000, 120_000).default(10_000),
@@ -49,14 +62,14 @@ export const envSchema = z.object({
   UPSTREAM_USERNAME_FILE: z.string().min(1).optional(),
   UPSTREAM_PASSWORD_FILE: z.string().min(1).optional(),
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
-  UPSTREAM_STATIC_HEADERS: z.string().default(''),
+  UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
   UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
   CIRCUIT_FAILURE_THRESHOLD: int(1, 1000).default(5),
   CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
   PLAN_CACHE_TTL_SECONDS: int(0, 3600).default(0),
 
   TOKEN_REFRESH_SKEW_SECONDS: int(1, 3600).default(60),
-  TOKEN_ENCRYPTION_KEY: z.string().optional(),
+  TOKEN_ENCRYPTION_KEY: parsed(parseEncryptionKey).optional(),
   TOKEN_ENCRYPTION_KEY_FILE: z.string().min(1).optional(),
   TOKEN_LOCK_TTL_MS: int(1000, 120_000).default(15_000),
   TOKEN_LOCK_WAIT_MS: int(100, 120_000).default(5_000),

@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology } from './gateway-config';
-import { isCidr, parseEncryptionKey, parseHostPorts, parseStaticHeaders, parseTrustProxy } from './parsers';
+import { parseHostPorts } from './parsers';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
 
@@ -61,14 +61,6 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const production = env.NODE_ENV === 'production';
   const mode = env.UPSTREAM_BASE_URL ? 'upstream' : 'local';
   const fail = (variable: string, message: string) => problems.push({ variable, message });
-  const attempt = <T>(variable: string, parse: () => T): T | undefined => {
-    try {
-      return parse();
-    } catch (error) {
-      fail(variable, (error as Error).message);
-      return undefined;
-    }
-  };
 
   if (mode === 'local' && production) {
     fail(
@@ -88,37 +80,19 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
 
   const topology = redisTopology(env, fail);
   const usesRedis = topology.kind !== 'none';
-  const encryptionKey = env.TOKEN_ENCRYPTION_KEY
-    ? attempt('TOKEN_ENCRYPTION_KEY', () => parseEncryptionKey(env.TOKEN_ENCRYPTION_KEY as string))
-    : undefined;
   if (production && usesRedis && !env.TOKEN_ENCRYPTION_KEY) {
-    fail(
-      'TOKEN_ENCRYPTION_KEY',
-      'is required in production with Redis (the cached upstream tokens are encrypted)',
-    );
+    fail('TOKEN_ENCRYPTION_KEY', 'is required in production with Redis (the cached upstream tokens are encrypted)');
   }
   if (production && !usesRedis && !env.ALLOW_MEMORY_STORE) {
-    fail(
-      'REDIS_URL',
-      'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)',
-    );
+    fail('REDIS_URL', 'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)');
   }
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
   }
   if (env.OIDC_JWKS_URL && !env.OIDC_ISSUER) fail('OIDC_ISSUER', 'is required with OIDC_JWKS_URL');
-
-  const trustProxy = attempt('TRUST_PROXY', () => parseTrustProxy(env.TRUST_PROXY));
-  const staticHeaders = attempt('UPSTREAM_STATIC_HEADERS', () =>
-    parseStaticHeaders(env.UPSTREAM_STATIC_HEADERS),
-  );
-  if (env.INBOUND_ALLOW_CIDRS.some((entry) => !isCidr(entry)))
-    fail('INBOUND_ALLOW_CIDRS', 'must be a comma list of CIDRs or addresses');
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
-  if (badOrigin !== undefined)
-    fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
-
-  if (problems.length > 0 || trustProxy === undefined || staticHeaders === undefined) return undefined;
+  if (badOrigin !== undefined) fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
+  if (problems.length > 0) return undefined;
 
   const clientsFile = env.CLIENTS_FILE ?? (mode === 'local' ? LOCAL_CLIENTS_FILE : DEFAULT_CLIENTS_FILE);
   return {
@@ -133,7 +107,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       requestTimeoutMs: env.SERVER_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: env.SERVER_KEEP_ALIVE_TIMEOUT_MS,
       shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
-      trustProxy,
+      trustProxy: env.TRUST_PROXY,
       inboundAllowCidrs: env.INBOUND_ALLOW_CIDRS,
       corsOrigins: env.CORS_ORIGINS,
     },
@@ -141,7 +115,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     upstream: {
       baseUrl: env.UPSTREAM_BASE_URL?.replace(/\/+$/, ''),
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
-      staticHeaders,
+      staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
       circuitFailureThreshold: env.CIRCUIT_FAILURE_THRESHOLD,
       circuitResetMs: env.CIRCUIT_RESET_MS,
@@ -155,7 +129,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     },
     tokens: {
       refreshSkewSeconds: env.TOKEN_REFRESH_SKEW_SECONDS,
-      encryptionKey,
+      encryptionKey: env.TOKEN_ENCRYPTION_KEY,
       lockTtlMs: env.TOKEN_LOCK_TTL_MS,
       lockWaitMs: env.TOKEN_LOCK_WAIT_MS,
       loginMinIntervalMs: env.TOKEN_LOGIN_MIN_INTERVAL_MS,

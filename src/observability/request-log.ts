@@ -1,13 +1,28 @@
 // One log line and one set of metrics per answered request, taken when the answer is finished.
 import type { RequestHandler } from 'express';
 import type { Logger } from 'pino';
+import { REDACTED_PATHS } from './logger';
 import type { Metrics } from './metrics';
+
+/**
+ * The request line is built here from known fields only (ids, route, status, timings, a masked document), none
+ * of which the redaction list names. Its safety net is the list's top-level names: path-wildcard redaction
+ * costs about 20 µs per line, five times the rest of the line, and would never match here.
+ */
+const REQUEST_LINE_REDACTED = [
+  ...REDACTED_PATHS.filter((path) => /^[A-Za-z]+$/.test(path)),
+  'headers',
+  'cookie',
+  'err',
+  'config',
+];
 
 /**
  * `res.locals.route` names the route (a template, never the raw path) so metric labels stay bounded.
  * Probes and metrics scrapes are counted but not logged, to keep the log about traffic.
  */
 export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
+  const lines = logger.child({}, { redact: { paths: REQUEST_LINE_REDACTED, censor: '[redacted]' } });
   return (req, res, next) => {
     const startedAt = performance.now();
     req.log = logger;
@@ -20,7 +35,7 @@ export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
       metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, seconds);
       if (res.locals.quiet) return;
-      logger.info(
+      lines.info(
         {
           requestId: req.id,
           client,

@@ -1,0 +1,119 @@
+// The composition root of the HTTP pipeline: every middleware in one visible order, from explicit dependencies.
+import express, { type Express, type RequestHandler } from 'express';
+import helmet from 'helmet';
+import type { Logger } from 'pino';
+import type { Scope } from './callers/caller';
+import type { GatewayConfig } from './config/gateway-config';
+import { errorEnvelopeHandler } from './http/error-envelope';
+import { jsonBody } from './http/json-body';
+import { requestId } from './http/request-id';
+import { methodNotAllowed, notFound } from './http/unmatched';
+import type { Metrics } from './observability/metrics';
+import { requestLog, routeName } from './observability/request-log';
+import type { Readiness } from './operations/readiness';
+import {
+  getPlanHandler,
+  PLAN_PATH,
+  VALIDATION_PATH,
+  validateDocumentHandler,
+} from './routes/operation-routes';
+import type { Forwarder } from './upstream/forwarder';
+import type { PlanReader } from './upstream/plan-reader';
+
+/** Who may call, built by src/callers: the app only decides where each guard stands. */
+export interface CallerGuards {
+  readonly inboundAllowList: RequestHandler;
+  readonly cors: RequestHandler;
+  readonly authenticate: RequestHandler;
+  requireScope(scope: Scope): RequestHandler;
+  readonly rateLimit: RequestHandler;
+}
+
+export interface AppDeps {
+  readonly config: GatewayConfig;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly guards: CallerGuards;
+  readonly forwarder: Forwarder;
+  readonly plans: PlanReader;
+  readonly readiness: Readiness;
+  readonly openApiDocument: object;
+  /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
+  readonly serveMetrics: boolean;
+}
+
+export function createApp(deps: AppDeps): Express {
+  const { config, guards, readiness } = deps;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', false);
+  app.set('trust proxy', config.server.trustProxy);
+
+  app.use(requestId());
+  app.use(requestLog(deps.logger, deps.metrics));
+  if (config.mode === 'local') app.use(localModeMarker);
+  app.use(drainingMarker(readiness));
+  app.use(helmet());
+  app.use(guards.inboundAllowList);
+  app.use(guards.cors);
+
+  app.get('/healthz', routeName('healthz', { quiet: true }), (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+  app.get('/readyz', routeName('readyz', { quiet: true }), (_req, res) => {
+    const report = readiness.report();
+    res.status(report.status === 'not-ready' ? 503 : 200).json(report);
+  });
+  if (deps.serveMetrics)
+    app.get('/metrics', routeName('metrics', { quiet: true }), metricsHandler(deps.metrics));
+  const openApiBody = JSON.stringify(deps.openApiDocument);
+  app.get('/openapi.json', routeName('openapi'), (_req, res) => {
+    res.type('application/json').send(openApiBody);
+  });
+
+  app.post(
+    VALIDATION_PATH,
+    routeName('validation'),
+    guards.authenticate,
+    guards.requireScope('documents:validate'),
+    guards.rateLimit,
+    ...jsonBody(config.server.bodyLimitBytes),
+    validateDocumentHandler(deps.forwarder),
+  );
+  app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
+
+  app.get(
+    PLAN_PATH,
+    routeName('plan'),
+    guards.authenticate,
+    guards.requireScope('plans:read'),
+    guards.rateLimit,
+    getPlanHandler(deps.plans),
+  );
+  app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
+
+  app.use(notFound());
+  app.use(errorEnvelopeHandler());
+  return app;
+}
+
+/** Local mode: every answer says it came from the bundled simulator, so nobody mistakes it for the provider. */
+const localModeMarker: RequestHandler = (_req, res, next) => {
+  res.setHeader('x-upstream', 'simulator');
+  next();
+};
+
+/** While draining, answers close their connection so load balancers move callers to other replicas. */
+function drainingMarker(readiness: Readiness): RequestHandler {
+  return (_req, res, next) => {
+    if (readiness.draining) res.setHeader('connection', 'close');
+    next();
+  };
+}
+
+export function metricsHandler(metrics: Metrics): RequestHandler {
+  return async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  };
+}

@@ -1,0 +1,336 @@
+// Builds a running gateway from a config: stores, token manager, forwarding, callers, HTTP server, shutdown.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { DestinationStream, Logger } from 'pino';
+import { type CallerGuards, createApp } from './app';
+import { authenticate, requireScope } from './callers/authenticate';
+import { type ClientRegistry, loadClientRegistry } from './callers/client-registry';
+import { cors } from './callers/cors';
+import { inboundAllowList } from './callers/inbound-allow-list';
+import { createOidcVerifier } from './callers/oidc-verifier';
+import { rateLimit } from './callers/rate-limit';
+import type { GatewayConfig } from './config/gateway-config';
+import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import { createLogger } from './observability/logger';
+import { createMetrics, type Metrics } from './observability/metrics';
+import { createReadiness, type Readiness } from './operations/readiness';
+import { buildOpenApiDocument } from './routes/openapi';
+import { startSimulator } from './simulator/simulator';
+import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
+import { createMemoryTokenStore } from './store/memory-token-store';
+import { createRedisClient, type RedisClient } from './store/redis-connection';
+import { createRedisTokenStore } from './store/redis-token-store';
+import { createUpstreamCircuit } from './upstream/circuit-breaker';
+import {
+  type CredentialSource,
+  createCredentialSource,
+  staticCredentialSource,
+} from './upstream/credentials';
+import { createForwarder } from './upstream/forwarder';
+import { createPlanReader } from './upstream/plan-reader';
+import { createTokenClient } from './upstream/token-client';
+import { createTokenManager } from './upstream/token-manager';
+import type { TokenProvider } from './upstream/token-provider';
+import { createUpstreamAgent } from './upstream/upstream-agent';
+
+export const GATEWAY_VERSION = '0.1.0';
+
+export interface GatewayOptions {
+  /** Where logs go instead of LOG_FILE/stdout (tests capture them). */
+  readonly logStream?: DestinationStream;
+}
+
+export interface RunningGateway {
+  readonly url: string;
+  readonly metricsUrl?: string;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly readiness: Readiness;
+  readonly tokens: TokenProvider;
+  /** The simulator URL in local mode. */
+  readonly simulatorUrl?: string;
+  /** SIGHUP: re-read the credential files and the client registry. */
+  reload(): Promise<void>;
+  /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
+  shutdown(): Promise<void>;
+}
+
+const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
+
+export async function startGateway(
+  config: GatewayConfig,
+  options: GatewayOptions = {},
+): Promise<RunningGateway> {
+  const logger = createLogger({ level: config.log.level, file: config.log.file, stream: options.logStream });
+  const metrics = createMetrics();
+  const closers: (() => Promise<void> | void)[] = [];
+  const closeAll = async () => {
+    for (const close of closers.reverse()) await Promise.resolve(close()).catch(() => undefined);
+  };
+
+  try {
+    const upstream = await resolveUpstream(config, logger);
+    closers.push(() => upstream.close());
+
+    const redis = createRedisClient(config.redis);
+    if (redis) closers.push(() => quitRedis(redis));
+    else
+      logger.warn(
+        'no Redis configured: tokens and rate limits live in this process only (local mode / one replica)',
+      );
+    watchRedisHealth(redis, logger, metrics);
+
+    const credentials =
+      upstream.credentials ?? (await createCredentialSource(config.credentials, { logger }));
+    closers.push(() => credentials.close());
+
+    const tokenStore = redis ? createRedisTokenStore({ client: redis, logger }) : createMemoryTokenStore();
+    // Closes its pub/sub connection (a duplicate of `redis`) before `redis` itself quits.
+    closers.push(() => tokenStore.close());
+    const tokens = createTokenManager({
+      store: tokenStore,
+      client: createTokenClient({
+        baseUrl: upstream.baseUrl,
+        timeoutMs: config.upstream.timeoutMs,
+        headers: config.upstream.staticHeaders,
+      }),
+      credentials,
+      logger,
+      metrics,
+      settings: {
+        upstreamBaseUrl: upstream.baseUrl,
+        refreshSkewSeconds: config.tokens.refreshSkewSeconds,
+        lockTtlMs: config.tokens.lockTtlMs,
+        lockWaitMs: config.tokens.lockWaitMs,
+        loginMinIntervalMs: config.tokens.loginMinIntervalMs,
+        keyPrefix: config.redis.keyPrefix,
+        encryptionKey: config.tokens.encryptionKey,
+      },
+    });
+    await tokens.start();
+    closers.push(() => tokens.stop());
+
+    const circuit = createUpstreamCircuit({
+      failureThreshold: config.upstream.circuitFailureThreshold,
+      resetMs: config.upstream.circuitResetMs,
+      onStateChange: (state) => {
+        metrics.circuitState.set(CIRCUIT_STATE_VALUE[state]);
+        logger.warn({ circuit: state }, 'upstream circuit state changed');
+      },
+    });
+    const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
+    closers.push(() => agent.destroy());
+    const forwarder = createForwarder({
+      baseUrl: upstream.baseUrl,
+      agent,
+      tokens,
+      circuit,
+      timeoutMs: config.upstream.timeoutMs,
+      staticHeaders: config.upstream.staticHeaders,
+      metrics,
+      logger,
+    });
+    const ttl = config.upstream.planCacheTtlSeconds;
+    const plans = createPlanReader({
+      forwarder,
+      cache:
+        ttl > 0
+          ? {
+              store: redis
+                ? createRedisAnswerCache(redis, `${config.redis.keyPrefix}cache:`)
+                : createMemoryAnswerCache(),
+              ttlSeconds: ttl,
+            }
+          : undefined,
+    });
+
+    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true });
+    closers.push(() => registry.close());
+    const guards = callerGuards(config, registry, redis, logger, metrics);
+
+    const readiness = createReadiness({
+      tokens,
+      storeKind: redis ? 'redis' : 'memory',
+      circuitState: () => circuit.state,
+      storeHealthy: redis ? () => redis.status === 'ready' : undefined,
+    });
+    const app = createApp({
+      config,
+      logger,
+      metrics,
+      guards,
+      forwarder,
+      plans,
+      readiness,
+      openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
+      serveMetrics: config.server.metricsPort === undefined,
+    });
+
+    const server = hardenServer(createServer(app), config);
+    const url = await listen(server, config.server.host, config.server.port);
+    let metricsUrl: string | undefined;
+    let metricsServer: Server | undefined;
+    if (config.server.metricsPort !== undefined) {
+      metricsServer = createServer(async (req, res) => {
+        if (req.url !== '/metrics' || req.method !== 'GET') {
+          res.writeHead(404).end();
+          return;
+        }
+        res.setHeader('content-type', metrics.registry.contentType);
+        res.end(await metrics.registry.metrics());
+      });
+      metricsUrl = await listen(metricsServer, config.server.host, config.server.metricsPort);
+    }
+
+    let shuttingDown: Promise<void> | undefined;
+    return {
+      url,
+      metricsUrl,
+      logger,
+      metrics,
+      readiness,
+      tokens,
+      simulatorUrl: upstream.simulatorUrl,
+      async reload() {
+        await credentials.reload();
+        registry.reload();
+      },
+      shutdown() {
+        shuttingDown ??= (async () => {
+          readiness.startDraining();
+          logger.info(
+            { timeoutMs: config.server.shutdownTimeoutMs },
+            'draining: finishing in-flight requests',
+          );
+          await closeServer(server, config.server.shutdownTimeoutMs);
+          if (metricsServer) await closeServer(metricsServer, 1_000);
+          await closeAll();
+          logger.info('stopped');
+          logger.flush();
+        })();
+        return shuttingDown;
+      },
+    };
+  } catch (error) {
+    await closeAll();
+    logger.flush();
+    throw error;
+  }
+}
+
+interface ResolvedUpstream {
+  readonly baseUrl: string;
+  readonly credentials?: CredentialSource;
+  readonly simulatorUrl?: string;
+  close(): Promise<void>;
+}
+
+/** Local mode starts the bundled simulator on loopback and uses its development credentials. */
+async function resolveUpstream(config: GatewayConfig, logger: Logger): Promise<ResolvedUpstream> {
+  if (config.mode === 'upstream' && config.upstream.baseUrl) {
+    return { baseUrl: config.upstream.baseUrl, close: async () => undefined };
+  }
+  const simulator = await startSimulator({ host: '127.0.0.1', port: 0 });
+  logger.warn({ simulator: simulator.url }, 'local mode: the upstream is the bundled Payment API simulator');
+  return {
+    baseUrl: simulator.url,
+    simulatorUrl: simulator.url,
+    credentials: staticCredentialSource(SIMULATOR_DEFAULT_USERNAME, SIMULATOR_DEFAULT_PASSWORD),
+    close: () => simulator.close(),
+  };
+}
+
+function callerGuards(
+  config: GatewayConfig,
+  registry: ClientRegistry,
+  redis: RedisClient | undefined,
+  logger: Logger,
+  metrics: Metrics,
+): CallerGuards {
+  const { oidc } = config.callers;
+  return {
+    inboundAllowList: inboundAllowList(config.server.inboundAllowCidrs),
+    cors: cors({ origins: config.server.corsOrigins, registry }),
+    authenticate: authenticate({
+      registry,
+      oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+    }),
+    requireScope,
+    rateLimit: rateLimit({
+      redis,
+      keyPrefix: config.redis.keyPrefix,
+      defaultLimit: config.callers.defaultRateLimit,
+      metrics,
+      logger,
+    }),
+  };
+}
+
+/** Timeouts against slow clients (slowloris, trickled bodies) and a keep-alive below typical LB idle timeouts. */
+function hardenServer(server: Server, config: GatewayConfig): Server {
+  server.headersTimeout = config.server.headersTimeoutMs;
+  server.requestTimeout = config.server.requestTimeoutMs;
+  server.keepAliveTimeout = config.server.keepAliveTimeoutMs;
+  server.maxHeadersCount = 100;
+  return server;
+}
+
+function listen(server: Server, host: string, port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const address = server.address() as AddressInfo;
+      const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      resolve(`http://${shownHost === '0.0.0.0' ? '127.0.0.1' : shownHost}:${address.port}`);
+    });
+  });
+}
+
+/**
+ * Stops accepting, lets in-flight requests finish, and cuts what is left after `timeoutMs`. A keep-alive
+ * connection whose request was in flight turns idle when it is answered: it is closed then, not after the
+ * keep-alive timeout, so the drain ends as soon as the last answer is out.
+ */
+function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    deadline.unref();
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    sweep.unref();
+    server.close(() => {
+      clearTimeout(deadline);
+      clearInterval(sweep);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}
+
+async function quitRedis(redis: RedisClient): Promise<void> {
+  try {
+    await redis.quit();
+  } catch {
+    redis.disconnect();
+  }
+}
+
+/** Logs each Redis outage once (ioredis retries on its own) and keeps the store-health gauge current. */
+function watchRedisHealth(redis: RedisClient | undefined, logger: Logger, metrics: Metrics): void {
+  if (!redis) {
+    metrics.storeHealthy.set(1);
+    return;
+  }
+  let down = false;
+  redis.on('ready', () => {
+    metrics.storeHealthy.set(1);
+    if (down) logger.info('redis reachable again');
+    down = false;
+  });
+  redis.on('close', () => metrics.storeHealthy.set(0));
+  redis.on('error', (error: Error) => {
+    metrics.storeHealthy.set(0);
+    if (!down) logger.warn({ error: error.message }, 'redis unreachable: serving from memory, reconnecting');
+    down = true;
+  });
+}

@@ -1,0 +1,35 @@
+// The two forwarded operations: validate and sanitize the input, forward it, pass the upstream answer through.
+import type { RequestHandler } from 'express';
+import { maskDocumentId } from '../observability/logger';
+import { type Forwarder, sendAnswer } from '../upstream/forwarder';
+import type { PlanReader } from '../upstream/plan-reader';
+import { documentValidationRequest, planParams } from './schemas';
+import { parseOrReject } from './validate-input';
+
+export const VALIDATION_PATH = '/api/validation/document';
+export const PLAN_PATH = '/api/subscriptions/plan/:internalId';
+
+export function validateDocumentHandler(forwarder: Forwarder): RequestHandler {
+  return async (req, res) => {
+    const body = parseOrReject(documentValidationRequest, req.body, 'request body');
+    res.locals.document = {
+      country: body.country,
+      type: body.document.type,
+      id: maskDocumentId(body.document.id),
+    };
+    const answer = await forwarder.forward(req, res, {
+      route: 'validation',
+      method: 'POST',
+      path: '/api/validation/document',
+      body: Buffer.from(JSON.stringify(body)),
+    });
+    sendAnswer(res, answer);
+  };
+}
+
+export function getPlanHandler(plans: PlanReader): RequestHandler {
+  return async (req, res) => {
+    const { internalId } = parseOrReject(planParams, req.params, 'plan id');
+    sendAnswer(res, await plans.read(req, res, internalId));
+  };
+}

@@ -1,0 +1,299 @@
+// Forwards one validated exchange to the upstream with http-proxy-middleware: token injection, header hygiene,
+// timeout, circuit breaker, the single retry after a 401 and the single retry of an idempotent call.
+import type { Agent, ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { Request, Response } from 'express';
+import { createProxyMiddleware } from 'http-proxy-middleware';
+import type { Logger } from 'pino';
+import { GatewayError } from '../http/gateway-error';
+import type { Metrics } from '../observability/metrics';
+import { CircuitOpenError, type UpstreamCircuit, UpstreamFailure } from './circuit-breaker';
+import { allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import type { TokenProvider, TokenSource } from './token-provider';
+
+/** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
+export interface UpstreamAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+}
+
+export interface UpstreamExchange {
+  /** Metric/log label of the operation. */
+  readonly route: string;
+  /** The exact upstream path; built by the route from validated parameters (never the caller's raw URL). */
+  readonly path: string;
+  readonly method: 'GET' | 'POST';
+  /** The sanitized body, serialized once. */
+  readonly body?: Buffer;
+}
+
+export interface ForwarderDeps {
+  readonly baseUrl: string;
+  readonly agent: Agent;
+  readonly tokens: TokenProvider;
+  readonly circuit: UpstreamCircuit;
+  readonly timeoutMs: number;
+  readonly staticHeaders: Readonly<Record<string, string>>;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Largest upstream answer the gateway buffers; larger ones are treated as an upstream failure. */
+  readonly maxAnswerBytes?: number;
+}
+
+export interface Forwarder {
+  forward(req: Request, res: Response, exchange: UpstreamExchange): Promise<UpstreamAnswer>;
+}
+
+/** Per-attempt state, keyed by the incoming request (hpm's events hand us `req`). */
+interface Attempt {
+  readonly exchange: UpstreamExchange;
+  readonly accessToken: string;
+  readonly startedAt: number;
+  timer?: NodeJS.Timeout;
+  timedOut: boolean;
+  settled: boolean;
+  resolve(outcome: AttemptOutcome): void;
+  reject(error: unknown): void;
+}
+
+type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
+
+/**
+ * What httpxy gets as the response of an upstream attempt (selfHandleResponse: it never writes to it). It only
+ * listens for 'close' and reads these flags; the answer is buffered and sent to the caller(s) afterwards.
+ * Shared by every attempt: listeners are dropped (it never closes), and destroy() is a no-op.
+ */
+const DETACHED_RESPONSE = {
+  destroyed: false,
+  finished: false,
+  writableFinished: false,
+  headersSent: false,
+  on() {
+    return this;
+  },
+  once() {
+    return this;
+  },
+  destroy() {
+    return this;
+  },
+} as unknown as ServerResponse;
+
+const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
+
+export function createForwarder(deps: ForwarderDeps): Forwarder {
+  const attempts = new WeakMap<IncomingMessage, Attempt>();
+  const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
+
+  const settle = (attempt: Attempt) => {
+    attempt.settled = true;
+    clearTimeout(attempt.timer);
+  };
+  const fail = (attempt: Attempt, error: unknown) => {
+    if (attempt.settled) return;
+    settle(attempt);
+    attempt.reject(error);
+  };
+
+  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
+    target: deps.baseUrl,
+    agent: deps.agent,
+    changeOrigin: true,
+    xfwd: false,
+    selfHandleResponse: true,
+    ejectPlugins: true,
+    plugins: [
+      (server) => {
+        server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
+          const attempt = attempts.get(req);
+          if (!attempt) return;
+          attempt.timer = setTimeout(() => {
+            attempt.timedOut = true;
+            proxyReq.destroy();
+          }, deps.timeoutMs);
+          // The upstream request is complete here, body included: the caller's stream (consumed by validation, or
+          // a body-less GET) is never waited on, so a caller who hangs up cannot leave the call half-sent.
+          proxyReq.end(attempt.exchange.body);
+        });
+        server.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage) => {
+          const attempt = attempts.get(req);
+          if (!attempt) {
+            proxyRes.resume();
+            return;
+          }
+          readAnswer(proxyRes, maxAnswerBytes).then(
+            (answer) => {
+              if (attempt.settled) return;
+              settle(attempt);
+              observeUpstream(attempt, answer.status);
+              if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
+              else if (answer.status === 403) attempt.reject(ipRefused());
+              else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
+              else attempt.resolve({ kind: 'answer', answer });
+            },
+            (error) => fail(attempt, attempt.timedOut ? new UpstreamFailure('timeout') : error),
+          );
+        });
+        server.on('error', (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
+          const attempt = req && attempts.get(req);
+          if (!req || !attempt) return;
+          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          if (!attempt.timedOut) connectionErrors.set(req, error.code ?? 'unknown');
+          fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection'));
+        });
+        server.on('econnreset', (_error: Error, req?: IncomingMessage) => {
+          const attempt = req && attempts.get(req);
+          if (!attempt) return;
+          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection'));
+        });
+      },
+    ],
+  });
+  const connectionErrors = new WeakMap<IncomingMessage, string>();
+
+  function observeUpstream(attempt: Attempt, status: number | string) {
+    deps.metrics.upstreamDuration.observe(
+      { route: attempt.exchange.route, status: String(status) },
+      (performance.now() - attempt.startedAt) / 1000,
+    );
+  }
+
+  /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
+  function attemptOnce(req: Request, exchange: UpstreamExchange, accessToken: string) {
+    return new Promise<AttemptOutcome>((resolve, reject) => {
+      attempts.set(req, {
+        exchange,
+        accessToken,
+        startedAt: performance.now(),
+        timedOut: false,
+        settled: false,
+        resolve,
+        reject,
+      });
+      req.url = exchange.path;
+      req.headers = upstreamRequestHeaders({
+        accessToken,
+        requestId: req.id,
+        staticHeaders: deps.staticHeaders,
+        contentLength: exchange.body?.length,
+      });
+      // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a
+      // call that coalesced readers share nor counts as an upstream failure against the circuit breaker.
+      proxy(req, DETACHED_RESPONSE).catch(reject);
+    });
+  }
+
+  /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
+  async function guardedAttempt(
+    req: Request,
+    res: Response,
+    exchange: UpstreamExchange,
+    accessToken: string,
+  ) {
+    try {
+      return await deps.circuit.run(() => attemptOnce(req, exchange, accessToken));
+    } catch (error) {
+      const code = connectionErrors.get(req);
+      const retryable =
+        exchange.method === 'GET' &&
+        error instanceof UpstreamFailure &&
+        error.kind === 'connection' &&
+        code !== undefined &&
+        RETRYABLE_CONNECTION_ERRORS.has(code) &&
+        !res.destroyed;
+      if (!retryable) throw error;
+      connectionErrors.delete(req);
+      deps.logger.warn(
+        { requestId: req.id, route: exchange.route, code },
+        'upstream connection error, retrying once',
+      );
+      return deps.circuit.run(() => attemptOnce(req, exchange, accessToken));
+    }
+  }
+
+  return {
+    async forward(req, res, exchange) {
+      try {
+        const token = await deps.tokens.getAccessToken();
+        noteTokenSource(res, token.source);
+        const first = await guardedAttempt(req, res, exchange, token.value);
+        if (first.kind === 'answer') return first.answer;
+
+        // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
+        const renewed = await deps.tokens.renewAfterRejection(token.value);
+        noteTokenSource(res, renewed.source);
+        const second = await guardedAttempt(req, res, exchange, renewed.value);
+        if (second.kind === 'answer') return second.answer;
+        throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
+      } catch (error) {
+        throw toGatewayError(error, deps.circuit);
+      }
+    },
+  };
+
+  function noteTokenSource(res: Response, source: TokenSource) {
+    res.locals.tokenSource = source;
+    deps.metrics.tokenSource.inc({ source });
+  }
+}
+
+function ipRefused(): GatewayError {
+  return new GatewayError(
+    'UPSTREAM_IP_NOT_WHITELISTED',
+    "The upstream refused this gateway's IP address: whitelist the gateway's egress IP with the provider.",
+  );
+}
+
+function toGatewayError(error: unknown, circuit: UpstreamCircuit): unknown {
+  if (error instanceof GatewayError) return error;
+  if (error instanceof CircuitOpenError) {
+    return new GatewayError(
+      'UPSTREAM_UNAVAILABLE',
+      'The upstream is failing; the gateway stopped calling it for now.',
+      {
+        status: 503,
+        headers: { 'retry-after': String(circuit.retryAfterSeconds) },
+      },
+    );
+  }
+  if (error instanceof UpstreamFailure && error.kind === 'timeout') {
+    return new GatewayError('UPSTREAM_TIMEOUT', 'The upstream did not answer in time.');
+  }
+  if (error instanceof UpstreamFailure) {
+    return new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream could not be reached or failed.');
+  }
+  return error;
+}
+
+function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<UpstreamAnswer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    proxyRes.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        proxyRes.destroy(new Error('upstream answer too large'));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    proxyRes.once('end', () =>
+      resolve({
+        status: proxyRes.statusCode ?? 502,
+        headers: allowedAnswerHeaders(proxyRes.headers),
+        body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
+      }),
+    );
+    proxyRes.once('error', reject);
+    proxyRes.once('aborted', () => reject(new Error('upstream answer aborted')));
+  });
+}
+
+/** Writes a buffered upstream answer to the caller (allow-listed headers only). */
+export function sendAnswer(res: Response, answer: UpstreamAnswer): void {
+  res.status(answer.status);
+  for (const name in answer.headers) res.setHeader(name, answer.headers[name] as string);
+  res.setHeader('content-length', answer.body.length);
+  res.end(answer.body);
+}

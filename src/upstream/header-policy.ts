@@ -1,0 +1,47 @@
+// Header allow-lists in both directions: what may travel to the upstream, and what may come back to a caller.
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** Upstream answer headers a client needs; everything else (Set-Cookie, Server, X-Powered-By, ...) is dropped. */
+const ANSWER_HEADERS = [
+  'content-type',
+  'content-language',
+  'cache-control',
+  'retry-after',
+  'expires',
+  'last-modified',
+];
+
+export interface UpstreamRequestHeaderInput {
+  readonly accessToken: string;
+  readonly requestId: string;
+  readonly staticHeaders: Readonly<Record<string, string>>;
+  /** Set for requests with a body (the sanitized JSON the gateway re-serialized). */
+  readonly contentLength?: number;
+}
+
+/**
+ * The complete header set toward the upstream. Built from scratch rather than filtered, so the caller's
+ * Authorization, X-API-Key, cookies and X-Forwarded-* can never slip through.
+ */
+export function upstreamRequestHeaders(input: UpstreamRequestHeaderInput): Record<string, string> {
+  const headers: Record<string, string> = {
+    ...input.staticHeaders,
+    accept: 'application/json',
+    authorization: `Bearer ${input.accessToken}`,
+    'x-request-id': input.requestId,
+  };
+  if (input.contentLength !== undefined) {
+    headers['content-type'] = 'application/json';
+    headers['content-length'] = String(input.contentLength);
+  }
+  return headers;
+}
+
+export function allowedAnswerHeaders(upstream: IncomingHttpHeaders): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const name of ANSWER_HEADERS) {
+    const value = upstream[name];
+    if (typeof value === 'string') kept[name] = value;
+  }
+  return kept;
+}

@@ -1,0 +1,48 @@
+// Plan reads: identical reads in flight share one upstream call (coalescing); an optional short cache on top.
+import type { Request, Response } from 'express';
+import type { AnswerCache } from '../store/answer-cache';
+import type { Forwarder, UpstreamAnswer } from './forwarder';
+
+export interface PlanReader {
+  read(req: Request, res: Response, internalId: string): Promise<UpstreamAnswer>;
+}
+
+export interface PlanReaderDeps {
+  readonly forwarder: Forwarder;
+  /** With a positive TTL, 200 answers are kept this many seconds. */
+  readonly cache?: { readonly store: AnswerCache; readonly ttlSeconds: number };
+}
+
+export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanReader {
+  const inFlight = new Map<string, Promise<UpstreamAnswer>>();
+
+  async function fetchPlan(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
+    const cached = cache && (await cache.store.get(`plan:${id}`));
+    if (cached) {
+      res.locals.cache = 'hit';
+      return cached;
+    }
+    const answer = await forwarder.forward(req, res, {
+      route: 'plan',
+      method: 'GET',
+      path: `/api/subscriptions/plan/${id}`,
+    });
+    if (cache && answer.status === 200) void cache.store.set(`plan:${id}`, answer, cache.ttlSeconds);
+    return answer;
+  }
+
+  return {
+    read(req, res, internalId) {
+      // UUIDs are case-insensitive: one key (and one upstream path) per plan.
+      const id = internalId.toLowerCase();
+      const pending = inFlight.get(id);
+      if (pending) {
+        res.locals.coalesced = true;
+        return pending;
+      }
+      const leader = fetchPlan(req, res, id).finally(() => inFlight.delete(id));
+      inFlight.set(id, leader);
+      return leader;
+    },
+  };
+}

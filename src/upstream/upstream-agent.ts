@@ -1,0 +1,17 @@
+// Keep-alive connection pools toward the upstream, tuned once at start.
+import { Agent as HttpAgent } from 'node:http';
+import { Agent as HttpsAgent } from 'node:https';
+
+export function createUpstreamAgent(baseUrl: string, maxSockets: number): HttpAgent {
+  const options = {
+    keepAlive: true,
+    keepAliveMsecs: 1_000,
+    maxSockets,
+    maxFreeSockets: Math.min(maxSockets, 64),
+    // Reuse the most recently used socket: fewer sockets stay warm, and stale ones age out.
+    scheduling: 'lifo' as const,
+    // Stay below the usual 5 s server-side keep-alive so the upstream never closes a socket we are about to reuse.
+    timeout: 4_000,
+  };
+  return baseUrl.startsWith('https:') ? new HttpsAgent(options) : new HttpAgent(options);
+}

@@ -1,0 +1,30 @@
+// Starts the real gateway (startGateway) in this process against a given upstream, capturing its logs.
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/load-config';
+import { type RunningGateway, startGateway } from '../../src/gateway';
+
+export interface TestGateway {
+  readonly url: string;
+  readonly gateway: RunningGateway;
+  /** Every log line written so far. */
+  logs(): string;
+  close(): Promise<void>;
+}
+
+export async function startTestGateway(env: Record<string, string>): Promise<TestGateway> {
+  const lines: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env });
+  const gateway = await startGateway(config, { logStream });
+  return {
+    url: gateway.url,
+    gateway,
+    logs: () => lines.join(''),
+    close: () => gateway.shutdown(),
+  };
+}

@@ -1,0 +1,90 @@
+// `npm start` with no environment: the gateway runs its real job against the bundled simulator.
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+
+const ROOT = resolve(__dirname, '..', '..');
+const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
+
+function runMain(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c) => {
+      output += c;
+    });
+    child.stderr.on('data', (c) => {
+      output += c;
+    });
+    child.on('exit', (code) => done({ code, output }));
+  });
+}
+
+describe('local mode', () => {
+  let gateway: GatewayProcess;
+  beforeAll(async () => {
+    gateway = await startGatewayProcess({ env: {} });
+  });
+  afterAll(async () => {
+    await gateway?.stop();
+  });
+
+  it('serves /healthz', async () => {
+    const res = await fetch(`${gateway.url}/healthz`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-upstream')).toBe('simulator');
+  });
+
+  it('returns the seed plan for the development key, marked X-Upstream: simulator', async () => {
+    const res = await fetch(`${gateway.url}/api/subscriptions/plan/${PLAN_ID}`, {
+      headers: { 'x-api-key': 'local-dev-key' },
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-upstream')).toBe('simulator');
+    expect(((await res.json()) as { internalId: string }).internalId).toBe(PLAN_ID);
+  });
+
+  it('marks error answers too, and refuses a wrong key', async () => {
+    const res = await fetch(`${gateway.url}/api/subscriptions/plan/${PLAN_ID}`, {
+      headers: { 'x-api-key': 'not-the-key' },
+    });
+    expect(res.status).toBe(401);
+    expect(res.headers.get('x-upstream')).toBe('simulator');
+  });
+
+  it('prints a ready-to-paste curl with the development key', () => {
+    expect(gateway.logs()).toContain(`curl -H 'X-API-Key: local-dev-key' localhost:${gateway.port}`);
+  });
+
+  it('stops cleanly on SIGTERM', async () => {
+    expect(await gateway.stop('SIGTERM')).toBe(0);
+  });
+});
+
+describe('start-up refusals', () => {
+  it('refuses local mode when NODE_ENV=production, with a clear message', async () => {
+    const { code, output } = await runMain({ NODE_ENV: 'production' });
+    expect(code).toBe(1);
+    expect(output).toMatch(/UPSTREAM_BASE_URL: is required when NODE_ENV=production/);
+  });
+
+  it('exits non-zero naming each bad variable and never printing a secret', async () => {
+    const password = 'super-secret-upstream-password';
+    const { code, output } = await runMain({
+      UPSTREAM_BASE_URL: 'http://api.example.com',
+      UPSTREAM_USERNAME: 'merchant',
+      UPSTREAM_PASSWORD: password,
+      PORT: 'not-a-port',
+      TOKEN_ENCRYPTION_KEY: 'short',
+    });
+    expect(code).toBe(1);
+    expect(output).toContain('PORT');
+    expect(output).toContain('TOKEN_ENCRYPTION_KEY');
+    expect(output).not.toContain(password);
+    expect(output).not.toContain('short');
+  });
+});
