@@ -44,7 +44,7 @@ const ipList = z.string().transform((raw, ctx) => {
   return ips;
 });
 
-const schema = z.object({
+export const simulatorEnvSchema = z.object({
   SIMULATOR_HOST: z.string().min(1, { error: 'must not be empty' }).optional(),
   SIMULATOR_PORT: int(0, 65_535, 'must be an integer from 0 to 65535').optional(),
   SIMULATOR_USERNAME: z.string().min(1, { error: 'must not be empty' }).optional(),
@@ -61,13 +61,13 @@ const schema = z.object({
  */
 export function loadSimulatorConfig(env: NodeJS.ProcessEnv): SimulatorOptions {
   const present: Record<string, string> = {};
-  for (const key of Object.keys(schema.shape)) {
+  for (const key of Object.keys(simulatorEnvSchema.shape)) {
     const value = env[key];
     // An empty variable (common in compose files) means "use the default". Values are trimmed, as the
     // provider (a DRF CharField) trims the credentials it is sent.
     if (value !== undefined && value.trim() !== '') present[key] = value.trim();
   }
-  const parsed = schema.safeParse(present);
+  const parsed = simulatorEnvSchema.safeParse(present);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => ({
       variable: String(issue.path[0] ?? 'SIMULATOR_*'),
