@@ -166,7 +166,9 @@ export async function startGateway(
       serveMetrics: config.server.metricsPort === undefined,
     });
 
-    const server = hardenServer(createServer(app), config);
+    // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
+    // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
+    const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
     const url = await listen(server, config.server.host, config.server.port);
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;

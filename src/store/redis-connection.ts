@@ -1,8 +1,15 @@
 // Creates the one ioredis connection (standalone, Sentinel or Cluster) the gateway shares between its stores.
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { GatewayConfig } from '../config/gateway-config';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import type { GatewayConfig, RedisTopology } from '../config/gateway-config';
 
 export type RedisClient = Redis | Cluster;
+
+export interface RedisConnectionOptions {
+  /** false: give up after the first failed connection (the doctor); true (default): reconnect forever. */
+  readonly retry?: boolean;
+}
+
+const backoff = (attempt: number) => Math.min(100 * 2 ** attempt, 2_000);
 
 /**
  * Commands fail fast while Redis is unreachable (no offline queue, one retry) so a request never waits on it:
@@ -13,33 +20,73 @@ const FAIL_FAST: RedisOptions = {
   maxRetriesPerRequest: 1,
   connectTimeout: 2_000,
   commandTimeout: 1_000,
-  retryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
   lazyConnect: false,
 };
 
-export function createRedisClient(redis: GatewayConfig['redis']): RedisClient | undefined {
+/** What the three topologies share: fail-fast commands, auth and TLS (REDIS_TLS, or a rediss:// URL). */
+export function redisNodeOptions(
+  redis: GatewayConfig['redis'],
+  options: RedisConnectionOptions = {},
+): RedisOptions {
+  const topology = redis.topology;
+  const tls = redis.tls || (topology.kind === 'standalone' && topology.url.startsWith('rediss:'));
+  return {
+    ...FAIL_FAST,
+    retryStrategy: options.retry === false ? () => null : backoff,
+    ...(redis.password ? { password: redis.password } : {}),
+    ...(tls ? { tls: {} } : {}),
+  };
+}
+
+export function createRedisClient(
+  redis: GatewayConfig['redis'],
+  options: RedisConnectionOptions = {},
+): RedisClient | undefined {
   const { topology } = redis;
-  const auth: RedisOptions = redis.password ? { password: redis.password } : {};
-  const tls: RedisOptions = redis.tls ? { tls: {} } : {};
+  const node = redisNodeOptions(redis, options);
   switch (topology.kind) {
     case 'none':
       return undefined;
     case 'standalone':
-      return new Redis(topology.url, { ...FAIL_FAST, ...auth, ...tls });
+      return new Redis(topology.url, node);
     case 'sentinel':
+      // The sentinels are asked for the current master on every (re)connect: a failover is followed on its own.
       return new Redis({
-        ...FAIL_FAST,
-        ...auth,
-        ...tls,
+        ...node,
         sentinels: topology.sentinels,
         name: topology.name,
         enableTLSForSentinelMode: redis.tls,
+        sentinelRetryStrategy: options.retry === false ? () => null : backoff,
       });
-    case 'cluster':
-      return new Cluster(topology.nodes, {
+    case 'cluster': {
+      const cluster: ClusterOptions = {
         enableOfflineQueue: false,
-        clusterRetryStrategy: (attempt) => Math.min(100 * 2 ** attempt, 2_000),
-        redisOptions: { ...FAIL_FAST, ...auth, ...tls },
-      });
+        clusterRetryStrategy: options.retry === false ? () => null : backoff,
+        redisOptions: node,
+        // Behind TLS the node addresses in CLUSTER SLOTS are IPs; keep the names the certificate was made for.
+        ...(node.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+      };
+      return new Cluster(topology.nodes, cluster);
+    }
+  }
+}
+
+/** A printable description of where Redis is: host and port only, never the URL's user or password. */
+export function describeRedisTopology(topology: RedisTopology): string {
+  switch (topology.kind) {
+    case 'none':
+      return 'no Redis';
+    case 'standalone': {
+      try {
+        const url = new URL(topology.url);
+        return `Redis ${url.protocol === 'rediss:' ? '(TLS) ' : ''}at ${url.hostname}:${url.port || '6379'}`;
+      } catch {
+        return 'Redis (REDIS_URL)';
+      }
+    }
+    case 'sentinel':
+      return `Redis master "${topology.name}" via Sentinel ${topology.sentinels.map((s) => `${s.host}:${s.port}`).join(', ')}`;
+    case 'cluster':
+      return `Redis Cluster ${topology.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
   }
 }

@@ -1,0 +1,34 @@
+# syntax=docker/dockerfile:1
+# Payments BFF gateway: a build stage that compiles the TypeScript, and a small non-root runtime stage that holds
+# only production dependencies, the compiled code and the non-secret config/. Secrets come at run time as files.
+
+# --- build ------------------------------------------------------------------------------------------------------
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+# Install scripts are skipped: the compiler needs none of them (the pinned `node` devDependency would otherwise
+# download a second Node binary into the build stage).
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+RUN npx tsc -p tsconfig.json
+
+# --- runtime ----------------------------------------------------------------------------------------------------
+FROM node:24-slim AS runtime
+ENV NODE_ENV=production \
+    PORT=8080
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist/src ./dist/src
+COPY config ./config
+# uid/gid 10001: the Kubernetes manifests (deploy/k8s) run the pod as this user with runAsNonRoot.
+RUN groupadd --system --gid 10001 gateway \
+ && useradd --system --uid 10001 --gid gateway --no-create-home --shell /usr/sbin/nologin gateway
+USER 10001:10001
+EXPOSE 8080
+# No curl in the slim image: Node's own fetch probes liveness (the process serves; no dependency checked).
+HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+# SIGTERM reaches node directly (exec form): readiness 503, drain, close Redis, exit 0.
+CMD ["node", "dist/src/main.js"]

@@ -1,0 +1,169 @@
+// The doctor's real probes: a Redis PING on the configured topology and one POST /api/token/ to the upstream.
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { GatewayConfig } from '../config/gateway-config';
+import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../config/simulator-config';
+import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
+import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../upstream/jwt-expiry';
+import type { StoreCheck, TokenAttempt } from './doctor';
+
+const STORE_TIMEOUT_MS = 3_000;
+
+/** Connects with the gateway's own settings, waits for `ready`, PINGs, disconnects. Never prints the password. */
+export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck> {
+  if (config.redis.topology.kind === 'none')
+    return {
+      kind: 'memory',
+      reason:
+        config.mode === 'local'
+          ? 'local mode: tokens and rate limits live in this process'
+          : config.redis.allowMemoryStore
+            ? 'ALLOW_MEMORY_STORE=true: each replica keeps its own token'
+            : 'no Redis configured: each replica keeps its own token (set REDIS_URL to run several replicas)',
+    };
+  const where = describeRedisTopology(config.redis.topology);
+  const client = createRedisClient(config.redis, { retry: false });
+  if (!client) return { kind: 'memory', reason: 'no Redis configured' };
+  let lastError: string | undefined;
+  client.on('error', (error: Error & { code?: string }) => {
+    lastError = error.code ?? error.message;
+  });
+  try {
+    const started = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(lastError ?? `no answer within ${STORE_TIMEOUT_MS} ms`)),
+        STORE_TIMEOUT_MS,
+      );
+      if (client.status === 'ready') resolve();
+      client.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      client.once('end', () => {
+        clearTimeout(timer);
+        reject(new Error(lastError ?? 'connection closed'));
+      });
+    });
+    await client.ping();
+    return { kind: 'redis', where, ok: true, latencyMs: Math.round(performance.now() - started) };
+  } catch (error) {
+    return {
+      kind: 'redis',
+      where,
+      ok: false,
+      problem: scrub((error as Error).message, config.redis.password),
+    };
+  } finally {
+    client.disconnect();
+  }
+}
+
+function scrub(text: string, secret: string | undefined): string {
+  const oneLine = text.split('\n')[0] ?? '';
+  return secret ? oneLine.split(secret).join('***') : oneLine;
+}
+
+export interface TokenTarget {
+  readonly baseUrl: string;
+  /** Shown in the report instead of the URL (e.g. "the bundled simulator"). */
+  readonly label?: string;
+  readonly username: string;
+  readonly password: string;
+}
+
+/**
+ * One login with node:http(s) rather than fetch: the socket's local address (the egress IP before any NAT) and
+ * the raw error code (ECONNREFUSED, CERT_HAS_EXPIRED, ENOTFOUND...) are what the verdict needs.
+ */
+export function requestUpstreamToken(
+  target: TokenTarget,
+  options: { timeoutMs: number; headers?: Readonly<Record<string, string>> },
+): Promise<TokenAttempt> {
+  const url = new URL('/api/token/', `${target.baseUrl}/`);
+  const shown = target.label ?? new URL(target.baseUrl).origin;
+  const body = JSON.stringify({ username: target.username, password: target.password });
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve) => {
+    let localAddress: string | undefined;
+    let timedOut = false;
+    const req = send(
+      url,
+      {
+        method: 'POST',
+        headers: {
+          ...options.headers,
+          'content-type': 'application/json',
+          accept: 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+        agent: false,
+      },
+      (res: IncomingMessage) => {
+        localAddress = res.socket?.localAddress ?? localAddress;
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (text.length < 64 * 1024) text += chunk;
+        });
+        res.on('end', () => {
+          resolve({
+            kind: 'answer',
+            target: shown,
+            status: res.statusCode ?? 0,
+            localAddress,
+            ...tokenFacts(text),
+          });
+        });
+        res.on('error', () =>
+          resolve({
+            kind: 'error',
+            target: shown,
+            code: 'ECONNRESET',
+            timedOut,
+            timeoutMs: options.timeoutMs,
+          }),
+        );
+      },
+    );
+    req.on('socket', (socket) => {
+      socket.once('connect', () => {
+        localAddress = socket.localAddress;
+      });
+    });
+    req.setTimeout(options.timeoutMs, () => {
+      timedOut = true;
+      req.destroy();
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      resolve({ kind: 'error', target: shown, code: error.code, timedOut, timeoutMs: options.timeoutMs });
+    });
+    req.end(body);
+  });
+}
+
+/** Whether a token pair came back, and the access lifetime; the tokens themselves are dropped here. */
+function tokenFacts(text: string): { tokenIssued: boolean; accessLifetimeSeconds?: number } {
+  try {
+    const { access, refresh } = JSON.parse(text) as { access?: unknown; refresh?: unknown };
+    if (typeof access !== 'string' || typeof refresh !== 'string' || access === '')
+      return { tokenIssued: false };
+    const now = Date.now();
+    return {
+      tokenIssued: true,
+      accessLifetimeSeconds: Math.round((tokenExpiresAt(access, ACCESS_FALLBACK_SECONDS, now) - now) / 1000),
+    };
+  } catch {
+    return { tokenIssued: false };
+  }
+}
+
+/** The gateway's configured upstream, or in local mode the bundled simulator with its development credentials. */
+export function localSimulatorTarget(baseUrl: string): TokenTarget {
+  return {
+    baseUrl,
+    label: `the bundled simulator (${baseUrl})`,
+    username: SIMULATOR_DEFAULT_USERNAME,
+    password: SIMULATOR_DEFAULT_PASSWORD,
+  };
+}

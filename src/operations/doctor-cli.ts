@@ -1,0 +1,49 @@
+// `npm run doctor`: prints each check with ✓/✗ and its fix; exits 0 only when every check passes.
+import { pino } from 'pino';
+import { loadConfig } from '../config/load-config';
+import { startSimulator } from '../simulator/simulator';
+import { createCredentialSource } from '../upstream/credentials';
+import { formatReport, runDoctor } from './doctor';
+import { checkRedisStore, localSimulatorTarget, requestUpstreamToken } from './doctor-checks';
+
+async function main(): Promise<number> {
+  const report = await runDoctor({
+    loadConfig: () => loadConfig(process.env),
+    checkStore: checkRedisStore,
+    async requestToken(config) {
+      const options = { timeoutMs: config.upstream.timeoutMs, headers: config.upstream.staticHeaders };
+      if (config.mode === 'local' || !config.upstream.baseUrl) {
+        // Local mode talks to the bundled simulator: start it here, as the gateway would.
+        const simulator = await startSimulator({ host: '127.0.0.1', port: 0 });
+        try {
+          return await requestUpstreamToken(localSimulatorTarget(simulator.url), options);
+        } finally {
+          await simulator.close();
+        }
+      }
+      // The same source the gateway uses (inline values or *_FILE), read once and not watched.
+      const source = await createCredentialSource(config.credentials, {
+        logger: pino({ enabled: false }),
+        pollIntervalMs: 0,
+      });
+      try {
+        const { username, password } = source.current();
+        return await requestUpstreamToken({ baseUrl: config.upstream.baseUrl, username, password }, options);
+      } finally {
+        source.close();
+      }
+    },
+  });
+  process.stdout.write(formatReport(report));
+  return report.ok ? 0 : 1;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(`doctor failed unexpectedly (${(error as Error)?.name ?? 'error'})\n`);
+    process.exitCode = 2;
+  },
+);

@@ -1,0 +1,289 @@
+// `npm run doctor`: configuration, store and one real token request, each turned into a verdict with its fix.
+import { isIP } from 'node:net';
+import { ConfigError } from '../config/config-error';
+import type { GatewayConfig } from '../config/gateway-config';
+
+/** One printed line: what was checked, how it went, and the one-line fix when it failed. */
+export interface DoctorStep {
+  readonly title: string;
+  readonly state: 'pass' | 'fail' | 'skipped';
+  readonly detail: string;
+  readonly fix?: string;
+}
+
+export type StoreCheck =
+  | { readonly kind: 'memory'; readonly reason: string }
+  | { readonly kind: 'redis'; readonly where: string; readonly ok: true; readonly latencyMs: number }
+  | { readonly kind: 'redis'; readonly where: string; readonly ok: false; readonly problem: string };
+
+/** What one `POST /api/token/` gave. Never holds a credential or a token. */
+export type TokenAttempt =
+  | {
+      readonly kind: 'answer';
+      /** Where the request went, without credentials: an origin or "the bundled simulator". */
+      readonly target: string;
+      readonly status: number;
+      /** A 200 carried an access and a refresh token. */
+      readonly tokenIssued: boolean;
+      readonly accessLifetimeSeconds?: number;
+      /** The local address of the socket that reached the upstream (the egress IP before any NAT). */
+      readonly localAddress?: string;
+    }
+  | {
+      readonly kind: 'error';
+      readonly target: string;
+      /** A Node/OpenSSL error code: ECONNREFUSED, ENOTFOUND, CERT_HAS_EXPIRED, ... */
+      readonly code?: string;
+      readonly timedOut: boolean;
+      readonly timeoutMs: number;
+    };
+
+export interface DoctorDeps {
+  /** Reads and validates the environment; throws a ConfigError naming each bad variable. */
+  loadConfig(): GatewayConfig;
+  checkStore(config: GatewayConfig): Promise<StoreCheck>;
+  requestToken(config: GatewayConfig): Promise<TokenAttempt>;
+}
+
+export interface DoctorReport {
+  readonly ok: boolean;
+  readonly steps: readonly DoctorStep[];
+}
+
+const TITLES = { config: 'configuration', store: 'token store', token: 'upstream token request' } as const;
+
+/** Runs the three checks in order; a bad configuration skips the other two (they would only repeat it). */
+export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
+  const steps: DoctorStep[] = [];
+  let config: GatewayConfig;
+  try {
+    config = deps.loadConfig();
+  } catch (error) {
+    steps.push(diagnoseConfigError(error));
+    for (const title of [TITLES.store, TITLES.token])
+      steps.push({ title, state: 'skipped', detail: 'needs a valid configuration' });
+    return { ok: false, steps };
+  }
+  steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
+  steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
+  steps.push(diagnoseToken(await deps.requestToken(config)));
+  return { ok: steps.every((step) => step.state === 'pass'), steps };
+}
+
+/** The printed report: `✓`/`✗`/`-` a line, the fix indented under a failure, and the verdict last. */
+export function formatReport(report: DoctorReport): string {
+  const mark = { pass: '✓', fail: '✗', skipped: '-' } as const;
+  const lines = ['payments-bff doctor', ''];
+  for (const step of report.steps) {
+    lines.push(`${mark[step.state]} ${step.title}: ${step.detail}`);
+    if (step.fix) lines.push(`    fix: ${step.fix}`);
+  }
+  const failed = report.steps.filter((step) => step.state !== 'pass').length;
+  lines.push(
+    '',
+    report.ok ? 'All checks passed.' : `${failed} check${failed === 1 ? '' : 's'} did not pass.`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+function describeConfig(config: GatewayConfig): string {
+  const topology = config.redis.topology.kind === 'none' ? 'no Redis' : `Redis ${config.redis.topology.kind}`;
+  const mode = config.mode === 'local' ? 'local mode (bundled simulator)' : 'upstream mode';
+  return `valid (${mode}, ${config.production ? 'production' : 'non-production'}, ${topology})`;
+}
+
+export function diagnoseConfigError(error: unknown): DoctorStep {
+  if (error instanceof ConfigError) {
+    const names = [...new Set(error.problems.map((p) => p.variable))];
+    return {
+      title: TITLES.config,
+      state: 'fail',
+      detail: `invalid: ${error.problems.map((p) => `${p.variable} ${p.message}`).join('; ')}`,
+      fix: `set ${names.join(', ')} as .env.example describes (secrets may come from <NAME>_FILE)`,
+    };
+  }
+  return {
+    title: TITLES.config,
+    state: 'fail',
+    detail: `could not be read (${(error as Error)?.name ?? 'error'})`,
+    fix: 'check the environment against .env.example',
+  };
+}
+
+function unexpectedStoreFailure(error: unknown): StoreCheck {
+  return { kind: 'redis', where: 'Redis', ok: false, problem: (error as Error)?.name ?? 'error' };
+}
+
+export function diagnoseStore(check: StoreCheck): DoctorStep {
+  if (check.kind === 'memory')
+    return { title: TITLES.store, state: 'pass', detail: `memory store (${check.reason})` };
+  if (check.ok)
+    return {
+      title: TITLES.store,
+      state: 'pass',
+      detail: `${check.where} answered PING in ${check.latencyMs} ms`,
+    };
+  return {
+    title: TITLES.store,
+    state: 'fail',
+    detail: `${check.where} is unreachable (${check.problem})`,
+    fix: /NOAUTH|WRONGPASS|AUTH/i.test(check.problem)
+      ? 'Redis refused the password: check REDIS_PASSWORD / REDIS_PASSWORD_FILE'
+      : 'check REDIS_URL (or REDIS_SENTINELS / REDIS_CLUSTER_NODES), REDIS_TLS and that this host may reach Redis',
+  };
+}
+
+const TLS_CODES = new Set([
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'EPROTO',
+]);
+const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA']);
+const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
+
+/** Tells the failure modes apart: credentials (401), IP whitelisting (403), TLS, DNS, refused, timeout. */
+export function diagnoseToken(attempt: TokenAttempt): DoctorStep {
+  const title = TITLES.token;
+  const at = attempt.target;
+  if (attempt.kind === 'error') {
+    const code = attempt.code ?? 'unknown error';
+    if (attempt.timedOut || TIMEOUT_CODES.has(code))
+      return {
+        title,
+        state: 'fail',
+        detail: `timeout: ${at} did not answer within ${attempt.timeoutMs} ms`,
+        fix: 'check egress firewall rules toward the upstream host and the provider status; UPSTREAM_TIMEOUT_MS sets the limit',
+      };
+    if (DNS_CODES.has(code))
+      return {
+        title,
+        state: 'fail',
+        detail: `DNS failure: the host of ${at} does not resolve (${code})`,
+        fix: "check the host name in UPSTREAM_BASE_URL and this machine's DNS resolver",
+      };
+    if (code === 'ECONNREFUSED')
+      return {
+        title,
+        state: 'fail',
+        detail: `connection refused by ${at} (ECONNREFUSED): nothing listens there`,
+        fix: 'check the host and port of UPSTREAM_BASE_URL (is it the Payment Service API, is it up?)',
+      };
+    if (
+      code.startsWith('CERT_') ||
+      code.startsWith('ERR_TLS_') ||
+      code.startsWith('ERR_SSL_') ||
+      TLS_CODES.has(code)
+    )
+      return {
+        title,
+        state: 'fail',
+        detail: `TLS failure talking to ${at} (${code})`,
+        fix: 'the certificate is not trusted here (expired, self-signed, wrong host, or a TLS-intercepting proxy): add the proxy CA with NODE_EXTRA_CA_CERTS; never disable verification',
+      };
+    if (code === 'ECONNRESET' || code === 'EPIPE')
+      return {
+        title,
+        state: 'fail',
+        detail: `${at} closed the connection (${code})`,
+        fix: 'a proxy or firewall cut it, or the port does not speak the scheme of UPSTREAM_BASE_URL (http vs https)',
+      };
+    if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH')
+      return {
+        title,
+        state: 'fail',
+        detail: `no route to ${at} (${code})`,
+        fix: "check this host's network and egress routing toward the upstream",
+      };
+    return {
+      title,
+      state: 'fail',
+      detail: `${at} could not be reached (${code})`,
+      fix: 'check UPSTREAM_BASE_URL and the network path to it',
+    };
+  }
+
+  const status = attempt.status;
+  if (status === 200 && attempt.tokenIssued) {
+    const lifetime =
+      attempt.accessLifetimeSeconds === undefined
+        ? ''
+        : `, access token valid for ${attempt.accessLifetimeSeconds} s`;
+    return { title, state: 'pass', detail: `${at} issued a token pair (HTTP 200${lifetime})` };
+  }
+  if (status === 401 || status === 400)
+    return {
+      title,
+      state: 'fail',
+      detail: `bad credentials: the provider refused UPSTREAM_USERNAME/UPSTREAM_PASSWORD (HTTP ${status})`,
+      fix: 'check the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE]) for this environment; a running gateway picks up changed files on its own or on SIGHUP',
+    };
+  if (status === 403)
+    return {
+      title,
+      state: 'fail',
+      detail: `IP not whitelisted: the provider refused this machine's IP address (HTTP 403)`,
+      fix: whitelistAdvice(attempt.localAddress),
+    };
+  if (status === 404)
+    return {
+      title,
+      state: 'fail',
+      detail: `${at} has no token endpoint at /api/token/ (HTTP 404)`,
+      fix: 'UPSTREAM_BASE_URL must be the base of the Payment Service API (no path)',
+    };
+  if (status === 429)
+    return {
+      title,
+      state: 'fail',
+      detail: `${at} is rate limiting the token endpoint (HTTP 429)`,
+      fix: 'wait and run the doctor again; check that no other client logs in with these credentials in a loop',
+    };
+  if (status >= 500)
+    return {
+      title,
+      state: 'fail',
+      detail: `${at} failed (HTTP ${status})`,
+      fix: 'the provider has a problem: retry later or contact the provider',
+    };
+  return {
+    title,
+    state: 'fail',
+    detail: `${at} gave an unexpected answer (HTTP ${status}${status === 200 ? ' without a token pair' : ''})`,
+    fix: 'check that UPSTREAM_BASE_URL points at the Payment Service API',
+  };
+}
+
+function whitelistAdvice(localAddress: string | undefined): string {
+  if (!localAddress || isIP(localAddress) === 0)
+    return "ask the provider to whitelist the gateway's public egress IP (the address the provider sees)";
+  if (isPrivateAddress(localAddress))
+    return (
+      `ask the provider to whitelist the egress IP. This host reached the upstream from ${localAddress}, a private ` +
+      'address: behind NAT the provider sees the public egress IP of the NAT gateway or proxy — whitelist that one'
+    );
+  return (
+    `ask the provider to whitelist ${localAddress}, the address this host reached the upstream from ` +
+    '(behind NAT the public egress IP is what the provider sees)'
+  );
+}
+
+/** RFC 1918, CGNAT, loopback, link-local and unique-local IPv6 addresses: never what the provider sees. */
+export function isPrivateAddress(address: string): boolean {
+  const ip = address.replace(/^::ffff:/i, '');
+  if (isIP(ip) === 4) {
+    const [a = 0, b = 0] = ip.split('.').map(Number);
+    return (
+      a === 10 ||
+      a === 127 ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 100 && b >= 64 && b <= 127) ||
+      (a === 169 && b === 254)
+    );
+  }
+  const lower = ip.toLowerCase();
+  return lower === '::1' || lower.startsWith('fc') || lower.startsWith('fd') || lower.startsWith('fe80');
+}

@@ -1,0 +1,89 @@
+// Readiness: can this replica serve now? Draining, the token store and the upstream token, each reported.
+import type { TokenProvider } from '../upstream/token-provider';
+
+export type CheckState = 'ok' | 'degraded' | 'failing';
+
+export interface ReadinessReport {
+  readonly status: 'ready' | 'degraded' | 'not-ready';
+  readonly checks: {
+    readonly draining: boolean;
+    readonly store: { readonly state: CheckState; readonly kind: 'redis' | 'memory' };
+    readonly upstreamToken: { readonly state: CheckState; readonly detail: string };
+    readonly circuit: { readonly state: string };
+  };
+}
+
+export interface Readiness {
+  report(): ReadinessReport;
+  startDraining(): void;
+  readonly draining: boolean;
+}
+
+export interface ReadinessDeps {
+  /** `getAccessToken`, when given, lets a failing replica retry on its own (see below). */
+  readonly tokens: Pick<TokenProvider, 'status'> & Partial<Pick<TokenProvider, 'getAccessToken'>>;
+  readonly storeKind: 'redis' | 'memory';
+  readonly circuitState: () => string;
+  /**
+   * Live store health (the ioredis connection is `ready`). Without it the token manager's view is used, which
+   * only learns of a recovered Redis on its next store call.
+   */
+  readonly storeHealthy?: () => boolean;
+}
+
+export function createReadiness(deps: ReadinessDeps): Readiness {
+  let draining = false;
+  let retrying = false;
+
+  /**
+   * A replica that is not ready gets no traffic, so nothing would ever ask for a token again: the probe itself
+   * starts one token request at a time. The token manager's fleet-wide login back-off (after a 401/403) bounds
+   * how often that reaches the upstream. A healthy replica is never made to log in by a probe.
+   */
+  const retryInBackground = () => {
+    const get = deps.tokens.getAccessToken;
+    if (retrying || draining || !get) return;
+    retrying = true;
+    get.call(deps.tokens).then(
+      () => {
+        retrying = false;
+      },
+      () => {
+        retrying = false;
+      },
+    );
+  };
+
+  return {
+    get draining() {
+      return draining;
+    },
+    startDraining() {
+      draining = true;
+    },
+    report() {
+      const token = deps.tokens.status();
+      const storeOk = deps.storeHealthy ? deps.storeHealthy() : token.storeHealthy;
+      const storeState: CheckState = deps.storeKind === 'memory' || storeOk ? 'ok' : 'degraded';
+      const tokenState: CheckState = token.hasValidToken ? 'ok' : token.lastFailure ? 'failing' : 'ok';
+      const tokenDetail = token.hasValidToken
+        ? 'a valid upstream token is held'
+        : token.lastFailure
+          ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
+          : 'no token yet; one is fetched on the first call';
+      if (tokenState === 'failing') retryInBackground();
+      const circuit = deps.circuitState();
+      const notReady = draining || tokenState === 'failing';
+      const degraded = storeState !== 'ok' || circuit !== 'closed';
+      return {
+        status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
+        checks: {
+          draining,
+          store: { state: storeState, kind: deps.storeKind },
+          upstreamToken: { state: tokenState, detail: tokenDetail },
+          circuit: { state: circuit },
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,193 @@
+// No Docker engine runs here: the Dockerfile, docker-compose.yml and the nginx config are parsed and checked.
+import { existsSync, readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse } from 'yaml';
+
+const ROOT = resolve(__dirname, '..', '..', '..');
+const read = (path: string) => readFileSync(resolve(ROOT, path), 'utf8');
+
+interface Instruction {
+  readonly keyword: string;
+  readonly args: string;
+}
+
+/** Dockerfile instructions: comments dropped, `\` continuations joined. */
+function parseDockerfile(text: string): Instruction[] {
+  const logical: string[] = [];
+  let current = '';
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (current === '' && (line === '' || line.startsWith('#'))) continue;
+    if (line.startsWith('#')) continue;
+    if (line.endsWith('\\')) {
+      current += `${line.slice(0, -1)} `;
+      continue;
+    }
+    logical.push(current + line);
+    current = '';
+  }
+  return logical.map((line) => {
+    const [keyword = '', ...rest] = line.split(/\s+/);
+    return { keyword: keyword.toUpperCase(), args: rest.join(' ') };
+  });
+}
+
+/** Instructions grouped by stage (each FROM starts one). */
+function stages(instructions: Instruction[]): Instruction[][] {
+  const out: Instruction[][] = [];
+  for (const instruction of instructions) {
+    if (instruction.keyword === 'FROM') out.push([]);
+    out.at(-1)?.push(instruction);
+  }
+  return out;
+}
+
+const SECRET_NAME = /PASSWORD|SECRET|TOKEN|KEY|CREDENTIAL|USERNAME/i;
+
+describe('Dockerfile', () => {
+  const instructions = parseDockerfile(read('Dockerfile'));
+  const byStage = stages(instructions);
+  const runtime = byStage.at(-1) ?? [];
+
+  test('multi-stage, every stage on Node 24', () => {
+    expect(byStage.length).toBeGreaterThanOrEqual(2);
+    for (const stage of byStage) expect(stage[0]?.args).toMatch(/^node:24[\w.-]*(\s+AS\s+\w+)?$/i);
+  });
+
+  test('the runtime stage installs production dependencies only and copies the build output and config/', () => {
+    const runs = runtime.filter((i) => i.keyword === 'RUN').map((i) => i.args);
+    expect(runs.some((r) => /npm ci\b.*--omit=dev/.test(r))).toBe(true);
+    const copies = runtime.filter((i) => i.keyword === 'COPY').map((i) => i.args);
+    expect(copies.some((c) => c.startsWith('--from=build') && c.includes('dist'))).toBe(true);
+    expect(copies.some((c) => /^config\b/.test(c))).toBe(true);
+    expect(runtime.some((i) => i.keyword === 'ENV' && /NODE_ENV=production/.test(i.args))).toBe(true);
+  });
+
+  test('the final stage runs as a non-root user (uid 10001, as deploy/k8s expects)', () => {
+    const users = runtime.filter((i) => i.keyword === 'USER');
+    expect(users.length).toBeGreaterThan(0);
+    const user = users.at(-1)?.args ?? '';
+    expect(user).not.toMatch(/^(root|0)(:|$)/);
+    expect(user.split(':')[0]).toBe('10001');
+  });
+
+  test('HEALTHCHECK probes /healthz without curl, EXPOSE 8080, exec-form CMD', () => {
+    const health = runtime.find((i) => i.keyword === 'HEALTHCHECK');
+    expect(health?.args).toContain('/healthz');
+    expect(health?.args).not.toMatch(/\bcurl\b/);
+    expect(runtime.find((i) => i.keyword === 'EXPOSE')?.args).toBe('8080');
+    expect(runtime.find((i) => i.keyword === 'CMD')?.args).toMatch(/^\[\s*"node"/);
+  });
+
+  test('no secret baked in: no secret-looking ENV or ARG, no .env or secrets copied', () => {
+    for (const instruction of instructions.filter((i) => i.keyword === 'ENV' || i.keyword === 'ARG')) {
+      const names = instruction.args.split(/\s+/).map((pair) => pair.split('=')[0] ?? '');
+      for (const name of names) expect(name).not.toMatch(SECRET_NAME);
+    }
+    for (const copy of instructions.filter((i) => i.keyword === 'COPY' || i.keyword === 'ADD'))
+      expect(copy.args).not.toMatch(/\.env\b|secrets/);
+  });
+
+  test('.dockerignore keeps dependencies, build output, git, env files, secrets and tests out', () => {
+    const ignored = read('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim());
+    for (const entry of ['node_modules', 'dist', '.git', '.env', 'secrets', 'test', 'coverage'])
+      expect(ignored).toContain(entry);
+  });
+});
+
+describe('docker-compose.yml', () => {
+  const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+    services: Record<string, Record<string, unknown>>;
+    secrets: Record<string, { file?: string }>;
+  };
+  const services = compose.services;
+  const gateways = Object.keys(services).filter((name) => /^gateway-\d+$/.test(name));
+  const envOf = (name: string) => (services[name]?.environment ?? {}) as Record<string, string>;
+
+  test('a Redis service with a healthcheck', () => {
+    expect(String(services.redis?.image)).toMatch(/^redis:/);
+    expect(services.redis?.healthcheck).toBeDefined();
+  });
+
+  test('two gateway replicas on Redis, each with a healthcheck and not in a profile', () => {
+    expect(gateways).toEqual(['gateway-1', 'gateway-2']);
+    for (const name of gateways) {
+      expect(envOf(name).REDIS_URL).toMatch(/^redis:\/\/redis:6379/);
+      expect(services[name]?.healthcheck).toBeDefined();
+      expect(services[name]?.profiles).toBeUndefined();
+    }
+  });
+
+  test('a load balancer that depends on both replicas', () => {
+    const lb = services['load-balancer'];
+    expect(lb).toBeDefined();
+    expect(Object.keys((lb?.depends_on ?? {}) as object).sort()).toEqual(gateways);
+    expect(JSON.stringify(lb?.volumes)).toContain('config/nginx.conf');
+  });
+
+  test('secrets are files: *_FILE variables under /run/secrets, no plain secret values', () => {
+    for (const name of gateways) {
+      const env = envOf(name);
+      expect(env.UPSTREAM_USERNAME_FILE).toBe('/run/secrets/upstream_username');
+      expect(env.UPSTREAM_PASSWORD_FILE).toBe('/run/secrets/upstream_password');
+      expect(env.TOKEN_ENCRYPTION_KEY_FILE).toBe('/run/secrets/token_encryption_key');
+      for (const plain of [
+        'UPSTREAM_USERNAME',
+        'UPSTREAM_PASSWORD',
+        'TOKEN_ENCRYPTION_KEY',
+        'REDIS_PASSWORD',
+      ])
+        expect(env[plain]).toBeUndefined();
+      expect(services[name]?.secrets).toEqual([
+        'upstream_username',
+        'upstream_password',
+        'token_encryption_key',
+      ]);
+    }
+    for (const secret of Object.values(compose.secrets)) expect(secret.file).toMatch(/^\.\/secrets\//);
+    expect(read('docker-compose.yml')).not.toMatch(/UPSTREAM_PASSWORD\s*[:=]\s*\S/);
+    expect(read('.gitignore')).toMatch(/^secrets\/$/m);
+  });
+
+  test('the simulator runs from the same image only under the local profile', () => {
+    const simulator = services.simulator;
+    expect(simulator?.profiles).toEqual(['local']);
+    expect(simulator?.image).toBe(services['gateway-1']?.image);
+    expect(simulator?.command).toEqual(['node', 'dist/src/simulator/main.js']);
+    expect(((simulator?.environment ?? {}) as Record<string, string>).SIMULATOR_HOST).toBe('0.0.0.0');
+    for (const [name, service] of Object.entries(services))
+      if (name !== 'simulator') expect(service.profiles).toBeUndefined();
+  });
+
+  test('the local env file points the gateways at the simulator in development mode', () => {
+    const env = Object.fromEntries(
+      read('config/compose/local.env')
+        .split('\n')
+        .filter((line) => /^\w+=/.test(line))
+        .map((line) => line.split('=', 2) as [string, string]),
+    );
+    expect(env).toMatchObject({
+      NODE_ENV: 'development',
+      UPSTREAM_BASE_URL: 'http://simulator:4010',
+      UPSTREAM_ALLOW_HTTP: 'true',
+    });
+    expect(existsSync(resolve(ROOT, env.CLIENTS_FILE ?? ''))).toBe(true);
+  });
+});
+
+describe('nginx load balancer config', () => {
+  const nginx = read('config/nginx.conf');
+
+  test('the upstream block lists both replicas and the server proxies to it', () => {
+    const upstream = /upstream\s+(\w+)\s*\{([^}]*)\}/.exec(nginx);
+    expect(upstream).not.toBeNull();
+    const servers = [...(upstream?.[2] ?? '').matchAll(/server\s+([\w.-]+):(\d+)/g)].map(
+      (m) => `${m[1]}:${m[2]}`,
+    );
+    expect(servers).toEqual(['gateway-1:8080', 'gateway-2:8080']);
+    expect(nginx).toContain(`proxy_pass http://${upstream?.[1]};`);
+    expect(nginx).toMatch(/listen\s+8080;/);
+  });
+});

@@ -1,0 +1,232 @@
+// Two gateway replicas on a real Redis Sentinel and on a real 3-master Redis Cluster share one upstream token.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
+import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
+import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { freePort, waitFor } from '../support/ports';
+import { type RedisServer, startRedisServer } from '../support/redis-server';
+
+jest.setTimeout(90_000);
+
+const TOKEN_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString('base64');
+
+function processEnv(upstreamUrl: string, extra: Record<string, string>): Record<string, string> {
+  const { PORT: _port, HOST: _host, ...env } = gatewayEnv(upstreamUrl, { TOKEN_ENCRYPTION_KEY, ...extra });
+  return env;
+}
+
+function redisCli(port: number, ...args: string[]): string {
+  return execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8', timeout: 10_000 });
+}
+
+function spawnRedis(args: string[]): ChildProcess {
+  return spawn('redis-server', args, { stdio: 'ignore' });
+}
+
+async function stopAll(children: ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+    }),
+  );
+}
+
+function listenable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A Cluster node needs its port and the bus port (port + 10000) free, so ports stay below 55535. */
+async function clusterPort(taken: Set<number>): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    if (taken.has(port) || taken.has(port + 10_000)) continue;
+    if ((await listenable(port)) && (await listenable(port + 10_000))) {
+      taken.add(port);
+      taken.add(port + 10_000);
+      return port;
+    }
+  }
+}
+
+/**
+ * /readyz is 200 even while Redis is not connected yet (degraded: a replica serves on its own logins), so the
+ * test waits for each replica's store to be connected before the burst.
+ */
+async function storesConnected(replicas: GatewayProcess[]): Promise<void> {
+  for (const replica of replicas)
+    await waitFor(
+      async () => {
+        const ready = (await (await fetch(`${replica.url}/readyz`)).json()) as {
+          checks: { store: { state: string } };
+        };
+        return ready.checks.store.state === 'ok';
+      },
+      { what: 'the replica connected to Redis', intervalMs: 50 },
+    );
+}
+
+/** A burst of plan GETs on both replicas at once. */
+async function burstOnBoth(replicas: GatewayProcess[]): Promise<number[]> {
+  await storesConnected(replicas);
+  const calls = replicas.flatMap((replica) =>
+    Array.from({ length: 5 }, () =>
+      fetch(`${replica.url}/api/subscriptions/plan/${PLAN_ID}`, { headers: { 'x-api-key': API_KEY } }).then(
+        (r) => r.status,
+      ),
+    ),
+  );
+  return Promise.all(calls);
+}
+
+describe('Redis Sentinel', () => {
+  let master: RedisServer;
+  let sentinel: ChildProcess;
+  let sentinelPort: number;
+  let simulator: RunningSimulator;
+  const replicas: GatewayProcess[] = [];
+
+  beforeAll(async () => {
+    master = await startRedisServer();
+    sentinelPort = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'bff-sentinel-'));
+    const conf = join(dir, 'sentinel.conf');
+    writeFileSync(
+      conf,
+      [
+        `port ${sentinelPort}`,
+        'bind 127.0.0.1',
+        `dir ${dir}`,
+        `sentinel monitor mymaster 127.0.0.1 ${master.port} 1`,
+        'sentinel down-after-milliseconds mymaster 5000',
+        '',
+      ].join('\n'),
+    );
+    sentinel = spawnRedis([conf, '--sentinel']);
+    await waitFor(
+      () =>
+        redisCli(sentinelPort, 'SENTINEL', 'get-master-addr-by-name', 'mymaster').includes(
+          String(master.port),
+        ),
+      {
+        what: 'sentinel knows the master',
+        timeoutMs: 15_000,
+        intervalMs: 100,
+      },
+    );
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.stop('SIGKILL')));
+    await simulator?.close();
+    if (sentinel) await stopAll([sentinel]);
+    await master?.stop();
+  });
+
+  test('two replicas found the master through the sentinel and share one login', async () => {
+    const env = processEnv(simulator.url, {
+      REDIS_SENTINELS: `127.0.0.1:${sentinelPort}`,
+      REDIS_SENTINEL_NAME: 'mymaster',
+    });
+    replicas.push(...(await Promise.all([startGatewayProcess({ env }), startGatewayProcess({ env })])));
+    const statuses = await burstOnBoth(replicas);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect(simulator.stats().logins).toBe(1);
+    // The pair really lives on the master, under its hash-tagged key.
+    expect(redisCli(master.port, '--scan', '--pattern', 'bff:{token:*}:pair').trim()).toMatch(
+      /^bff:\{token:[0-9a-f]+\}:pair$/,
+    );
+    for (const replica of replicas) {
+      const ready = (await (await fetch(`${replica.url}/readyz`)).json()) as { checks: { store: unknown } };
+      expect(ready.checks.store).toEqual({ state: 'ok', kind: 'redis' });
+    }
+  });
+});
+
+describe('Redis Cluster (3 masters)', () => {
+  const nodes: ChildProcess[] = [];
+  const ports: number[] = [];
+  let simulator: RunningSimulator;
+  const replicas: GatewayProcess[] = [];
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bff-cluster-'));
+    const taken = new Set<number>();
+    for (let i = 0; i < 3; i++) ports.push(await clusterPort(taken));
+    for (const port of ports) {
+      nodes.push(
+        spawnRedis([
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${port}.conf`),
+          '--dir',
+          dir,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+        ]),
+      );
+    }
+    for (const port of ports)
+      await waitFor(() => redisCli(port, 'PING').trim() === 'PONG', { what: `cluster node ${port}` });
+    execFileSync(
+      'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
+      { stdio: 'ignore', timeout: 30_000 },
+    );
+    await waitFor(() => ports.every((p) => redisCli(p, 'CLUSTER', 'INFO').includes('cluster_state:ok')), {
+      what: 'cluster_state:ok',
+      timeoutMs: 20_000,
+      intervalMs: 200,
+    });
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.stop('SIGKILL')));
+    await simulator?.close();
+    await stopAll(nodes);
+  });
+
+  test('two replicas on the cluster share one login; the lock and the pair sit in one slot', async () => {
+    const env = processEnv(simulator.url, {
+      REDIS_CLUSTER_NODES: ports.map((p) => `127.0.0.1:${p}`).join(','),
+    });
+    replicas.push(...(await Promise.all([startGatewayProcess({ env }), startGatewayProcess({ env })])));
+    const statuses = await burstOnBoth(replicas);
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    if (simulator.stats().logins !== 1) console.log(replicas.map((r) => r.logs()).join('\n---\n'));
+    expect(simulator.stats().logins).toBe(1);
+
+    const keys = ports.flatMap((p) =>
+      redisCli(p, '--scan', '--pattern', 'bff:{token:*').split('\n').filter(Boolean),
+    );
+    expect(keys.some((key) => key.endsWith(':pair'))).toBe(true);
+    const slots = new Set(keys.map((key) => redisCli(ports[0]!, 'CLUSTER', 'KEYSLOT', key).trim()));
+    expect(slots.size).toBe(1);
+  });
+});

@@ -1,0 +1,133 @@
+// SIGTERM on a real gateway process: readiness 503, no new connections, the in-flight call still answers, exit 0.
+import { execFileSync } from 'node:child_process';
+import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
+import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
+import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { type RedisServer, startRedisServer } from '../support/redis-server';
+
+/** gatewayEnv without PORT/HOST: the process helper picks them. */
+function processEnv(upstreamUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  const { PORT: _port, HOST: _host, ...env } = gatewayEnv(upstreamUrl, extra);
+  return env;
+}
+
+/** Rejects with the network error code (ECONNREFUSED...) when no HTTP answer comes. */
+async function statusOrCode(url: string, init?: RequestInit): Promise<number | string> {
+  try {
+    return (await fetch(url, init)).status;
+  } catch (error) {
+    return ((error as Error & { cause?: { code?: string } }).cause?.code ?? 'unknown') as string;
+  }
+}
+
+/** A connection with a GET sent but for its last blank line: already accepted when the signal arrives. */
+async function halfSentRequest(port: number, path: string) {
+  const { connect } = await import('node:net');
+  const socket = connect({ host: '127.0.0.1', port });
+  let answer = '';
+  socket.on('data', (chunk) => {
+    answer += chunk.toString();
+  });
+  socket.on('error', () => undefined);
+  const ended = new Promise<string>((resolve) => socket.on('close', () => resolve(answer)));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: gateway\r\n`);
+  return {
+    finish(): Promise<string> {
+      socket.write('\r\n');
+      return ended;
+    },
+  };
+}
+
+function redisClients(redis: RedisServer): number {
+  const list = execFileSync('redis-cli', ['-p', String(redis.port), 'CLIENT', 'LIST'], { encoding: 'utf8' });
+  return list.split('\n').filter((line) => line.includes('addr=') && !line.includes('cmd=client')).length;
+}
+
+describe('graceful shutdown on SIGTERM', () => {
+  let redis: RedisServer;
+  let simulator: RunningSimulator;
+  let gateway: GatewayProcess | undefined;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+
+  afterEach(async () => {
+    await gateway?.stop('SIGKILL');
+    gateway = undefined;
+    simulator.setFaults({});
+  });
+
+  afterAll(async () => {
+    await simulator?.close();
+    await redis?.stop();
+  });
+
+  const planUrl = (g: GatewayProcess) => `${g.url}/api/subscriptions/plan/${PLAN_ID}`;
+  const headers = { 'x-api-key': API_KEY };
+
+  test('a slow call in flight still answers 200; /readyz says 503 on an open connection, new connections are refused; exit 0', async () => {
+    const g = await startGatewayProcess({
+      env: processEnv(simulator.url, { REDIS_URL: redis.url, SHUTDOWN_TIMEOUT_MS: '10000' }),
+    });
+    gateway = g;
+    expect((await fetch(planUrl(g), { headers })).status).toBe(200);
+    expect(redisClients(redis)).toBeGreaterThan(0);
+
+    simulator.setFaults({ latencyMs: 1500 });
+    const probe = await halfSentRequest(g.port, '/readyz');
+    const started = Date.now();
+    const inFlight = fetch(planUrl(g), { headers }).then(async (r) => ({
+      status: r.status,
+      body: (await r.json()) as { internalId?: string },
+      at: Date.now(),
+    }));
+    await new Promise((r) => setTimeout(r, 200));
+    const signalledAt = Date.now();
+    g.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+
+    // A probe whose connection was accepted before the signal gets the draining answer.
+    const readiness = await probe.finish();
+    expect(readiness).toMatch(/^HTTP\/1\.1 503 /);
+    expect(readiness).toContain('"draining":true');
+    // The listener is closed: a new connection is refused at the TCP level, not answered with a 5xx.
+    expect(await statusOrCode(`${g.url}/readyz`)).toBe('ECONNREFUSED');
+    expect(await statusOrCode(planUrl(g), { headers })).toBe('ECONNREFUSED');
+
+    const answer = await inFlight;
+    expect(answer.status).toBe(200);
+    expect(answer.body.internalId).toBe(PLAN_ID);
+    expect(await g.exited).toBe(0);
+    const exitedAt = Date.now();
+    // Drain measured: the exit follows the last answer closely, far below SHUTDOWN_TIMEOUT_MS.
+    expect(answer.at - started).toBeGreaterThanOrEqual(1500);
+    expect(exitedAt - signalledAt).toBeLessThan(4_000);
+    expect(exitedAt - answer.at).toBeLessThan(1_500);
+
+    expect(g.logs()).toContain('draining: finishing in-flight requests');
+    expect(g.logs()).toContain('"msg":"stopped"');
+    // Redis connections (commands and pub/sub) are closed.
+    expect(redisClients(redis)).toBe(0);
+    expect(await statusOrCode(`${g.url}/healthz`)).toBe('ECONNREFUSED');
+  });
+
+  test('SHUTDOWN_TIMEOUT_MS bounds the drain: a call slower than the bound is cut and the process still exits 0', async () => {
+    const g = await startGatewayProcess({ env: processEnv(simulator.url, { SHUTDOWN_TIMEOUT_MS: '1000' }) });
+    gateway = g;
+    expect((await fetch(planUrl(g), { headers })).status).toBe(200);
+    simulator.setFaults({ latencyMs: 8000 });
+    const inFlight = statusOrCode(planUrl(g), { headers });
+    await new Promise((r) => setTimeout(r, 200));
+    const signalledAt = Date.now();
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+    const took = Date.now() - signalledAt;
+    expect(took).toBeGreaterThanOrEqual(900);
+    expect(took).toBeLessThan(4_000);
+    expect(typeof (await inFlight)).toBe('string');
+  });
+});
