@@ -232,9 +232,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     },
   };
 
+  /** For the request log; the token manager counts the sources in metrics. */
   function noteTokenSource(res: Response, source: TokenSource) {
     res.locals.tokenSource = source;
-    deps.metrics.tokenSource.inc({ source });
   }
 }
 

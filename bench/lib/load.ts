@@ -1,0 +1,93 @@
+// One load run with autocannon (in this process), with exact latency percentiles from every response's duration.
+import autocannon from 'autocannon';
+
+export interface LoadSpec {
+  readonly url: string;
+  readonly method: 'GET' | 'POST';
+  readonly headers: Record<string, string>;
+  readonly body?: string;
+  readonly durationSeconds: number;
+  readonly connections: number;
+  /** Open-loop rate for the whole run (req/s); closed loop at full speed when absent. */
+  readonly overallRate?: number;
+  /** A fresh path for every request (the url's path is used when absent). */
+  readonly pathFor?: () => string;
+  /** The status that counts as success; any 2xx when absent. */
+  readonly expectStatus?: number;
+}
+
+export interface LoadResult {
+  /** Responses per second over the run. */
+  readonly rps: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** Socket errors, timeouts and unexpected statuses (non-2xx unless the spec expects another). */
+  readonly errors: number;
+  /** Every response (2xx or not). */
+  readonly responses: number;
+  readonly seconds: number;
+}
+
+export function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    // autocannon's histograms have 1 ms resolution; record every duration (float ms) to get exact percentiles.
+    const durations: number[] = [];
+    let failed = 0;
+    const startedAt = performance.now();
+    const instance = autocannon(
+      {
+        url: spec.url,
+        method: spec.method,
+        headers: spec.headers,
+        body: spec.body,
+        connections: spec.connections,
+        pipelining: 1,
+        duration: spec.durationSeconds,
+        overallRate: spec.overallRate,
+        timeout: 10,
+        requests: spec.pathFor
+          ? [{ setupRequest: (request) => ({ ...request, path: (spec.pathFor as () => string)() }) }]
+          : undefined,
+      },
+      (error, result) => {
+        if (error) {
+          reject(error);
+          return;
+        }
+        const seconds = (performance.now() - startedAt) / 1000;
+        durations.sort((a, b) => a - b);
+        resolve({
+          rps: durations.length / seconds,
+          p50Ms: percentile(durations, 0.5),
+          p99Ms: percentile(durations, 0.99),
+          errors: result.errors + failed, // autocannon counts timeouts among errors
+          responses: durations.length,
+          seconds,
+        });
+      },
+    );
+    instance.on('response', (_client, statusCode: number, _bytes: number, responseTime: number) => {
+      durations.push(responseTime);
+      const ok = spec.expectStatus
+        ? statusCode === spec.expectStatus
+        : statusCode >= 200 && statusCode <= 299;
+      if (!ok) failed += 1;
+    });
+  });
+}
+
+/** Nearest-rank percentile of sorted values; NaN when empty. */
+export function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank] as number;
+}
+
+export function median(values: readonly number[]): number {
+  const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (finite.length === 0) return Number.NaN;
+  const mid = Math.floor(finite.length / 2);
+  return finite.length % 2
+    ? (finite[mid] as number)
+    : ((finite[mid - 1] as number) + (finite[mid] as number)) / 2;
+}

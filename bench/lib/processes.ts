@@ -1,0 +1,176 @@
+// Child processes of the benchmark: spawned on loopback, tracked, and always killed (also on error and Ctrl-C).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+
+export interface Proc {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** The last 16 KiB of stdout and stderr, for diagnosing a process that failed. */
+  output(): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when it has exited. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+let hooked = false;
+
+function killEverything(): void {
+  for (const child of running) {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  running.clear();
+}
+
+/** Kills every child on exit, and on SIGINT/SIGTERM (then exits 130/143). */
+function hookExit(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', killEverything);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      process.stderr.write(`\nbench: ${signal}, stopping every process it started\n`);
+      killEverything();
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    });
+  }
+}
+
+export function start(
+  name: string,
+  command: string,
+  args: readonly string[],
+  options: { env?: Record<string, string>; cwd?: string } = {},
+): Proc {
+  hookExit();
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  if (child.pid === undefined) throw new Error(`bench: could not start ${name} (${command})`);
+  running.add(child);
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output = (output + chunk.toString()).slice(-16_384);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      running.delete(child);
+      resolve();
+    }),
+  );
+  const pid = child.pid;
+  return {
+    name,
+    child,
+    pid,
+    output: () => output,
+    async stop(graceMs = 5_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export function alive(proc: Proc): boolean {
+  return proc.child.exitCode === null && proc.child.signalCode === null;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  proc?: Proc,
+  timeoutMs = 20_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (proc && !alive(proc)) throw new Error(`bench: ${proc.name} exited early:\n${proc.output()}`);
+    try {
+      if (await check()) return;
+    } catch {
+      // not up yet
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`bench: timed out waiting for ${what}${proc ? `\n${proc.output()}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export async function httpOk(url: string): Promise<boolean> {
+  const response = await fetch(url);
+  await response.arrayBuffer();
+  return response.ok;
+}
+
+export function redisPing(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    let answer = '';
+    socket.setTimeout(500, () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+      if (answer.includes('\r\n')) {
+        socket.destroy();
+        resolve(answer.startsWith('+PONG'));
+      }
+    });
+    socket.on('error', () => resolve(false));
+  });
+}
+
+const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node supports
+
+/** User + system CPU time of a process (and, with `withChildren`, of its direct children), in ms; null off Linux. */
+export function cpuTimeMs(pid: number, withChildren = false): number | null {
+  try {
+    let total = ticksOf(pid);
+    if (withChildren) for (const child of childrenOf(pid)) total += ticksOf(child);
+    return (total * 1000) / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return null;
+  }
+}
+
+function ticksOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The command name (field 2) may contain spaces: fields after it are split from the closing parenthesis.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 of the full line, i.e. 11 and 12 after the state field (field 3).
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return [];
+  }
+}
