@@ -11,7 +11,7 @@ import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
-import { createLogger } from './observability/logger';
+import { createLogger, flushLogger } from './observability/logger';
 import { createMetrics, type Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
@@ -208,14 +208,14 @@ export async function startGateway(
           if (metricsServer) await closeServer(metricsServer, 1_000);
           await closeAll();
           logger.info('stopped');
-          logger.flush();
+          await flushLogger(logger);
         })();
         return shuttingDown;
       },
     };
   } catch (error) {
     await closeAll();
-    logger.flush();
+    await flushLogger(logger);
     throw error;
   }
 }

@@ -1,5 +1,5 @@
 // The API-key client registry (CLIENTS_FILE): validated at load, looked up by key hash in constant time, reloaded on change.
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, timingSafeEqual } from 'node:crypto';
 import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { z } from 'zod';
@@ -208,7 +208,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
   return {
     findByApiKey(key) {
       if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) return undefined;
-      const digest = createHash('sha256').update(key, 'utf8').digest();
+      const digest = hash('sha256', key, 'buffer');
       // A Map keyed by the presented key's hash: the lookup's timing depends only on SHA-256(key), which an
       // attacker cannot steer toward a stored hash (they would need a preimage), so it leaks nothing about the
       // stored keys. The final comparison is still constant time, so a match is never decided by a short-circuit
