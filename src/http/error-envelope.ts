@@ -26,8 +26,13 @@ export function sendError(res: Response, error: GatewayError): void {
   res.status(error.status).json(envelopeOf(error, String(res.getHeader('x-request-id') ?? '')));
 }
 
-/** Body-parser errors carry a `type`; map the ones a caller can cause to 4xx reasons. */
-function fromBodyParser(error: { type?: string; status?: number }): GatewayError | undefined {
+/** Errors of Express and body-parser that a caller causes, as 4xx reasons; anything else stays unknown. */
+function fromCallerMistake(error: { name?: string; type?: string }): GatewayError | undefined {
+  // The router could not percent-decode a path parameter (e.g. `%ZZ`, `%E0%A4%A`).
+  if (error.name === 'URIError') {
+    return new GatewayError('INVALID_REQUEST', 'The request path is not valid percent-encoding.');
+  }
+  // Body-parser errors carry a `type`.
   switch (error.type) {
     case 'entity.too.large':
       return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
@@ -50,7 +55,7 @@ function fromBodyParser(error: { type?: string; status?: number }): GatewayError
 /** The last middleware: whatever reached it becomes one envelope; internals are logged, never answered. */
 export function errorEnvelopeHandler(): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    const known = isGatewayError(error) ? error : fromBodyParser(error ?? {});
+    const known = isGatewayError(error) ? error : fromCallerMistake(error ?? {});
     if (known) {
       sendError(res, known);
       return;

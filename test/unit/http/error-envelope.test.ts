@@ -12,6 +12,9 @@ function appThatThrows(error: unknown) {
   app.get('/boom', () => {
     throw error;
   });
+  app.get('/item/:id', (req, res) => {
+    res.json({ id: req.params.id });
+  });
   app.post('/echo', ...jsonBody(64), (req, res) => {
     res.json(req.body);
   });
@@ -89,5 +92,11 @@ describe('the error envelope', () => {
     const broken = await request(app).post('/echo').set('content-type', 'application/json').send('{"a":');
     expect(broken.status).toBe(400);
     expect(broken.body.status.description).toBe('INVALID_REQUEST');
+  });
+
+  it('answers 400 INVALID_REQUEST, not 500, for a path parameter that is not valid percent-encoding', async () => {
+    const res = await request(appThatThrows(new Error('unused'))).get('/item/%ZZ');
+    expect(res.status).toBe(400);
+    expect(res.body.status.description).toBe('INVALID_REQUEST');
   });
 });
