@@ -18,7 +18,7 @@ import { buildOpenApiDocument } from './routes/openapi';
 import { startSimulator } from './simulator/simulator';
 import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
 import { createMemoryTokenStore } from './store/memory-token-store';
-import { createRedisClient, type RedisClient } from './store/redis-connection';
+import { createRedisClient, type RedisClient, whenRedisReady } from './store/redis-connection';
 import { createRedisTokenStore } from './store/redis-token-store';
 import { createUpstreamCircuit } from './upstream/circuit-breaker';
 import {
@@ -54,6 +54,9 @@ export interface RunningGateway {
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
   shutdown(): Promise<void>;
 }
+
+/** How long start-up waits for Redis before serving degraded (tokens from this replica's own login). */
+const REDIS_START_WAIT_MS = 2_000;
 
 const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
 
@@ -107,6 +110,9 @@ export async function startGateway(
         encryptionKey: config.tokens.encryptionKey,
       },
     });
+    if (redis && !(await whenRedisReady(redis, REDIS_START_WAIT_MS))) {
+      logger.warn({ waitedMs: REDIS_START_WAIT_MS }, 'redis not reachable at start: starting degraded');
+    }
     await tokens.start();
     closers.push(() => tokens.stop());
 

@@ -90,3 +90,21 @@ export function describeRedisTopology(topology: RedisTopology): string {
       return `Redis Cluster ${topology.nodes.map((n) => `${n.host}:${n.port}`).join(', ')}`;
   }
 }
+
+/**
+ * Resolves once the client is ready, or after `timeoutMs` (never rejects): a replica starting next to a reachable
+ * Redis joins the fleet's shared token instead of logging in on its own; an unreachable one starts degraded.
+ */
+export function whenRedisReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    redis.once('ready', onReady);
+  });
+}
