@@ -1,4 +1,6 @@
 // Structured JSON logs (pino) with every secret-bearing field redacted, written asynchronously.
+import { mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**
@@ -44,9 +46,11 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions): Logger {
   // Asynchronous and buffered: log lines leave in batches of about 4 KiB instead of one write per request.
   // flushLogger() empties the buffer on shutdown.
+  // The file is opened here, synchronously, so the destination is ready at once: a gateway that fails during
+  // start-up can still flush its last lines.
   const destination =
     options.stream ??
-    pino.destination({ dest: options.file ?? 1, sync: false, minLength: 4096, mkdir: Boolean(options.file) });
+    pino.destination({ dest: options.file ? openLogFile(options.file) : 1, sync: false, minLength: 4096 });
   return pino(
     {
       level: options.level,
@@ -63,6 +67,11 @@ export function createLogger(options: LoggerOptions): Logger {
 export function maskDocumentId(id: string): string {
   const visible = Math.min(3, Math.max(0, id.length - 4));
   return `${'*'.repeat(Math.max(0, id.length - visible))}${id.slice(id.length - visible)}`;
+}
+
+function openLogFile(file: string): number {
+  mkdirSync(dirname(file), { recursive: true });
+  return openSync(file, 'a');
 }
 
 /** Writes out what the logger still buffers (call before the process exits). */
