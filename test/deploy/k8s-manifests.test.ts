@@ -476,17 +476,30 @@ describe('the sandbox and production overlays', () => {
   });
 });
 
-describe('the files under deploy/k8s and docs/kubernetes.md', () => {
-  const files = [...filesUnder(K8S_DIR), join(ROOT, 'docs', 'kubernetes.md')];
+/** The README's Kubernetes section (the rest documents the development key on purpose). */
+function kubernetesSection(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('## Deploying on Kubernetes');
+  expect(start).toBeGreaterThanOrEqual(0);
+  const end = readme.indexOf('\n## ', start + 1);
+  return readme.slice(start, end === -1 ? undefined : end);
+}
+
+describe('the files under deploy/k8s and the README section', () => {
+  const files = filesUnder(K8S_DIR);
 
   test.each(files.map((f) => [relative(ROOT, f)]))(
     '%s holds no secret literal and no Secret object',
     (file) => {
       const text = readFileSync(join(ROOT, file), 'utf8');
       expect(secretFindings(text)).toEqual([]);
-      if (file.startsWith('deploy')) expect(text).not.toMatch(/^kind:\s*Secret\s*$/m);
+      expect(text).not.toMatch(/^kind:\s*Secret\s*$/m);
     },
   );
+
+  test('the README section on Kubernetes holds no secret literal', () => {
+    expect(secretFindings(kubernetesSection())).toEqual([]);
+  });
 
   test('the optional ExternalSecret fills exactly the keys the production pods read', () => {
     const [externalSecret] = parseObjects(
