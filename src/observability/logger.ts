@@ -44,13 +44,14 @@ export interface LoggerOptions {
 }
 
 export function createLogger(options: LoggerOptions): Logger {
-  // Asynchronous and buffered: log lines leave in batches of about 4 KiB instead of one write per request.
-  // flushLogger() empties the buffer on shutdown.
-  // The file is opened here, synchronously, so the destination is ready at once: a gateway that fails during
-  // start-up can still flush its last lines.
+  // Always asynchronous. A LOG_FILE is also buffered (lines leave in ~4 KiB batches instead of one write per
+  // request; flushLogger() empties the buffer on shutdown) and opened synchronously, so a gateway that fails
+  // during start-up can still flush. Stdout stays line by line: whoever tails it sees each request at once.
   const destination =
     options.stream ??
-    pino.destination({ dest: options.file ? openLogFile(options.file) : 1, sync: false, minLength: 4096 });
+    (options.file
+      ? pino.destination({ dest: openLogFile(options.file), sync: false, minLength: 4096 })
+      : pino.destination({ dest: 1, sync: false }));
   return pino(
     {
       level: options.level,
