@@ -43,6 +43,7 @@ export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
           method: req.method,
           status,
           latencyMs: Math.round(seconds * 10_000) / 10,
+          upstreamMs: res.locals.upstreamMs,
           tokenSource: res.locals.tokenSource,
           coalesced: res.locals.coalesced,
           cache: res.locals.cache,

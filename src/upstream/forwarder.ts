@@ -46,10 +46,13 @@ export interface Forwarder {
 
 /** Per-attempt state, keyed by the incoming request (hpm's events hand us `req`). */
 interface Attempt {
+  readonly req: IncomingMessage;
   readonly exchange: UpstreamExchange;
   readonly accessToken: string;
   readonly startedAt: number;
   timer?: NodeJS.Timeout;
+  /** Known once the agent gives the request a socket (it may first wait for a free one). */
+  proxyReq?: ClientRequest;
   timedOut: boolean;
   settled: boolean;
   resolve(outcome: AttemptOutcome): void;
@@ -107,10 +110,14 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
           const attempt = attempts.get(req);
           if (!attempt) return;
-          attempt.timer = setTimeout(() => {
-            attempt.timedOut = true;
+          if (attempt.settled) {
+            // Timed out while waiting for a free socket: never send it.
             proxyReq.destroy();
-          }, deps.timeoutMs);
+            return;
+          }
+          attempt.proxyReq = proxyReq;
+          // The gateway's own token goes on the outgoing request only, never onto the caller's request object.
+          proxyReq.setHeader('authorization', `Bearer ${attempt.accessToken}`);
           // The upstream request is complete here, body included: the caller's stream (consumed by validation, or
           // a body-less GET) is never waited on, so a caller who hangs up cannot leave the call half-sent.
           proxyReq.end(attempt.exchange.body);
@@ -131,7 +138,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
               else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
               else attempt.resolve({ kind: 'answer', answer });
             },
-            (error) => fail(attempt, attempt.timedOut ? new UpstreamFailure('timeout') : error),
+            () => fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection')),
           );
         });
         server.on('error', (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
@@ -153,16 +160,21 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   const connectionErrors = new WeakMap<IncomingMessage, string>();
 
   function observeUpstream(attempt: Attempt, status: number | string) {
+    const ms = performance.now() - attempt.startedAt;
     deps.metrics.upstreamDuration.observe(
       { route: attempt.exchange.route, status: String(status) },
-      (performance.now() - attempt.startedAt) / 1000,
+      ms / 1000,
     );
+    upstreamTime.set(attempt.req, (upstreamTime.get(attempt.req) ?? 0) + ms);
   }
+  /** Time spent waiting on the upstream per caller request (all attempts), for the request log. */
+  const upstreamTime = new WeakMap<IncomingMessage, number>();
 
   /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
   function attemptOnce(req: Request, exchange: UpstreamExchange, accessToken: string) {
     return new Promise<AttemptOutcome>((resolve, reject) => {
-      attempts.set(req, {
+      const attempt: Attempt = {
+        req,
         exchange,
         accessToken,
         startedAt: performance.now(),
@@ -170,10 +182,17 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         settled: false,
         resolve,
         reject,
-      });
+      };
+      attempts.set(req, attempt);
+      // The timeout runs from here: time spent waiting for a free upstream socket counts too.
+      attempt.timer = setTimeout(() => {
+        attempt.timedOut = true;
+        observeUpstream(attempt, 'timeout');
+        attempt.proxyReq?.destroy();
+        fail(attempt, new UpstreamFailure('timeout'));
+      }, deps.timeoutMs);
       req.url = exchange.path;
       req.headers = upstreamRequestHeaders({
-        accessToken,
         requestId: req.id,
         staticHeaders: deps.staticHeaders,
         contentLength: exchange.body?.length,
@@ -228,6 +247,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
       } catch (error) {
         throw toGatewayError(error, deps.circuit);
+      } finally {
+        const ms = upstreamTime.get(req);
+        if (ms !== undefined) res.locals.upstreamMs = Math.round(ms * 10) / 10;
       }
     },
   };

@@ -12,7 +12,6 @@ const ANSWER_HEADERS = [
 ];
 
 export interface UpstreamRequestHeaderInput {
-  readonly accessToken: string;
   readonly requestId: string;
   readonly staticHeaders: Readonly<Record<string, string>>;
   /** Set for requests with a body (the sanitized JSON the gateway re-serialized). */
@@ -20,14 +19,14 @@ export interface UpstreamRequestHeaderInput {
 }
 
 /**
- * The complete header set toward the upstream. Built from scratch rather than filtered, so the caller's
- * Authorization, X-API-Key, cookies and X-Forwarded-* can never slip through.
+ * The header set toward the upstream (the forwarder adds the gateway's own `Authorization` on the outgoing
+ * request). Built from scratch rather than filtered, so the caller's Authorization, X-API-Key, cookies and
+ * X-Forwarded-* can never slip through.
  */
 export function upstreamRequestHeaders(input: UpstreamRequestHeaderInput): Record<string, string> {
   const headers: Record<string, string> = {
     ...input.staticHeaders,
     accept: 'application/json',
-    authorization: `Bearer ${input.accessToken}`,
     'x-request-id': input.requestId,
   };
   if (input.contentLength !== undefined) {

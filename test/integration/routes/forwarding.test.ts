@@ -433,6 +433,37 @@ describe('timeouts and the circuit breaker', () => {
   });
 });
 
+describe('the upstream timeout counts the wait for a free socket', () => {
+  it('answers 504 within about UPSTREAM_TIMEOUT_MS even when calls queue for the only socket', async () => {
+    const sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
+    const gateway = await startTestGateway(
+      envFor(sim, {
+        UPSTREAM_MAX_SOCKETS: '1',
+        UPSTREAM_TIMEOUT_MS: '500',
+        CIRCUIT_FAILURE_THRESHOLD: '100',
+      }),
+    );
+    try {
+      expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(200);
+      sim.setFaults({ latencyMs: 400 });
+      const started = Date.now();
+      const answers = await Promise.all(
+        Array.from({ length: 5 }, async () => {
+          const res = await call(gateway.url, '/api/validation/document', postJson(validBody));
+          return { status: res.status, ms: Date.now() - started };
+        }),
+      );
+      expect(answers.filter((a) => a.status === 200).length).toBeGreaterThanOrEqual(1);
+      expect(answers.filter((a) => a.status === 504).length).toBeGreaterThanOrEqual(3);
+      // Queued calls give up at the timeout instead of waiting their turn (5 x 400 ms).
+      expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(1_200);
+    } finally {
+      await gateway.close();
+      await sim.close();
+    }
+  });
+});
+
 describe('upstream refusals of the gateway itself', () => {
   it('maps refused credentials to 502 UPSTREAM_AUTH_FAILED', async () => {
     const sim = await startSimulator({ port: 0, username: 'routes-merchant', password: 'another-password' });
@@ -501,5 +532,18 @@ describe('logs', () => {
     expect(logs).not.toContain(KEY);
     expect(logs).not.toMatch(/eyJ[\w-]+\.[\w-]+/);
     expect(logs).not.toContain('17254359');
+  });
+
+  it('carry one line per request with route, status, client, latency and upstream latency', () => {
+    const line = gw
+      .logs()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+      .find((entry) => entry.msg === 'request' && entry.route === 'plan' && entry.status === 200);
+    expect(line).toMatchObject({ client: 'routes-app', method: 'GET', requestId: expect.any(String) });
+    expect(line.latencyMs).toEqual(expect.any(Number));
+    expect(line.upstreamMs).toEqual(expect.any(Number));
+    expect(['memory', 'redis', 'upstream']).toContain(line.tokenSource);
   });
 });
