@@ -72,6 +72,9 @@ export function createApp(deps: AppDeps): Express {
     res.type('application/json').send(openApiBody);
   });
 
+  const probePaths = ['/healthz', '/readyz', '/openapi.json', ...(deps.serveMetrics ? ['/metrics'] : [])];
+  app.all(probePaths, routeName('probe', { quiet: true }), methodNotAllowed('GET, HEAD'));
+
   app.post(
     VALIDATION_PATH,
     routeName('validation'),

@@ -81,17 +81,24 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const topology = redisTopology(env, fail);
   const usesRedis = topology.kind !== 'none';
   if (production && usesRedis && !env.TOKEN_ENCRYPTION_KEY) {
-    fail('TOKEN_ENCRYPTION_KEY', 'is required in production with Redis (the cached upstream tokens are encrypted)');
+    fail(
+      'TOKEN_ENCRYPTION_KEY',
+      'is required in production with Redis (the cached upstream tokens are encrypted)',
+    );
   }
   if (production && !usesRedis && !env.ALLOW_MEMORY_STORE) {
-    fail('REDIS_URL', 'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)');
+    fail(
+      'REDIS_URL',
+      'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)',
+    );
   }
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
   }
   if (env.OIDC_JWKS_URL && !env.OIDC_ISSUER) fail('OIDC_ISSUER', 'is required with OIDC_JWKS_URL');
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
-  if (badOrigin !== undefined) fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
+  if (badOrigin !== undefined)
+    fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
   if (problems.length > 0) return undefined;
 
   const clientsFile = env.CLIENTS_FILE ?? (mode === 'local' ? LOCAL_CLIENTS_FILE : DEFAULT_CLIENTS_FILE);

@@ -31,6 +31,9 @@ export interface ReadinessDeps {
   readonly storeHealthy?: () => boolean;
 }
 
+/** Token failures that mean the provider refuses this gateway, not that it is briefly unreachable. */
+const GATEWAY_REFUSALS = new Set(['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITELISTED']);
+
 export function createReadiness(deps: ReadinessDeps): Readiness {
   let draining = false;
   let retrying = false;
@@ -65,16 +68,25 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
       const token = deps.tokens.status();
       const storeOk = deps.storeHealthy ? deps.storeHealthy() : token.storeHealthy;
       const storeState: CheckState = deps.storeKind === 'memory' || storeOk ? 'ok' : 'degraded';
-      const tokenState: CheckState = token.hasValidToken ? 'ok' : token.lastFailure ? 'failing' : 'ok';
+      // Only a refusal of the gateway itself (credentials, IP) takes a replica out: a passing upstream outage
+      // would take the whole fleet out at once and turn envelopes into load-balancer errors.
+      const refused = token.lastFailure !== undefined && GATEWAY_REFUSALS.has(token.lastFailure);
+      const tokenState: CheckState = token.hasValidToken
+        ? 'ok'
+        : refused
+          ? 'failing'
+          : token.lastFailure
+            ? 'degraded'
+            : 'ok';
       const tokenDetail = token.hasValidToken
         ? 'a valid upstream token is held'
         : token.lastFailure
           ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
           : 'no token yet; one is fetched on the first call';
-      if (tokenState === 'failing') retryInBackground();
+      if (tokenState !== 'ok') retryInBackground();
       const circuit = deps.circuitState();
       const notReady = draining || tokenState === 'failing';
-      const degraded = storeState !== 'ok' || circuit !== 'closed';
+      const degraded = storeState !== 'ok' || tokenState !== 'ok' || circuit !== 'closed';
       return {
         status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
         checks: {

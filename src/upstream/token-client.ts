@@ -54,6 +54,8 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
         method: 'POST',
         headers,
         body: JSON.stringify(body),
+        // A redirect would re-send the credentials to wherever it points.
+        redirect: 'error',
         signal: AbortSignal.timeout(options.timeoutMs),
       });
     } catch (error) {

@@ -310,6 +310,14 @@ describe('routing', () => {
     expect(get.body.status.description).toBe('METHOD_NOT_ALLOWED');
   });
 
+  it('answers 405 with Allow on the probe and document paths too', async () => {
+    for (const path of ['/healthz', '/readyz', '/openapi.json', '/metrics']) {
+      const res = await call(gw.url, path, { method: 'POST' });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+    }
+  });
+
   it('is not an open proxy: other upstream paths are 404', async () => {
     for (const path of [
       '/api/token/',

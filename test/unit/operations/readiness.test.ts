@@ -1,0 +1,68 @@
+import { createReadiness } from '../../../src/operations/readiness';
+import type { TokenStatus } from '../../../src/upstream/token-provider';
+
+function readinessWith(status: TokenStatus, circuit = 'closed') {
+  let calls = 0;
+  const readiness = createReadiness({
+    tokens: {
+      status: () => status,
+      getAccessToken: async () => {
+        calls++;
+        throw new Error('still failing');
+      },
+    },
+    storeKind: 'redis',
+    circuitState: () => circuit,
+    storeHealthy: () => status.storeHealthy,
+  });
+  return { readiness, tokenCalls: () => calls };
+}
+
+describe('readiness', () => {
+  it('is ready with a valid token, a healthy store and a closed circuit', () => {
+    const { readiness } = readinessWith({ hasValidToken: true, storeHealthy: true });
+    expect(readiness.report().status).toBe('ready');
+  });
+
+  it('is ready before the first token (one is fetched on the first call)', () => {
+    const { readiness } = readinessWith({ hasValidToken: false, storeHealthy: true });
+    expect(readiness.report().status).toBe('ready');
+  });
+
+  it('stays ready but degraded when Redis is down (serving from memory)', () => {
+    const report = readinessWith({ hasValidToken: true, storeHealthy: false }).readiness.report();
+    expect(report.status).toBe('degraded');
+    expect(report.checks.store.state).toBe('degraded');
+  });
+
+  it.each(['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITELISTED'])(
+    'is not ready when the provider refuses the gateway (%s), and retries in the background',
+    (reason) => {
+      const { readiness, tokenCalls } = readinessWith({
+        hasValidToken: false,
+        storeHealthy: true,
+        lastFailure: reason,
+      });
+      expect(readiness.report().status).toBe('not-ready');
+      expect(readiness.report().checks.upstreamToken.state).toBe('failing');
+      expect(tokenCalls()).toBe(1);
+    },
+  );
+
+  it.each(['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT'])(
+    'only degrades on a passing upstream outage (%s): the whole fleet must not leave the load balancer',
+    (reason) => {
+      const { readiness } = readinessWith({ hasValidToken: false, storeHealthy: true, lastFailure: reason });
+      expect(readiness.report().status).toBe('degraded');
+      expect(readiness.report().checks.upstreamToken.state).toBe('degraded');
+    },
+  );
+
+  it('is degraded while the circuit is open, and not ready while draining', () => {
+    const { readiness } = readinessWith({ hasValidToken: true, storeHealthy: true }, 'open');
+    expect(readiness.report().status).toBe('degraded');
+    readiness.startDraining();
+    expect(readiness.report().status).toBe('not-ready');
+    expect(readiness.report().checks.draining).toBe(true);
+  });
+});
