@@ -264,7 +264,10 @@ class FleetTokenManager implements TokenProvider {
       if (accept(shared.pair)) return this.adopt(shared.pair, 'redis');
       latest = newest(latest, shared.pair, credentials);
       this.throwIfRefused(shared.refusal, credentials);
-      for (let attempt = 0; attempt < 2 && !this.stopped; attempt++) {
+      // While another replica holds the lock (its lease renewed as long as it works), wait for its pair rather
+      // than call the token endpoints alongside it; a holder that died lets its lease lapse within lockTtlMs.
+      const giveUpAt = this.clock.now() + 2 * this.settings.lockTtlMs;
+      while (!this.stopped && this.clock.now() < giveUpAt) {
         const owner = randomBytes(12).toString('hex');
         const locked = await this.storeCall('lock', () =>
           this.store.acquireLock(keys.lock, owner, this.settings.lockTtlMs),
@@ -315,16 +318,21 @@ class FleetTokenManager implements TokenProvider {
     const extend = this.store.extendLock?.bind(this.store);
     if (!extend) return { stop: () => undefined };
     let timer: ClockTimer | undefined;
+    let active = true;
     const every = Math.max(100, Math.floor(this.settings.lockTtlMs / 3));
     const tick = () => {
       timer = this.clock.setTimeout(() => {
-        void this.storeCall('extend_lock', () => extend(key, owner, this.settings.lockTtlMs)).then(tick);
+        // A renewal still in flight when the lease is stopped must not schedule another one.
+        void this.storeCall('extend_lock', () => extend(key, owner, this.settings.lockTtlMs)).then(() => {
+          if (active && !this.stopped) tick();
+        });
       }, every);
       timer.unref?.();
     };
     tick();
     return {
       stop: () => {
+        active = false;
         if (timer) this.clock.clearTimeout(timer);
         timer = undefined;
       },

@@ -247,20 +247,37 @@ describe('token manager: the fleet lock', () => {
     expect(await f.store.acquireLock(keys.lock, 'someone', 1000)).toBe(true);
   });
 
-  it('a waiter whose holder never answers times out and fetches for itself', async () => {
-    const f = fleet({ settings: { lockTtlMs: 60_000, lockWaitMs: 1_000 } });
+  it('a waiter keeps waiting while the lock is held, then gives up after twice the lease and fetches itself', async () => {
+    const f = fleet({ settings: { lockTtlMs: 5_000, lockWaitMs: 1_000 } });
     const keys = tokenKeys('bff:', BASE_URL, 'merchant');
+    // A holder that never answers and whose lock never lapses (a wedged replica, a clock gone wrong).
     await f.store.acquireLock(keys.lock, 'stuck-replica', 60_000);
     const manager = f.replica();
     const pending = manager.getAccessToken();
-    await f.clock.advance(1_500);
+    await f.clock.advance(9_000);
     expect(f.client.logins).toBe(0);
-    await f.clock.advance(600);
+    await f.clock.advance(2_000);
     await expect(pending).resolves.toMatchObject({ source: 'upstream' });
     expect(f.client.logins).toBe(1);
     // Someone else's lock is never released by this replica.
     expect(await f.store.releaseLock(keys.lock, 'someone-else')).toBe(false);
     expect(await f.store.get(keys.lock)).toBe('stuck-replica');
+  });
+
+  it('a waiter outlasts a holder slower than its lock wait: still one login for the fleet', async () => {
+    const f = fleet({ settings: { lockTtlMs: 15_000, lockWaitMs: 1_000 } });
+    const holder = f.replica();
+    const waiter = f.replica();
+    f.client.hold();
+    const first = holder.getAccessToken();
+    await settle();
+    const second = waiter.getAccessToken();
+    await f.clock.advance(8_000);
+    f.client.release();
+    await f.clock.advance(200);
+    const [a, b] = await Promise.all([first, second]);
+    expect(b.value).toBe(a.value);
+    expect(f.client.logins).toBe(1);
   });
 
   it('stop() releases a lock the replica holds', async () => {
