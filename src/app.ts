@@ -8,7 +8,7 @@ import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
 import { requestId } from './http/request-id';
 import { methodNotAllowed, notFound } from './http/unmatched';
-import type { Metrics } from './observability/metrics';
+import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { requestLog, routeName } from './observability/request-log';
 import type { Readiness } from './operations/readiness';
 import {
@@ -66,7 +66,7 @@ export function createApp(deps: AppDeps): Express {
     res.status(report.status === 'not-ready' ? 503 : 200).json(report);
   });
   if (deps.serveMetrics)
-    app.get('/metrics', routeName('metrics', { quiet: true }), metricsHandler(deps.metrics));
+    app.get('/metrics', routeName('metrics', { quiet: true }), metricsEndpoint(deps.metrics));
   const openApiBody = JSON.stringify(deps.openApiDocument);
   app.get('/openapi.json', routeName('openapi'), (_req, res) => {
     res.type('application/json').send(openApiBody);
@@ -112,11 +112,5 @@ function drainingMarker(readiness: Readiness): RequestHandler {
   return (_req, res, next) => {
     if (readiness.draining) res.setHeader('connection', 'close');
     next();
-  };
-}
-
-export function metricsHandler(metrics: Metrics): RequestHandler {
-  return async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   };
 }

@@ -1,4 +1,5 @@
 // Builds a running gateway from a config: stores, token manager, forwarding, callers, HTTP server, shutdown.
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { DestinationStream, Logger } from 'pino';
@@ -12,7 +13,7 @@ import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
 import { createLogger, flushLogger } from './observability/logger';
-import { createMetrics, type Metrics } from './observability/metrics';
+import { createMetrics, type Metrics, metricsEndpoint } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { startSimulator } from './simulator/simulator';
@@ -143,7 +144,7 @@ export async function startGateway(
         ttl > 0
           ? {
               store: redis
-                ? createRedisAnswerCache(redis, `${config.redis.keyPrefix}cache:`)
+                ? createRedisAnswerCache(redis, answerCachePrefix(config.redis.keyPrefix, upstream.baseUrl))
                 : createMemoryAnswerCache(),
               ttlSeconds: ttl,
             }
@@ -176,16 +177,14 @@ export async function startGateway(
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
     const url = await listen(server, config.server.host, config.server.port);
+    closers.push(() => closeServer(server, 0));
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
     if (config.server.metricsPort !== undefined) {
-      metricsServer = createServer(async (req, res) => {
-        if (req.url !== '/metrics' || req.method !== 'GET') {
-          res.writeHead(404).end();
-          return;
-        }
-        res.setHeader('content-type', metrics.registry.contentType);
-        res.end(await metrics.registry.metrics());
+      const serveMetrics = metricsEndpoint(metrics);
+      metricsServer = createServer((req, res) => {
+        if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+        else res.writeHead(404).end();
       });
       metricsUrl = await listen(metricsServer, config.server.host, config.server.metricsPort);
     }
@@ -224,6 +223,11 @@ export async function startGateway(
     await flushLogger(logger);
     throw error;
   }
+}
+
+/** Cached answers are namespaced by upstream, like tokens: sandbox and production never share a plan. */
+function answerCachePrefix(keyPrefix: string, baseUrl: string): string {
+  return `${keyPrefix}cache:${createHash('sha256').update(baseUrl).digest('hex').slice(0, 16)}:`;
 }
 
 interface ResolvedUpstream {

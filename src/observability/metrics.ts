@@ -1,4 +1,5 @@
 // Prometheus metrics of the gateway (prom-client), on a registry of its own so tests and replicas never share one.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -73,3 +74,19 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** GET /metrics, for the main app or the METRICS_PORT server: the Prometheus text format. */
+export function metricsEndpoint(metrics: Metrics) {
+  return (_req: IncomingMessage, res: ServerResponse): void => {
+    metrics.registry.metrics().then(
+      (text) => {
+        res.setHeader('content-type', metrics.registry.contentType);
+        res.end(text);
+      },
+      () => {
+        res.statusCode = 500;
+        res.end();
+      },
+    );
+  };
+}

@@ -25,13 +25,22 @@ function errorResponses(reasons: (keyof typeof REASON_STATUS)[]) {
   );
 }
 
-const CALLER_ERRORS: (keyof typeof REASON_STATUS)[] = [
-  'CLIENT_UNAUTHENTICATED',
-  'CLIENT_FORBIDDEN',
-  'RATE_LIMITED',
-  'UPSTREAM_AUTH_FAILED',
-  'UPSTREAM_TIMEOUT',
-];
+/** The errors every forwarded operation can answer, whatever its input. */
+const FORWARDING_ERRORS = {
+  ...errorResponses([
+    'CLIENT_UNAUTHENTICATED',
+    'CLIENT_FORBIDDEN',
+    'RATE_LIMITED',
+    'UPSTREAM_AUTH_FAILED',
+    'UPSTREAM_IP_NOT_WHITELISTED',
+    'UPSTREAM_UNAVAILABLE',
+    'UPSTREAM_TIMEOUT',
+  ]),
+  '503': {
+    description: 'UPSTREAM_UNAVAILABLE while the circuit is open (Retry-After).',
+    content: json(ref('ErrorEnvelope')),
+  },
+};
 
 function schemaOf(schema: z.ZodType): object {
   const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
@@ -84,20 +93,8 @@ export function buildOpenApiDocument(version: string): object {
               description: 'Upstream 4xx answers pass through unchanged.',
               content: json(ref('UpstreamError')),
             },
-            ...errorResponses([
-              'INVALID_REQUEST',
-              'PAYLOAD_TOO_LARGE',
-              'UNSUPPORTED_MEDIA_TYPE',
-              ...CALLER_ERRORS,
-            ]),
-            '502': {
-              description: 'UPSTREAM_AUTH_FAILED, UPSTREAM_IP_NOT_WHITELISTED, UPSTREAM_UNAVAILABLE',
-              content: json(ref('ErrorEnvelope')),
-            },
-            '503': {
-              description: 'UPSTREAM_UNAVAILABLE while the circuit is open (Retry-After).',
-              content: json(ref('ErrorEnvelope')),
-            },
+            ...errorResponses(['INVALID_REQUEST', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE']),
+            ...FORWARDING_ERRORS,
           },
         },
       },
@@ -112,15 +109,8 @@ export function buildOpenApiDocument(version: string): object {
               description: 'Upstream answers such as plan-not-found pass through unchanged.',
               content: json(ref('UpstreamError')),
             },
-            ...errorResponses(['INVALID_REQUEST', ...CALLER_ERRORS]),
-            '502': {
-              description: 'UPSTREAM_AUTH_FAILED, UPSTREAM_IP_NOT_WHITELISTED, UPSTREAM_UNAVAILABLE',
-              content: json(ref('ErrorEnvelope')),
-            },
-            '503': {
-              description: 'UPSTREAM_UNAVAILABLE while the circuit is open (Retry-After).',
-              content: json(ref('ErrorEnvelope')),
-            },
+            ...errorResponses(['INVALID_REQUEST']),
+            ...FORWARDING_ERRORS,
           },
         },
       },

@@ -1,5 +1,6 @@
 // A short cache of upstream answers (plan reads), shared through Redis when there is one; off by default.
 import type { UpstreamAnswer } from '../upstream/forwarder';
+import { createExpiringMap } from './expiring-map';
 import type { RedisClient } from './redis-connection';
 
 export interface AnswerCache {
@@ -46,20 +47,15 @@ export function createRedisAnswerCache(redis: RedisClient, prefix: string): Answ
 }
 
 export function createMemoryAnswerCache(now: () => number = Date.now): AnswerCache {
-  const entries = new Map<string, { answer: UpstreamAnswer; expiresAt: number }>();
+  const entries = createExpiringMap<UpstreamAnswer>(now);
   return {
     async get(key) {
-      const entry = entries.get(key);
-      if (!entry) return undefined;
-      if (entry.expiresAt <= now()) {
-        entries.delete(key);
-        return undefined;
-      }
-      return entry.answer;
+      return entries.get(key);
     },
     async set(key, answer, ttlSeconds) {
+      // Bounded: plan ids are caller-chosen; a flood of distinct ids must not grow memory without limit.
       if (entries.size > 10_000) entries.clear();
-      entries.set(key, { answer, expiresAt: now() + ttlSeconds * 1000 });
+      entries.set(key, answer, ttlSeconds * 1000);
     },
   };
 }

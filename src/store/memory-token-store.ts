@@ -1,10 +1,6 @@
 // The in-process TokenStore: local mode (no Redis) and unit tests, with expiry on an injectable clock.
+import { createExpiringMap } from './expiring-map';
 import type { ChannelListener, TokenStore } from './token-store';
-
-interface Entry {
-  readonly value: string;
-  readonly expiresAt: number;
-}
 
 export interface MemoryTokenStoreOptions {
   /** Epoch milliseconds; Date.now by default. */
@@ -17,41 +13,27 @@ export interface MemoryTokenStoreOptions {
  */
 export function createMemoryTokenStore(options: MemoryTokenStoreOptions = {}): TokenStore {
   const now = options.now ?? Date.now;
-  const entries = new Map<string, Entry>();
+  const entries = createExpiringMap<string>(now);
   const channels = new Map<string, Set<ChannelListener>>();
-
-  const read = (key: string): string | undefined => {
-    const entry = entries.get(key);
-    if (!entry) return undefined;
-    if (entry.expiresAt <= now()) {
-      entries.delete(key);
-      return undefined;
-    }
-    return entry.value;
-  };
-  const write = (key: string, value: string, ttlMs: number) => {
-    entries.set(key, { value, expiresAt: now() + Math.max(1, ttlMs) });
+  const read = (key: string) => entries.get(key);
+  const write = (key: string, value: string, ttlMs: number) => entries.set(key, value, ttlMs);
+  const compareAndDelete = (key: string, expected: string) => {
+    if (read(key) !== expected) return false;
+    entries.delete(key);
+    return true;
   };
 
   return {
     kind: 'memory',
     get: async (key) => read(key),
     set: async (key, value, ttlMs) => write(key, value, ttlMs),
-    async compareAndDelete(key, expected) {
-      if (read(key) !== expected) return false;
-      entries.delete(key);
-      return true;
-    },
+    compareAndDelete: async (key, expected) => compareAndDelete(key, expected),
     async acquireLock(key, owner, ttlMs) {
       if (read(key) !== undefined) return false;
       write(key, owner, ttlMs);
       return true;
     },
-    async releaseLock(key, owner) {
-      if (read(key) !== owner) return false;
-      entries.delete(key);
-      return true;
-    },
+    releaseLock: async (key, owner) => compareAndDelete(key, owner),
     async extendLock(key, owner, ttlMs) {
       if (read(key) !== owner) return false;
       write(key, owner, ttlMs);
