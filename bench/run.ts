@@ -7,13 +7,14 @@
 //   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under
 //
 // Every process is a child of this one, on 127.0.0.1, and is killed at the end, on error and on Ctrl-C.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
+import { writeClientsFile } from '../test/support/clients-file';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
-import { alive, cpuTimeMs, freePort, httpOk, type Proc, redisPing, start, waitFor } from './lib/processes';
+import { alive, cpuTimeMs, freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
 const ROOT = resolve(__dirname, '..', '..');
@@ -87,41 +88,21 @@ async function main(): Promise<void> {
   );
 
   // --- the stack ------------------------------------------------------------------------------------------
-  const redisPort = await freePort();
-  const redis = start('redis-server', 'redis-server', [
-    '--port',
-    String(redisPort),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    tmp,
-  ]);
-  await waitFor('redis-server', () => redisPing(redisPort), redis);
-  const redisUrl = `redis://127.0.0.1:${redisPort}`;
+  const { proc: redis, url: redisUrl } = await startRedis(tmp);
 
   // Long access tokens here: the bare proxy's static header must outlive the run (the fleet test uses short ones).
   const simulator = await startSimulator('simulator', 86_400);
   const accessToken = await login(simulator.url);
 
   const apiKey = randomBytes(24).toString('base64url');
-  const clientsFile = join(tmp, 'clients.json');
-  writeFileSync(
-    clientsFile,
-    JSON.stringify({
-      clients: [
-        {
-          id: 'bench',
-          keys: [`sha256:${createHash('sha256').update(apiKey).digest('hex')}`],
-          scopes: ['documents:validate', 'plans:read'],
-          rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-        },
-      ],
-    }),
-  );
+  const clientsFile = writeClientsFile([
+    {
+      id: 'bench',
+      keys: [apiKey],
+      scopes: ['documents:validate', 'plans:read'],
+      rateLimit: { limit: 1_000_000, windowSeconds: 60 },
+    },
+  ]);
   const logFile = join(tmp, 'gateway.log');
   const gatewayEnv = (upstream: string, extra: Record<string, string> = {}) => ({
     UPSTREAM_BASE_URL: upstream,
@@ -357,7 +338,7 @@ async function coalesce(
 ): Promise<{ requests: number; upstreamCalls: number }> {
   await post(`${simulatorUrl}/__simulator/reset`, '');
   // A slow upstream makes the burst overlap for sure: every read arrives while the first is in flight.
-  await post(`${simulatorUrl}/__simulator/faults`, JSON.stringify({ latencyMs: 200 }));
+  await post(`${simulatorUrl}/__simulator/faults`, JSON.stringify({ latencyMs: 500 }));
   try {
     const statuses = await Promise.all(
       Array.from({ length: settings.coalesceRequests }, () =>

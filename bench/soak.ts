@@ -8,12 +8,13 @@
 // row. Verdict: flat when, after the warm-up, the median of the last third of the samples is within 20% of the
 // median of the first third (lag and latency: or within 5 ms). Exit 0 when flat, 1 otherwise. Every process it
 // starts is killed at the end, on error and on Ctrl-C.
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { freePort, httpOk, type Proc, redisPing, start, waitFor } from './lib/processes';
+import { writeClientsFile } from '../test/support/clients-file';
+import { freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 
 const ROOT = resolve(__dirname, '..', '..');
 const NODE = process.execPath;
@@ -49,11 +50,7 @@ async function main(): Promise<void> {
       `warm-up ${settings.warmupSeconds} s, node ${process.version}, temp ${tmp}`,
   );
 
-  const redisPort = await freePort();
-  const redis = start('redis-server', 'redis-server', [
-    ...['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', tmp],
-  ]);
-  await waitFor('redis-server', () => redisPing(redisPort), redis);
+  const { proc: redis, url: redisUrl } = await startRedis(tmp);
 
   const simulatorPort = await freePort();
   const simulatorUrl = `http://127.0.0.1:${simulatorPort}`;
@@ -71,20 +68,14 @@ async function main(): Promise<void> {
   await waitFor('simulator', () => httpOk(`${simulatorUrl}/__simulator/stats`), simulator);
 
   const apiKey = randomBytes(24).toString('base64url');
-  const clientsFile = join(tmp, 'clients.json');
-  writeFileSync(
-    clientsFile,
-    JSON.stringify({
-      clients: [
-        {
-          id: 'soak',
-          keys: [`sha256:${createHash('sha256').update(apiKey).digest('hex')}`],
-          scopes: ['documents:validate', 'plans:read'],
-          rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-        },
-      ],
-    }),
-  );
+  const clientsFile = writeClientsFile([
+    {
+      id: 'soak',
+      keys: [apiKey],
+      scopes: ['documents:validate', 'plans:read'],
+      rateLimit: { limit: 1_000_000, windowSeconds: 60 },
+    },
+  ]);
   const port = await freePort();
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const gateway = start('gateway', NODE, [join(ROOT, 'dist/src/main.js')], {
@@ -96,7 +87,7 @@ async function main(): Promise<void> {
       UPSTREAM_ALLOW_HTTP: 'true',
       UPSTREAM_USERNAME: USERNAME,
       UPSTREAM_PASSWORD: PASSWORD,
-      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      REDIS_URL: redisUrl,
       TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       CLIENTS_FILE: clientsFile,
       LOG_LEVEL: 'info',

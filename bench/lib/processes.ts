@@ -1,7 +1,10 @@
 // Child processes of the benchmark: spawned on loopback, tracked, and always killed (also on error and Ctrl-C).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { freePort } from '../../test/support/ports';
+import { redisPing } from '../../test/support/redis-server';
+
+export { freePort };
 
 export interface Proc {
   readonly name: string;
@@ -83,18 +86,6 @@ export function alive(proc: Proc): boolean {
   return proc.child.exitCode === null && proc.child.signalCode === null;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 export async function waitFor(
   what: string,
   check: () => Promise<boolean>,
@@ -122,24 +113,24 @@ export async function httpOk(url: string): Promise<boolean> {
   return response.ok;
 }
 
-export function redisPing(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
-    let answer = '';
-    socket.setTimeout(500, () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.on('connect', () => socket.write('PING\r\n'));
-    socket.on('data', (chunk) => {
-      answer += chunk.toString();
-      if (answer.includes('\r\n')) {
-        socket.destroy();
-        resolve(answer.startsWith('+PONG'));
-      }
-    });
-    socket.on('error', () => resolve(false));
-  });
+/** A redis-server for the benchmark, tracked like every other child (kept in memory only). */
+export async function startRedis(dir: string): Promise<{ proc: Proc; url: string }> {
+  const port = await freePort();
+  const args = [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--dir',
+    dir,
+  ];
+  const proc = start('redis-server', 'redis-server', args);
+  await waitFor('redis-server', () => redisPing(port), proc);
+  return { proc, url: `redis://127.0.0.1:${port}` };
 }
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node supports

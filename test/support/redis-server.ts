@@ -19,7 +19,8 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
-function ping(port: number): Promise<boolean> {
+/** True when a Redis server answers PING on the loopback port. */
+export function redisPing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: '127.0.0.1', port });
     let answer = '';
@@ -62,7 +63,7 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
       ],
       { stdio: 'ignore' },
     );
-    await waitFor(() => ping(port), { what: `redis-server on port ${port}` });
+    await waitFor(() => redisPing(port), { what: `redis-server on port ${port}` });
   };
   const kill = async () => {
     const current = child;
