@@ -150,7 +150,8 @@ describe('GET /api/subscriptions/plan/:internalId', () => {
   });
 
   it('shares one upstream call between 100 concurrent identical reads', async () => {
-    simulator.setFaults({ latencyMs: 300 });
+    // A slow upstream keeps the first read in flight while all 100 arrive, even on a loaded CI machine.
+    simulator.setFaults({ latencyMs: 1_000 });
     const answers = await Promise.all(
       Array.from({ length: 100 }, () =>
         call(gw.url, `/api/subscriptions/plan/${PLAN_ID}`, { headers: auth }),

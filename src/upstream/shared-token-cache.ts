@@ -1,0 +1,179 @@
+// The token pair as the fleet shares it in the store: keys, sealed encoding, and guarded store access.
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Metrics } from '../observability/metrics';
+import type { TokenStore } from '../store/token-store';
+import type { Clock } from './clock';
+import { decodeRefusal, encodeRefusal, type Refusal } from './login-backoff';
+import type { TokenCipher } from './token-cipher';
+import type { TokenPair } from './token-pair';
+
+/** Store names of one credential's pair. They share the hash tag in braces: one Redis Cluster slot. */
+export interface TokenKeys {
+  readonly pair: string;
+  readonly lock: string;
+  readonly failure: string;
+  readonly channel: string;
+}
+
+export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: string): TokenKeys {
+  const hash = createHash('sha256').update(`${upstreamBaseUrl}\n${username}`).digest('hex').slice(0, 16);
+  const base = `${keyPrefix}{token:${hash}}`;
+  return {
+    pair: `${base}:pair`,
+    lock: `${base}:lock`,
+    failure: `${base}:failure`,
+    channel: `${base}:changed`,
+  };
+}
+
+export interface SharedState {
+  readonly raw?: string;
+  readonly pair?: TokenPair;
+  readonly refusal?: Refusal;
+}
+
+/** A store call that failed (or was skipped while the store is down). */
+export const DOWN = Symbol('store down');
+export type Down = typeof DOWN;
+
+/** Messages on the change channel: a new pair, or a refusal that starts the fleet's backoff. */
+export const NOTIFY_PAIR = 'pair';
+export const NOTIFY_REFUSED = 'refused';
+
+/** A store failure slower than this (a hung Redis) makes the cache leave the store alone for storeRetryMs. */
+const SLOW_STORE_FAILURE_MS = 100;
+
+export interface SharedTokenCacheDeps {
+  readonly store: TokenStore;
+  readonly cipher: TokenCipher;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Pick<Metrics, 'storeHealthy' | 'storeErrors'>;
+  readonly storeRetryMs: number;
+}
+
+export class SharedTokenCache {
+  private readonly store: TokenStore;
+  private readonly cipher: TokenCipher;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly metrics: SharedTokenCacheDeps['metrics'];
+  private readonly storeRetryMs: number;
+  private skipUntil = 0;
+  private ok = true;
+
+  constructor(deps: SharedTokenCacheDeps) {
+    this.store = deps.store;
+    this.cipher = deps.cipher;
+    this.clock = deps.clock;
+    this.logger = deps.logger;
+    this.metrics = deps.metrics;
+    this.storeRetryMs = deps.storeRetryMs;
+  }
+
+  /** The last store call succeeded and the store answers right now. */
+  healthy(): boolean {
+    return this.ok && this.store.healthy();
+  }
+
+  /**
+   * The stored pair and refusal. When `rejected` is the stored access token, that exact stored value is
+   * compare-and-deleted: a newer pair written meanwhile by another replica survives.
+   */
+  async read(keys: TokenKeys, rejected?: string): Promise<SharedState | Down> {
+    const values = await this.call('get', () =>
+      Promise.all([this.store.get(keys.pair), this.store.get(keys.failure)]),
+    );
+    if (values === DOWN) return DOWN;
+    const [raw, rawRefusal] = values;
+    const pair = raw === undefined ? undefined : this.decode(raw, keys.pair);
+    if (raw !== undefined && pair === undefined) {
+      this.logger.warn(
+        { event: 'token.store.unreadable' },
+        'the cached token pair cannot be read; ignoring it',
+      );
+    }
+    if (raw !== undefined && pair !== undefined && rejected !== undefined && pair.access === rejected) {
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.pair, raw));
+    }
+    return { raw, pair, refusal: decodeRefusal(rawRefusal) };
+  }
+
+  /** Stores the pair for as long as its refresh token lives and tells the other replicas. */
+  async write(keys: TokenKeys, pair: TokenPair): Promise<void> {
+    const ttl = pair.refreshExpiresAt - this.clock.now();
+    if (ttl <= 0) return;
+    const raw = this.encode(pair, keys.pair);
+    const written = await this.call('set', () => this.store.set(keys.pair, raw, ttl));
+    if (written !== DOWN) await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
+  }
+
+  /** Shares a refusal for `ttlMs`, so no replica asks the upstream again before then. */
+  async writeRefusal(keys: TokenKeys, refusal: Refusal, ttlMs: number): Promise<void> {
+    const written = await this.call('set', () => this.store.set(keys.failure, encodeRefusal(refusal), ttlMs));
+    if (written !== DOWN) await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_REFUSED));
+  }
+
+  /**
+   * Every store call goes through here: an error is logged (never with a value), counted and answered with
+   * DOWN, and the store is left alone for a moment so requests never queue on an unreachable Redis.
+   */
+  async call<T>(operation: string, run: () => Promise<T>): Promise<T | Down> {
+    if (this.clock.now() < this.skipUntil) return DOWN;
+    const started = this.clock.now();
+    try {
+      const value = await run();
+      this.mark(true);
+      return value;
+    } catch (error) {
+      // A refused or not-yet-connected Redis fails in no time and costs nothing; only a slow failure (a hung
+      // server, a command timeout) makes the next calls skip the store for a moment.
+      if (this.clock.now() - started >= SLOW_STORE_FAILURE_MS)
+        this.skipUntil = this.clock.now() + this.storeRetryMs;
+      this.metrics.storeErrors.inc({ operation });
+      const entry = { event: 'token.store.error', operation, error: (error as Error)?.message };
+      if (this.ok) this.logger.warn(entry, 'token store unavailable; serving from memory and own logins');
+      else this.logger.debug(entry, 'token store still unavailable');
+      this.mark(false);
+      return DOWN;
+    }
+  }
+
+  private mark(ok: boolean): void {
+    if (ok === this.ok) return;
+    this.ok = ok;
+    this.metrics.storeHealthy.set(ok ? 1 : 0);
+    if (ok) this.logger.info({ event: 'token.store.recovered' }, 'token store reachable again');
+  }
+
+  private encode(pair: TokenPair, key: string): string {
+    return this.cipher.seal(JSON.stringify(pair), key);
+  }
+
+  private decode(raw: string, key: string): TokenPair | undefined {
+    const text = this.cipher.open(raw, key);
+    if (text === undefined) return undefined;
+    try {
+      const value = JSON.parse(text) as Partial<TokenPair>;
+      if (
+        typeof value.access === 'string' &&
+        typeof value.refresh === 'string' &&
+        typeof value.accessExpiresAt === 'number' &&
+        typeof value.refreshExpiresAt === 'number' &&
+        typeof value.credentials === 'string'
+      ) {
+        return {
+          access: value.access,
+          refresh: value.refresh,
+          accessExpiresAt: value.accessExpiresAt,
+          refreshExpiresAt: value.refreshExpiresAt,
+          credentials: value.credentials,
+        };
+      }
+    } catch {
+      // not JSON: treated as absent
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,109 @@
+// One new token pair from the upstream: the refresh token first, the credentials when it is refused.
+import type { Logger } from 'pino';
+import { GatewayError, isGatewayError } from '../http/gateway-error';
+import type { Metrics } from '../observability/metrics';
+import type { Clock } from './clock';
+import type { Credentials } from './credentials';
+import { ACCESS_FALLBACK_SECONDS, REFRESH_FALLBACK_SECONDS, tokenExpiresAt } from './jwt-expiry';
+import { isRefusal, type LoginBackoff, type Refusal, type RefusalReason } from './login-backoff';
+import type { SharedTokenCache, TokenKeys } from './shared-token-cache';
+import type { TokenClient } from './token-client';
+import type { TokenPair } from './token-pair';
+
+export interface TokenEndpointDeps {
+  readonly client: TokenClient;
+  readonly cache: SharedTokenCache;
+  readonly backoff: LoginBackoff;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Pick<Metrics, 'tokenRequests'>;
+  /** A refresh token this close to its end is not used: a login is surer. */
+  readonly skewMs: number;
+  /** How long a refusal is shared with the fleet (TOKEN_LOGIN_MIN_INTERVAL_MS). */
+  readonly loginMinIntervalMs: number;
+}
+
+export class TokenEndpoint {
+  constructor(private readonly deps: TokenEndpointDeps) {}
+
+  /** The refresh token first (unless it is near its end); the credentials when it is refused. */
+  async fetch(keys: TokenKeys, credentials: Credentials, base?: TokenPair): Promise<TokenPair> {
+    const { client, backoff, clock } = this.deps;
+    if (base && base.refreshExpiresAt - clock.now() > this.deps.skewMs) {
+      const started = clock.now();
+      try {
+        const answer = await client.refresh(base.refresh);
+        this.recordCall('refresh', 'success', started);
+        return this.pairOf(answer.access, answer.refresh, credentials, base);
+      } catch (error) {
+        this.recordCall('refresh', resultOf(error), started);
+        if (isGatewayError(error) && error.reason === 'UPSTREAM_IP_NOT_WHITELISTED') {
+          await this.recordRefusal(error.reason, keys, credentials);
+          throw error;
+        }
+        if (!isGatewayError(error) || error.reason !== 'UPSTREAM_AUTH_FAILED') throw backoff.failed(error);
+        // The refresh token was refused (expired, revoked, rotated away): log in.
+      }
+    }
+    const blocked = backoff.blocked();
+    if (blocked) throw blocked;
+    const started = clock.now();
+    try {
+      const answer = await client.login(credentials);
+      this.recordCall('login', 'success', started);
+      return this.pairOf(answer.access, answer.refresh, credentials);
+    } catch (error) {
+      this.recordCall('login', resultOf(error), started);
+      if (isRefusal(error)) await this.recordRefusal(error.reason, keys, credentials);
+      throw backoff.failed(error);
+    }
+  }
+
+  /** A rotated refresh token replaces the old one; without rotation the old one (and its expiry) stays. */
+  private pairOf(
+    access: string,
+    refresh: string | undefined,
+    credentials: Credentials,
+    base?: TokenPair,
+  ): TokenPair {
+    const now = this.deps.clock.now();
+    const kept = refresh === undefined ? base : undefined;
+    if (!refresh && !kept)
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream token endpoint gave no refresh token.');
+    return {
+      access,
+      refresh: refresh ?? (kept as TokenPair).refresh,
+      accessExpiresAt: tokenExpiresAt(access, ACCESS_FALLBACK_SECONDS, now),
+      refreshExpiresAt: kept
+        ? kept.refreshExpiresAt
+        : tokenExpiresAt(refresh as string, REFRESH_FALLBACK_SECONDS, now),
+      credentials: credentials.fingerprint,
+    };
+  }
+
+  private recordCall(kind: 'login' | 'refresh', result: string, started: number): void {
+    this.deps.metrics.tokenRequests.inc({ kind, result });
+    const durationMs = this.deps.clock.now() - started;
+    const entry = { event: `token.${kind}`, result, durationMs };
+    if (result === 'success') this.deps.logger.info(entry, `token ${kind} succeeded`);
+    else this.deps.logger.warn(entry, `token ${kind} failed`);
+  }
+
+  /** Remembers a refusal here and for the fleet, so nobody asks the upstream again before the interval ends. */
+  private async recordRefusal(
+    reason: RefusalReason,
+    keys: TokenKeys,
+    credentials: Credentials,
+  ): Promise<void> {
+    const refusal: Refusal = { reason, at: this.deps.clock.now(), credentials: credentials.fingerprint };
+    this.deps.backoff.refused(refusal);
+    const ttl = this.deps.loginMinIntervalMs;
+    if (ttl <= 0) return;
+    await this.deps.cache.writeRefusal(keys, refusal, ttl);
+  }
+}
+
+/** The metric and log label of a failed call. */
+export function resultOf(error: unknown): string {
+  return isGatewayError(error) ? error.reason.toLowerCase() : 'error';
+}
