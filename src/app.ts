@@ -6,10 +6,10 @@ import type { Scope } from './callers/caller';
 import type { GatewayConfig } from './config/gateway-config';
 import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
-import { requestId } from './http/request-id';
+import { requestContext } from './http/request-context';
 import { methodNotAllowed, notFound } from './http/unmatched';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
-import { requestLog, routeName } from './observability/request-log';
+import { routeName } from './observability/request-log';
 import type { Readiness } from './operations/readiness';
 import {
   getPlanHandler,
@@ -50,10 +50,14 @@ export function createApp(deps: AppDeps): Express {
   app.set('query parser', false);
   app.set('trust proxy', config.server.trustProxy);
 
-  app.use(requestId());
-  app.use(requestLog(deps.logger, deps.metrics));
-  if (config.mode === 'local') app.use(localModeMarker);
-  app.use(drainingMarker(readiness));
+  app.use(
+    requestContext({
+      logger: deps.logger,
+      metrics: deps.metrics,
+      readiness,
+      localMode: config.mode === 'local',
+    }),
+  );
   app.use(helmet());
   app.use(guards.inboundAllowList);
   app.use(guards.cors);
@@ -99,18 +103,4 @@ export function createApp(deps: AppDeps): Express {
   app.use(notFound());
   app.use(errorEnvelopeHandler());
   return app;
-}
-
-/** Local mode: every answer says it came from the bundled simulator, so nobody mistakes it for the provider. */
-const localModeMarker: RequestHandler = (_req, res, next) => {
-  res.setHeader('x-upstream', 'simulator');
-  next();
-};
-
-/** While draining, answers close their connection so load balancers move callers to other replicas. */
-function drainingMarker(readiness: Readiness): RequestHandler {
-  return (_req, res, next) => {
-    if (readiness.draining) res.setHeader('connection', 'close');
-    next();
-  };
 }

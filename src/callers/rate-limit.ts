@@ -70,7 +70,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         windowMs: windowSeconds * 1000,
         limit: (req) => req.caller?.rateLimit?.limit ?? options.defaultLimit.limit,
         keyGenerator: (req) => (req.caller ? req.caller.id : `ip:${ipKeyGenerator(req.ip ?? '')}`),
-        standardHeaders: 'draft-8',
+        standardHeaders: 'draft-7',
         legacyHeaders: false,
         store,
         // FallbackStore already answers from memory when Redis fails; should anything still throw, let the

@@ -1,17 +1,23 @@
 // Keeps a well-formed incoming X-Request-Id or makes one, and puts it on the answer before anything else runs.
 import { randomUUID } from 'node:crypto';
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 
 /** Printable, header-safe and short: anything else is replaced rather than echoed back. */
 const VALID_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** Gives the request its id (the caller's, when well-formed) and echoes it on the answer. */
+export function assignRequestId(req: Request, res: Response): void {
+  const incoming = req.headers['x-request-id'];
+  const id = typeof incoming === 'string' && VALID_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+  req.id = id;
+  req.headers['x-request-id'] = id;
+  res.setHeader('x-request-id', id);
+}
+
+/** The id alone as a middleware (the gateway runs it inside requestContext). */
 export function requestId(): RequestHandler {
   return (req, res, next) => {
-    const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && VALID_REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    req.id = id;
-    req.headers['x-request-id'] = id;
-    res.setHeader('x-request-id', id);
+    assignRequestId(req, res);
     next();
   };
 }

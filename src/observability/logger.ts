@@ -58,10 +58,27 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { service: 'payments-bff' },
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       serializers: { err: pino.stdSerializers.err },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTimeOncePerMillisecond(),
     },
     destination,
   );
+}
+
+/**
+ * pino's `isoTime` (`,"time":"<ISO 8601>"`), formatted once per millisecond: under load several lines share a
+ * millisecond, and Date#toISOString was about 1 % of the gateway's CPU. Same output, same clock (Date.now).
+ */
+function isoTimeOncePerMillisecond(): () => string {
+  let formattedAt = Number.NaN;
+  let formatted = '';
+  return () => {
+    const now = Date.now();
+    if (now !== formattedAt) {
+      formattedAt = now;
+      formatted = `,"time":"${new Date(now).toISOString()}"`;
+    }
+    return formatted;
+  };
 }
 
 /** Masks a document id for logs: at most its last 3 characters stay readable. */

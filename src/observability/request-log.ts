@@ -1,5 +1,5 @@
 // One log line and one set of metrics per answered request, taken when the answer is finished.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { REDACTED_PATHS } from './logger';
 import type { Metrics } from './metrics';
@@ -18,12 +18,13 @@ const REQUEST_LINE_REDACTED = [
 ];
 
 /**
+ * Call once per request, first thing (requestContext does): logs and counts the answer when it is finished.
  * `res.locals.route` names the route (a template, never the raw path) so metric labels stay bounded.
  * Probes and metrics scrapes are counted but not logged, to keep the log about traffic.
  */
-export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
+export function requestObserver(logger: Logger, metrics: Metrics): (req: Request, res: Response) => void {
   const lines = logger.child({}, { redact: { paths: REQUEST_LINE_REDACTED, censor: '[redacted]' } });
-  return (req, res, next) => {
+  return (req, res) => {
     const startedAt = performance.now();
     req.log = logger;
     res.once('close', () => {
@@ -52,7 +53,6 @@ export function requestLog(logger: Logger, metrics: Metrics): RequestHandler {
         'request',
       );
     });
-    next();
   };
 }
 
