@@ -13,17 +13,14 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import { writeClientsFile } from '../test/support/clients-file';
+import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import { alive, cpuTimeMs, freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
-const ROOT = resolve(__dirname, '..', '..');
-const NODE = process.execPath;
 const USERNAME = 'sandbox-merchant';
 const PASSWORD = 'sandbox-password';
-const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const COALESCE_PLAN_ID = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
-const DOCUMENT_BODY = JSON.stringify({ country: 'ARG', document: { id: '20-17254359-7', type: 'CUIT' } });
 
 const settings = {
   durationSeconds: envNumber('BENCH_DURATION_SECONDS', 5),
@@ -658,14 +655,6 @@ function round(value: number, digits: number): number {
 
 function nullable(value: number, digits: number): number | null {
   return Number.isFinite(value) ? round(value, digits) : null;
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`bench: ${name} must be a positive number`);
-  return value;
 }
 
 function argValue(flag: string): string | undefined {

@@ -12,16 +12,13 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { writeClientsFile } from '../test/support/clients-file';
+import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT } from './lib/fixtures';
 import { freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 
-const ROOT = resolve(__dirname, '..', '..');
-const NODE = process.execPath;
 const USERNAME = 'soak-merchant';
 const PASSWORD = randomBytes(12).toString('hex');
-const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
-const DOCUMENT_BODY = JSON.stringify({ country: 'ARG', document: { id: '20-17254359-7', type: 'CUIT' } });
 
 const settings = {
   minutes: envNumber('SOAK_MINUTES', 5),
@@ -271,14 +268,6 @@ function table(samples: Sample[]): string {
     String(s.errors),
   ]);
   return [head, head.map(() => '---'), ...rows].map((r) => `| ${r.join(' | ')} |`).join('\n');
-}
-
-function envNumber(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
-  return value;
 }
 
 void main();

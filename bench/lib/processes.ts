@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { freePort } from '../../test/support/ports';
-import { redisPing } from '../../test/support/redis-server';
+import { redisPing, redisServerArgs } from '../../test/support/redis-server';
 
 export { freePort };
 
@@ -116,18 +116,7 @@ export async function httpOk(url: string): Promise<boolean> {
 /** A redis-server for the benchmark, tracked like every other child (kept in memory only). */
 export async function startRedis(dir: string): Promise<{ proc: Proc; url: string }> {
   const port = await freePort();
-  const args = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ];
+  const args = redisServerArgs(port, dir);
   const proc = start('redis-server', 'redis-server', args);
   await waitFor('redis-server', () => redisPing(port), proc);
   return { proc, url: `redis://127.0.0.1:${port}` };

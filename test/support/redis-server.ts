@@ -19,6 +19,11 @@ export interface RedisServer {
   stop(): Promise<void>;
 }
 
+/** A throwaway redis-server on loopback: nothing persisted, files (if any) in `dir`. */
+export function redisServerArgs(port: number, dir: string): string[] {
+  return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+}
+
 /** True when a Redis server answers PING on the loopback port. */
 export function redisPing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -46,23 +51,7 @@ export async function startRedisServer(extraArgs: string[] = []): Promise<RedisS
   let child: ChildProcess | undefined;
 
   const launch = async () => {
-    child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        ...extraArgs,
-      ],
-      { stdio: 'ignore' },
-    );
+    child = spawn('redis-server', [...redisServerArgs(port, dir), ...extraArgs], { stdio: 'ignore' });
     await waitFor(() => redisPing(port), { what: `redis-server on port ${port}` });
   };
   const kill = async () => {

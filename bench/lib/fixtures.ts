@@ -1,0 +1,20 @@
+// What the benchmark and the soak share: paths, the seed plan, a valid document, and their settings' parser.
+import { resolve } from 'node:path';
+
+export const ROOT = resolve(__dirname, '..', '..', '..');
+/** The pinned Node 24 running this script runs every child too. */
+export const NODE = process.execPath;
+export const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
+export const DOCUMENT_BODY = JSON.stringify({
+  country: 'ARG',
+  document: { id: '20-17254359-7', type: 'CUIT' },
+});
+
+/** A positive number from the environment, or `fallback` when unset. */
+export function envNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
+  return value;
+}
