@@ -12,8 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writ
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
-import { writeClientsFile } from '../test/support/clients-file';
-import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT } from './lib/fixtures';
+import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import { alive, cpuTimeMs, freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 import { formatProfile, summarizeProfile } from './profile-summary';
@@ -91,15 +90,7 @@ async function main(): Promise<void> {
   const simulator = await startSimulator('simulator', 86_400);
   const accessToken = await login(simulator.url);
 
-  const apiKey = randomBytes(24).toString('base64url');
-  const clientsFile = writeClientsFile([
-    {
-      id: 'bench',
-      keys: [apiKey],
-      scopes: ['documents:validate', 'plans:read'],
-      rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-    },
-  ]);
+  const { apiKey, clientsFile } = writeLoadClient('bench');
   const logFile = join(tmp, 'gateway.log');
   const gatewayEnv = (upstream: string, extra: Record<string, string> = {}) => ({
     UPSTREAM_BASE_URL: upstream,

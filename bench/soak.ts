@@ -13,8 +13,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { writeClientsFile } from '../test/support/clients-file';
-import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT } from './lib/fixtures';
+import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
 import { freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
 
 const USERNAME = 'soak-merchant';
@@ -64,15 +63,7 @@ async function main(): Promise<void> {
   });
   await waitFor('simulator', () => httpOk(`${simulatorUrl}/__simulator/stats`), simulator);
 
-  const apiKey = randomBytes(24).toString('base64url');
-  const clientsFile = writeClientsFile([
-    {
-      id: 'soak',
-      keys: [apiKey],
-      scopes: ['documents:validate', 'plans:read'],
-      rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-    },
-  ]);
+  const { apiKey, clientsFile } = writeLoadClient('soak');
   const port = await freePort();
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const gateway = start('gateway', NODE, [join(ROOT, 'dist/src/main.js')], {

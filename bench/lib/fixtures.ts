@@ -1,5 +1,7 @@
 // What the benchmark and the soak share: paths, the seed plan, a valid document, and their settings' parser.
+import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
+import { writeClientsFile } from '../../test/support/clients-file';
 
 export const ROOT = resolve(__dirname, '..', '..', '..');
 /** The pinned Node 24 running this script runs every child too. */
@@ -17,4 +19,18 @@ export function envNumber(name: string, fallback: number): number {
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number`);
   return value;
+}
+
+/** A registry with one client allowed everything, with a limit that load never reaches; its key is fresh. */
+export function writeLoadClient(id: string): { apiKey: string; clientsFile: string } {
+  const apiKey = randomBytes(24).toString('base64url');
+  const clientsFile = writeClientsFile([
+    {
+      id,
+      keys: [apiKey],
+      scopes: ['documents:validate', 'plans:read'],
+      rateLimit: { limit: 1_000_000, windowSeconds: 60 },
+    },
+  ]);
+  return { apiKey, clientsFile };
 }

@@ -1,9 +1,7 @@
 // Three real gateway processes sharing one real Redis in front of the simulator: the fleet's token economy.
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
+import { writeClientsFile } from '../support/clients-file';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
 
@@ -31,21 +29,14 @@ describe('a fleet of three gateway processes', () => {
         accessTtlSeconds: ACCESS_TTL_SECONDS,
       }),
     ]);
-    const clientsFile = join(mkdtempSync(join(tmpdir(), 'bff-fleet-')), 'clients.json');
-    const keyHash = `sha256:${createHash('sha256').update(API_KEY).digest('hex')}`;
-    writeFileSync(
-      clientsFile,
-      JSON.stringify({
-        clients: [
-          {
-            id: 'fleet-test',
-            keys: [keyHash],
-            scopes: ['plans:read'],
-            rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-          },
-        ],
-      }),
-    );
+    const clientsFile = writeClientsFile([
+      {
+        id: 'fleet-test',
+        keys: [API_KEY],
+        scopes: ['plans:read'],
+        rateLimit: { limit: 1_000_000, windowSeconds: 60 },
+      },
+    ]);
     const env = {
       NODE_ENV: 'test',
       UPSTREAM_BASE_URL: simulator.url,
