@@ -9,11 +9,10 @@ import {
   type Options,
   type Store,
 } from 'express-rate-limit';
-import { Cluster } from 'ioredis';
-import { type RedisReply, RedisStore } from 'rate-limit-redis';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
+import { QuotaLeaseStore } from './quota-lease-store';
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
 export interface RateLimitLogger {
@@ -36,12 +35,12 @@ export interface RateLimitOptions {
 }
 
 /**
- * One express-rate-limit instance per distinct window length (its windowMs is per instance), built on first
- * use; the limit itself is read per request from req.caller. Keyed by client id, so one client's budget is
- * shared by all its keys, tokens and replicas.
+ * One express-rate-limit instance per distinct limit and window (its limit and windowMs are per instance), built
+ * on first use from the caller's registry entry or the default. Keyed by client id, so one client's budget is shared
+ * by all its keys, tokens and replicas.
  */
 export function rateLimit(options: RateLimitOptions): RequestHandler {
-  const limiters = new Map<number, RequestHandler>();
+  const limiters = new Map<string, RequestHandler>();
   const outage = new OutageTracker(options);
   const erlLogger = {
     warn: (error: unknown, message?: string) =>
@@ -50,16 +49,17 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
       options.logger.error({ err: error }, message ?? 'rate limiter'),
   };
 
-  const limiterFor = (windowSeconds: number): RequestHandler => {
-    let limiter = limiters.get(windowSeconds);
+  const limiterFor = (limit: number, windowSeconds: number): RequestHandler => {
+    const id = `${limit}/${windowSeconds}`;
+    let limiter = limiters.get(id);
     if (!limiter) {
       const memory = new MemoryStore();
       const store = options.redis
         ? new FallbackStore(
-            new RedisStore({
-              // One round trip per request: EVALSHA of the increment script (loaded at init).
-              sendCommand: redisCommand(options.redis),
+            new QuotaLeaseStore({
+              redis: options.redis,
               prefix: `${options.keyPrefix}rl:${windowSeconds}:`,
+              limit,
             }),
             memory,
             options.redis,
@@ -68,7 +68,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         : memory;
       limiter = expressRateLimit({
         windowMs: windowSeconds * 1000,
-        limit: (req) => req.caller?.rateLimit?.limit ?? options.defaultLimit.limit,
+        limit,
         keyGenerator: (req) => (req.caller ? req.caller.id : `ip:${ipKeyGenerator(req.ip ?? '')}`),
         standardHeaders: 'draft-7',
         legacyHeaders: false,
@@ -76,11 +76,10 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         // FallbackStore already answers from memory when Redis fails; should anything still throw, let the
         // request through rather than answer 500 (SPEC §4: fail open to availability).
         passOnStoreError: true,
-        handler: (req, res, next, used) => {
+        handler: (req, res, next) => {
           const client = req.caller?.id ?? 'anonymous';
           options.metrics.rateLimitRejections.inc({ client });
           const retryAfter = String(res.getHeader('retry-after') ?? windowSeconds);
-          const limit = (req as { rateLimit?: { limit: number } }).rateLimit?.limit ?? used.limit;
           next(
             new GatewayError(
               'RATE_LIMITED',
@@ -89,88 +88,21 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
             ),
           );
         },
-        // Limiters for new window lengths are created lazily inside a request, which this check flags.
-        validate: { creationStack: false },
+        // Limiters for new limits are created lazily inside a request, which the first check flags. The second
+        // (one limiter per request) holds by construction and costs a WeakMap entry per request.
+        validate: { creationStack: false, singleCount: false },
         logger: erlLogger,
       } satisfies Partial<Options>);
-      limiters.set(windowSeconds, limiter);
+      limiters.set(id, limiter);
     }
     return limiter;
   };
 
-  limiterFor(options.defaultLimit.windowSeconds);
+  limiterFor(options.defaultLimit.limit, options.defaultLimit.windowSeconds);
   return (req, res, next) => {
-    const windowSeconds = req.caller?.rateLimit?.windowSeconds ?? options.defaultLimit.windowSeconds;
-    limiterFor(windowSeconds)(req, res, next);
+    const { limit, windowSeconds } = req.caller?.rateLimit ?? options.defaultLimit;
+    limiterFor(limit, windowSeconds)(req, res, next);
   };
-}
-
-/**
- * Raw commands for rate-limit-redis over the shared ioredis client. On a Cluster, EVALSHA is routed by its key,
- * but SCRIPT LOAD has no key and would reach one random node: it is sent to every master instead.
- */
-function redisCommand(redis: RedisClient): (...command: string[]) => Promise<RedisReply> {
-  // Standalone and Sentinel: the EVALSHAs of one event-loop turn share a pipeline (one write, one read).
-  const evalsha = redis instanceof Cluster ? undefined : pipelinedEvalsha(redis);
-  return async (command, ...args) => {
-    if (evalsha && command === 'EVALSHA') return evalsha(args);
-    if (redis instanceof Cluster && command.toUpperCase() === 'SCRIPT') {
-      const replies = await Promise.all(redis.nodes('master').map((node) => node.call(command, ...args)));
-      return replies[0] as RedisReply;
-    }
-    return (await redis.call(command as string, ...args)) as RedisReply;
-  };
-}
-
-interface PendingEval {
-  readonly args: string[];
-  resolve(reply: RedisReply): void;
-  reject(error: unknown): void;
-}
-
-/**
- * Batches the EVALSHA calls issued while the event loop handles one round of I/O, and sends them as one pipeline
- * when that round ends (setImmediate): under load each request still costs one Redis round trip, but many
- * requests share each socket write and read. A lone call waits only for the end of the current I/O round and
- * goes out as a plain command. Each call gets its own reply or error (a NOSCRIPT, an outage), as unbatched.
- */
-function pipelinedEvalsha(redis: Exclude<RedisClient, Cluster>): (args: string[]) => Promise<RedisReply> {
-  let batch: PendingEval[] = [];
-  const settle = (pending: PendingEval, error: unknown, reply: unknown) => {
-    if (error) pending.reject(error);
-    else pending.resolve(reply as RedisReply);
-  };
-  const flush = () => {
-    const pending = batch;
-    batch = [];
-    if (pending.length === 1) {
-      const only = pending[0] as PendingEval;
-      redis.call('EVALSHA', ...only.args).then(
-        (reply) => settle(only, null, reply),
-        (error: unknown) => settle(only, error, undefined),
-      );
-      return;
-    }
-    const pipeline = redis.pipeline();
-    for (const { args } of pending) pipeline.call('EVALSHA', ...args);
-    pipeline.exec().then(
-      (results) => {
-        pending.forEach((call, i) => {
-          const result = results?.[i];
-          if (result) settle(call, result[0], result[1]);
-          else settle(call, new Error('Redis pipeline returned no reply'), undefined);
-        });
-      },
-      (error: unknown) => {
-        for (const call of pending) settle(call, error, undefined);
-      },
-    );
-  };
-  return (args) =>
-    new Promise<RedisReply>((resolve, reject) => {
-      if (batch.length === 0) setImmediate(flush);
-      batch.push({ args, resolve, reject });
-    });
 }
 
 /** Logs the start and end of a Redis outage once each, and counts every decision taken from memory meanwhile. */
@@ -216,11 +148,8 @@ class OutageTracker {
  * during an outage are not merged back; the window simply restarts in Redis.
  */
 class FallbackStore implements Store {
-  /** RedisStore caches its scripts' SHA promises; a load that failed during an outage must be redone. */
-  private scriptsFailed = false;
-
   constructor(
-    private readonly redisStore: RedisStore,
+    private readonly shared: QuotaLeaseStore,
     private readonly memory: MemoryStore,
     private readonly redis: RedisClient,
     private readonly outage: OutageTracker,
@@ -228,16 +157,13 @@ class FallbackStore implements Store {
 
   init(options: Options): void {
     this.memory.init(options);
-    this.redisStore.init(options).catch(() => {
-      this.scriptsFailed = true;
-    });
+    this.shared.init(options);
   }
 
   async increment(key: string): Promise<IncrementResponse> {
     if (this.outage.shouldTry(this.redis)) {
       try {
-        this.reloadScriptsIfNeeded();
-        const result = await this.redisStore.increment(key);
+        const result = await this.shared.increment(key);
         this.outage.recovered();
         return result;
       } catch (error) {
@@ -249,36 +175,20 @@ class FallbackStore implements Store {
   }
 
   async get(key: string): Promise<ClientRateLimitInfo | undefined> {
-    try {
-      return await this.redisStore.get(key);
-    } catch {
-      return this.memory.get(key);
-    }
+    return (await this.shared.get(key)) ?? this.memory.get(key);
   }
 
   async decrement(key: string): Promise<void> {
     await this.memory.decrement(key);
-    await this.redisStore.decrement(key).catch(() => undefined);
+    await this.shared.decrement(key).catch(() => undefined);
   }
 
   async resetKey(key: string): Promise<void> {
     await this.memory.resetKey(key);
-    await this.redisStore.resetKey(key).catch(() => undefined);
+    await this.shared.resetKey(key).catch(() => undefined);
   }
 
   shutdown(): void {
     this.memory.shutdown();
-  }
-
-  private reloadScriptsIfNeeded(): void {
-    if (!this.scriptsFailed) return;
-    this.scriptsFailed = false;
-    const markFailed = () => {
-      this.scriptsFailed = true;
-    };
-    this.redisStore.incrementScriptSha = this.redisStore.loadIncrementScript();
-    this.redisStore.getScriptSha = this.redisStore.loadGetScript();
-    this.redisStore.incrementScriptSha.catch(markFailed);
-    this.redisStore.getScriptSha.catch(markFailed);
   }
 }
