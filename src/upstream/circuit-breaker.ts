@@ -10,7 +10,11 @@ import {
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
 export class UpstreamFailure extends Error {
-  constructor(readonly kind: 'status' | 'timeout' | 'connection') {
+  constructor(
+    readonly kind: 'status' | 'timeout' | 'connection',
+    /** The socket error code of a connection failure (ECONNRESET, …). */
+    readonly code?: string,
+  ) {
     super(`upstream ${kind} failure`);
   }
 }

@@ -14,7 +14,10 @@ export interface PlanReaderDeps {
 }
 
 export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanReader {
-  const inFlight = new Map<string, Promise<UpstreamAnswer>>();
+  // A dictionary object, not a Map: a Map filled and emptied on every request keeps its old tables chained to the
+  // new ones, and a promoted table then keeps each later request alive through young-generation collections (see
+  // RUNNING_ATTEMPT in forwarder.ts). Keys are lower-case UUIDs checked by the route, never `__proto__`.
+  const inFlight: Record<string, Promise<UpstreamAnswer>> = Object.create(null);
 
   async function fetchPlan(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
     const cached = cache && (await cache.store.get(`plan:${id}`));
@@ -35,13 +38,15 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
     read(req, res, internalId) {
       // UUIDs are case-insensitive: one key (and one upstream path) per plan.
       const id = internalId.toLowerCase();
-      const pending = inFlight.get(id);
+      const pending = inFlight[id];
       if (pending) {
         res.locals.coalesced = true;
         return pending;
       }
-      const leader = fetchPlan(req, res, id).finally(() => inFlight.delete(id));
-      inFlight.set(id, leader);
+      const leader = fetchPlan(req, res, id).finally(() => {
+        delete inFlight[id];
+      });
+      inFlight[id] = leader;
       return leader;
     },
   };
