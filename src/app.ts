@@ -1,12 +1,12 @@
 // The composition root of the HTTP pipeline: every middleware in one visible order, from explicit dependencies.
 import express, { type Express, type RequestHandler } from 'express';
-import helmet from 'helmet';
 import type { Logger } from 'pino';
 import type { Scope } from './callers/caller';
 import type { GatewayConfig } from './config/gateway-config';
 import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
 import { requestContext } from './http/request-context';
+import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
@@ -58,9 +58,30 @@ export function createApp(deps: AppDeps): Express {
       localMode: config.mode === 'local',
     }),
   );
-  app.use(helmet());
-  app.use(guards.inboundAllowList);
+  app.use(securityHeaders());
+  if (config.server.inboundAllowCidrs.length > 0) app.use(guards.inboundAllowList);
   app.use(guards.cors);
+
+  // The two operations first: the router tries routes in order, and they carry nearly all the traffic.
+  app.post(
+    VALIDATION_PATH,
+    routeName('validation'),
+    guards.authenticate,
+    guards.requireScope('documents:validate'),
+    guards.rateLimit,
+    ...jsonBody(config.server.bodyLimitBytes),
+    validateDocumentHandler(deps.forwarder),
+  );
+  app.get(
+    PLAN_PATH,
+    routeName('plan'),
+    guards.authenticate,
+    guards.requireScope('plans:read'),
+    guards.rateLimit,
+    getPlanHandler(deps.plans),
+  );
+  app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
+  app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
 
   app.get('/healthz', routeName('healthz', { quiet: true }), (_req, res) => {
     res.json({ status: 'ok' });
@@ -75,30 +96,8 @@ export function createApp(deps: AppDeps): Express {
   app.get('/openapi.json', routeName('openapi'), (_req, res) => {
     res.type('application/json').send(openApiBody);
   });
-
   const probePaths = ['/healthz', '/readyz', '/openapi.json', ...(deps.serveMetrics ? ['/metrics'] : [])];
   app.all(probePaths, routeName('probe', { quiet: true }), methodNotAllowed('GET, HEAD'));
-
-  app.post(
-    VALIDATION_PATH,
-    routeName('validation'),
-    guards.authenticate,
-    guards.requireScope('documents:validate'),
-    guards.rateLimit,
-    ...jsonBody(config.server.bodyLimitBytes),
-    validateDocumentHandler(deps.forwarder),
-  );
-  app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
-
-  app.get(
-    PLAN_PATH,
-    routeName('plan'),
-    guards.authenticate,
-    guards.requireScope('plans:read'),
-    guards.rateLimit,
-    getPlanHandler(deps.plans),
-  );
-  app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
 
   app.use(notFound());
   app.use(errorEnvelopeHandler());
