@@ -212,7 +212,7 @@ describe('Redis Cluster (3 masters)', () => {
     await stopAll(nodes);
   });
 
-  test('two replicas on the cluster share one login; the lock and the pair sit in one slot', async () => {
+  test('two replicas on the cluster share one login and one rate-limit counter; the lock and the pair sit in one slot', async () => {
     const env = processEnv(simulator.url, {
       REDIS_CLUSTER_NODES: ports.map((p) => `127.0.0.1:${p}`).join(','),
     });
@@ -228,5 +228,15 @@ describe('Redis Cluster (3 masters)', () => {
     expect(keys.some((key) => key.endsWith(':pair'))).toBe(true);
     const slots = new Set(keys.map((key) => redisCli(ports[0]!, 'CLUSTER', 'KEYSLOT', key).trim()));
     expect(slots.size).toBe(1);
+
+    // Both replicas' calls were counted in the client's one window counter on the cluster (leases claimed there,
+    // not counted in replica memory): at least the 10 calls, at most what the leases claimed beyond them.
+    const counters = ports.flatMap((p) =>
+      redisCli(p, '--scan', '--pattern', 'bff:rl:*').split('\n').filter(Boolean),
+    );
+    expect(counters).toEqual(['bff:rl:60:ops-client']);
+    const counted = Number(redisCli(ports[0]!, '-c', 'GET', 'bff:rl:60:ops-client').trim());
+    expect(counted).toBeGreaterThanOrEqual(10);
+    expect(counted).toBeLessThan(10 + 2 * 10);
   });
 });
