@@ -7,14 +7,33 @@
 //   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under
 //
 // Every process is a child of this one, on 127.0.0.1, and is killed at the end, on error and on Ctrl-C.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
-import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
+import {
+  DOCUMENT_BODY,
+  envNumber,
+  featuredGatewayEnv,
+  NODE,
+  PLAN_ID,
+  ROOT,
+  writeLoadClient,
+} from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
-import { alive, cpuTimeMs, freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
+import {
+  alive,
+  cpuTimeMs,
+  freePort,
+  httpOk,
+  type Served,
+  start,
+  startGatewayProcess,
+  startRedis,
+  startSimulatorProcess,
+  waitFor,
+} from './lib/processes';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
 const USERNAME = 'sandbox-merchant';
@@ -92,21 +111,16 @@ async function main(): Promise<void> {
 
   const { apiKey, clientsFile } = writeLoadClient('bench');
   const logFile = join(tmp, 'gateway.log');
-  const gatewayEnv = (upstream: string, extra: Record<string, string> = {}) => ({
-    UPSTREAM_BASE_URL: upstream,
-    UPSTREAM_ALLOW_HTTP: 'true',
-    UPSTREAM_USERNAME: USERNAME,
-    UPSTREAM_PASSWORD: PASSWORD,
-    REDIS_URL: redisUrl,
-    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-    CLIENTS_FILE: clientsFile,
-    LOG_LEVEL: 'info',
-    LOG_FILE: logFile,
-    SHUTDOWN_TIMEOUT_MS: '2000',
-    ...extra,
-  });
+  const gatewayEnv = (upstream: string, extra: Record<string, string> = {}) =>
+    featuredGatewayEnv(
+      { upstream, username: USERNAME, password: PASSWORD, redisUrl, clientsFile, logFile },
+      { SHUTDOWN_TIMEOUT_MS: '2000', ...extra },
+    );
 
-  const gateway = await startGateway('gateway', gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench:' }));
+  const gateway = await startGatewayProcess(
+    'gateway',
+    gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench:' }),
+  );
   const bare = await startBareProxy(simulator.url, accessToken);
   const nginx = await startNginx(tmp, simulator.url, accessToken);
   if (!nginx) log('nginx is not on the PATH: the nginx anchor is skipped');
@@ -358,7 +372,7 @@ async function fleet(
   const ttl = settings.fleetTtlSeconds;
   const simulator = await startSimulator('fleet-simulator', ttl);
   const startedAt = performance.now();
-  const replicas: Gateway[] = [];
+  const replicas: Served[] = [];
   try {
     const env = gatewayEnv(simulator.url, {
       REDIS_KEY_PREFIX: 'bench-fleet:',
@@ -367,7 +381,9 @@ async function fleet(
     // A cold fleet starting at once: single flight across replicas should cost one login.
     replicas.push(
       ...(await Promise.all(
-        Array.from({ length: settings.fleetReplicas }, (_, i) => startGateway(`fleet-gateway-${i + 1}`, env)),
+        Array.from({ length: settings.fleetReplicas }, (_, i) =>
+          startGatewayProcess(`fleet-gateway-${i + 1}`, env),
+        ),
       )),
     );
     const loadSeconds = Math.max(
@@ -412,7 +428,7 @@ async function profileGateway(
   const dir = profileDir ? resolve(profileDir) : join(tmp, 'profile');
   mkdirSync(dir, { recursive: true });
   const before = new Set(readdirSync(dir));
-  const profiled = await startGateway(
+  const profiled = await startGatewayProcess(
     'profiled-gateway',
     gatewayEnv(simulatorUrl, { REDIS_KEY_PREFIX: 'bench-profile:' }),
     ['--cpu-prof', `--cpu-prof-dir=${dir}`],
@@ -428,43 +444,15 @@ async function profileGateway(
 
 // --- processes --------------------------------------------------------------------------------------------
 
-interface Gateway {
-  readonly proc: Proc;
-  readonly url: string;
-}
-
-async function startSimulator(name: string, accessTtlSeconds: number): Promise<Gateway> {
-  const port = await freePort();
-  const proc = start(name, NODE, [join(ROOT, 'dist/src/simulator/main.js')], {
-    cwd: ROOT,
-    env: {
-      SIMULATOR_HOST: '127.0.0.1',
-      SIMULATOR_PORT: String(port),
-      SIMULATOR_ACCESS_TTL_SECONDS: String(accessTtlSeconds),
-      SIMULATOR_REFRESH_TTL_SECONDS: '86400',
-    },
+/** The simulator with the default sandbox credentials and `accessTtlSeconds` access tokens. */
+function startSimulator(name: string, accessTtlSeconds: number): Promise<Served> {
+  return startSimulatorProcess(name, {
+    SIMULATOR_ACCESS_TTL_SECONDS: String(accessTtlSeconds),
+    SIMULATOR_REFRESH_TTL_SECONDS: '86400',
   });
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(name, () => httpOk(`${url}/__simulator/stats`), proc);
-  return { proc, url };
 }
 
-async function startGateway(
-  name: string,
-  env: Record<string, string>,
-  nodeArgs: string[] = [],
-): Promise<Gateway> {
-  const port = await freePort();
-  const proc = start(name, NODE, [...nodeArgs, join(ROOT, 'dist/src/main.js')], {
-    cwd: ROOT,
-    env: { HOST: '127.0.0.1', PORT: String(port), ...env },
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(name, () => httpOk(`${url}/readyz`), proc);
-  return { proc, url };
-}
-
-async function startBareProxy(target: string, token: string): Promise<Gateway> {
+async function startBareProxy(target: string, token: string): Promise<Served> {
   const port = await freePort();
   const proc = start('bare-proxy', NODE, [join(ROOT, 'dist/bench/bare-proxy.js')], {
     cwd: ROOT,
@@ -487,7 +475,7 @@ function onPath(command: string): string | undefined {
   return undefined;
 }
 
-async function startNginx(tmp: string, target: string, token: string): Promise<Gateway | undefined> {
+async function startNginx(tmp: string, target: string, token: string): Promise<Served | undefined> {
   const binary = onPath('nginx');
   if (!binary) return undefined;
   const port = await freePort();

@@ -13,8 +13,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DOCUMENT_BODY, envNumber, NODE, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
-import { freePort, httpOk, type Proc, start, startRedis, waitFor } from './lib/processes';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, writeLoadClient } from './lib/fixtures';
+import { type Proc, startGatewayProcess, startRedis, startSimulatorProcess } from './lib/processes';
 
 const USERNAME = 'soak-merchant';
 const PASSWORD = randomBytes(12).toString('hex');
@@ -48,47 +48,31 @@ async function main(): Promise<void> {
 
   const { proc: redis, url: redisUrl } = await startRedis(tmp);
 
-  const simulatorPort = await freePort();
-  const simulatorUrl = `http://127.0.0.1:${simulatorPort}`;
-  const simulator = start('simulator', NODE, [join(ROOT, 'dist/src/simulator/main.js')], {
-    cwd: ROOT,
-    env: {
-      SIMULATOR_HOST: '127.0.0.1',
-      SIMULATOR_PORT: String(simulatorPort),
-      SIMULATOR_USERNAME: USERNAME,
-      SIMULATOR_PASSWORD: PASSWORD,
-      // Short access tokens: the refresh path runs many times during the soak.
-      SIMULATOR_ACCESS_TTL_SECONDS: '90',
-    },
+  const simulator = await startSimulatorProcess('simulator', {
+    SIMULATOR_USERNAME: USERNAME,
+    SIMULATOR_PASSWORD: PASSWORD,
+    // Short access tokens: the refresh path runs many times during the soak.
+    SIMULATOR_ACCESS_TTL_SECONDS: '90',
   });
-  await waitFor('simulator', () => httpOk(`${simulatorUrl}/__simulator/stats`), simulator);
 
   const { apiKey, clientsFile } = writeLoadClient('soak');
-  const port = await freePort();
-  const gatewayUrl = `http://127.0.0.1:${port}`;
-  const gateway = start('gateway', NODE, [join(ROOT, 'dist/src/main.js')], {
-    cwd: ROOT,
-    env: {
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      UPSTREAM_BASE_URL: simulatorUrl,
-      UPSTREAM_ALLOW_HTTP: 'true',
-      UPSTREAM_USERNAME: USERNAME,
-      UPSTREAM_PASSWORD: PASSWORD,
-      REDIS_URL: redisUrl,
-      TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-      CLIENTS_FILE: clientsFile,
-      LOG_LEVEL: 'info',
-      LOG_FILE: join(tmp, 'gateway.log'),
-    },
-  });
+  const gateway = await startGatewayProcess(
+    'gateway',
+    featuredGatewayEnv({
+      upstream: simulator.url,
+      username: USERNAME,
+      password: PASSWORD,
+      redisUrl,
+      clientsFile,
+      logFile: join(tmp, 'gateway.log'),
+    }),
+  );
   const stopAll = async () => {
-    await Promise.all([gateway, simulator, redis].map((p) => p.stop(2_000)));
+    await Promise.all([gateway.proc, simulator.proc, redis].map((p) => p.stop(2_000)));
   };
 
   try {
-    await waitFor('gateway', () => httpOk(`${gatewayUrl}/readyz`), gateway);
-    const samples = await soak(gateway, gatewayUrl, apiKey, log);
+    const samples = await soak(gateway.proc, gateway.url, apiKey, log);
     const verdict = judge(samples);
     process.stdout.write(`${table(samples)}\n\n${verdict.lines.join('\n')}\n`);
     process.stdout.write(`\nverdict: ${verdict.flat ? 'FLAT' : 'NOT FLAT'}\n`);

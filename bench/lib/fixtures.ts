@@ -34,3 +34,34 @@ export function writeLoadClient(id: string): { apiKey: string; clientsFile: stri
   ]);
   return { apiKey, clientsFile };
 }
+
+export interface FeaturedGatewaySettings {
+  readonly upstream: string;
+  readonly username: string;
+  readonly password: string;
+  readonly redisUrl: string;
+  readonly clientsFile: string;
+  readonly logFile: string;
+}
+
+/**
+ * A gateway with every feature on, as the benchmark and the soak run it: API keys, the Redis-shared rate limit, the
+ * token pair cached in Redis and encrypted, the request log at info to a file, metrics. `extra` adds or overrides.
+ */
+export function featuredGatewayEnv(
+  settings: FeaturedGatewaySettings,
+  extra: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    UPSTREAM_BASE_URL: settings.upstream,
+    UPSTREAM_ALLOW_HTTP: 'true',
+    UPSTREAM_USERNAME: settings.username,
+    UPSTREAM_PASSWORD: settings.password,
+    REDIS_URL: settings.redisUrl,
+    TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+    CLIENTS_FILE: settings.clientsFile,
+    LOG_LEVEL: 'info',
+    LOG_FILE: settings.logFile,
+    ...extra,
+  };
+}

@@ -1,8 +1,10 @@
 // Child processes of the benchmark: spawned on loopback, tracked, and always killed (also on error and Ctrl-C).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { freePort } from '../../test/support/ports';
 import { redisPing, redisServerArgs } from '../../test/support/redis-server';
+import { NODE, ROOT } from './fixtures';
 
 export { freePort };
 
@@ -120,6 +122,40 @@ export async function startRedis(dir: string): Promise<{ proc: Proc; url: string
   const proc = start('redis-server', 'redis-server', args);
   await waitFor('redis-server', () => redisPing(port), proc);
   return { proc, url: `redis://127.0.0.1:${port}` };
+}
+
+/** A process that serves HTTP on 127.0.0.1. */
+export interface Served {
+  readonly proc: Proc;
+  readonly url: string;
+}
+
+/** The bundled simulator as its own process on a free port (its credentials and TTLs come from `env`). */
+export async function startSimulatorProcess(name: string, env: Record<string, string>): Promise<Served> {
+  const port = await freePort();
+  const proc = start(name, NODE, [join(ROOT, 'dist/src/simulator/main.js')], {
+    cwd: ROOT,
+    env: { SIMULATOR_HOST: '127.0.0.1', SIMULATOR_PORT: String(port), ...env },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(name, () => httpOk(`${url}/__simulator/stats`), proc);
+  return { proc, url };
+}
+
+/** A gateway (`node dist/src/main.js`) on a free port, resolved once /readyz answers 200. */
+export async function startGatewayProcess(
+  name: string,
+  env: Record<string, string>,
+  nodeArgs: string[] = [],
+): Promise<Served> {
+  const port = await freePort();
+  const proc = start(name, NODE, [...nodeArgs, join(ROOT, 'dist/src/main.js')], {
+    cwd: ROOT,
+    env: { HOST: '127.0.0.1', PORT: String(port), ...env },
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(name, () => httpOk(`${url}/readyz`), proc);
+  return { proc, url };
 }
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node supports
