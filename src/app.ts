@@ -69,7 +69,7 @@ export function createApp(deps: AppDeps): Express {
     guards.authenticate,
     guards.requireScope('documents:validate'),
     guards.rateLimit,
-    ...jsonBody(config.server.bodyLimitBytes),
+    jsonBody(config.server.bodyLimitBytes),
     validateDocumentHandler(deps.forwarder),
   );
   app.get(

@@ -15,7 +15,7 @@ function appThatThrows(error: unknown) {
   app.get('/item/:id', (req, res) => {
     res.json({ id: req.params.id });
   });
-  app.post('/echo', ...jsonBody(64), (req, res) => {
+  app.post('/echo', jsonBody(64), (req, res) => {
     res.json(req.body);
   });
   app.all('/echo', methodNotAllowed('POST'));
