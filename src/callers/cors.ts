@@ -1,5 +1,5 @@
 // CORS for browser apps: only CORS_ORIGINS and the registry clients' origins, preflight answered here.
-import type { RequestHandler } from 'express';
+import type { RequestHandler, Response } from 'express';
 import { GatewayError } from '../http/gateway-error';
 import { type ClientRegistry, normalizeOrigin } from './client-registry';
 
@@ -37,7 +37,7 @@ export function cors(options: CorsOptions): RequestHandler {
   };
 
   return (req, res, next) => {
-    res.vary('Origin');
+    varyByOrigin(res);
     const origin = req.headers.origin;
     if (typeof origin !== 'string') {
       next();
@@ -64,4 +64,11 @@ export function cors(options: CorsOptions): RequestHandler {
     }
     next();
   };
+}
+
+/** `Vary: Origin` on every answer: caches must not hand one origin's answer to another. */
+function varyByOrigin(res: Response): void {
+  // Nothing before this middleware sets Vary: set it outright rather than parse and merge (res.vary) per request.
+  if (res.hasHeader('vary')) res.vary('Origin');
+  else res.setHeader('Vary', 'Origin');
 }

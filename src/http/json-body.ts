@@ -82,7 +82,7 @@ function parseStrictJson(bytes: Buffer): unknown {
   let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   if (text.length === 0) return {};
-  const first = FIRST_NON_SPACE.exec(text)?.[1];
+  const first = text[0] === '{' || text[0] === '[' ? text[0] : FIRST_NON_SPACE.exec(text)?.[1];
   if (first !== '{' && first !== '[') throw new SyntaxError('not a JSON object or array');
   return JSON.parse(text);
 }

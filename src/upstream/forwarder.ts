@@ -123,7 +123,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   };
 
   const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
-    target: deps.baseUrl,
+    // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
+    target: new URL(deps.baseUrl),
     agent: deps.agent,
     changeOrigin: true,
     xfwd: false,

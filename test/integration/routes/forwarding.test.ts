@@ -509,6 +509,25 @@ describe('upstream refusals of the gateway itself', () => {
   });
 });
 
+describe('upstream address', () => {
+  it('reaches an upstream at an IPv6 literal (http://[::1]:port) for both operations', async () => {
+    const sim = await startSimulator({ port: 0, host: '::1', username: 'routes-merchant', password: PASSWORD });
+    expect(sim.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
+    const gateway = await startTestGateway(envFor(sim));
+    try {
+      const plan = await call(gateway.url, `/api/subscriptions/plan/${PLAN_ID}`, { headers: auth });
+      expect(plan.status).toBe(200);
+      expect(plan.body.internalId).toBe(PLAN_ID);
+      const verdict = await call(gateway.url, '/api/validation/document', postJson(validBody));
+      expect(verdict.status).toBe(200);
+      expect(sim.stats()).toMatchObject({ planReads: 1, validations: 1 });
+    } finally {
+      await gateway.close();
+      await sim.close();
+    }
+  });
+});
+
 describe('plan cache (PLAN_CACHE_TTL_SECONDS)', () => {
   it('serves repeated reads from the Redis-shared cache across two gateways', async () => {
     const sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
