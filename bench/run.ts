@@ -87,6 +87,15 @@ interface Row {
   readonly upstreamPerRequest?: number;
 }
 
+interface PairedRatio {
+  /** Median over rounds of the round's throughput ratio. */
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  /** Median throughput of one target over the other's (the two medians may come from different rounds). */
+  readonly ofMedians: number;
+}
+
 interface Sample extends LoadResult {
   readonly cpuMsPerRequest: number | null;
   readonly upstreamPerRequest?: number;
@@ -245,16 +254,37 @@ async function main(): Promise<void> {
       });
     }
   const find = (name: string, target: string) => rows.find((r) => r.name === name && r.target === target);
-  const ratio = (a?: Row, b?: Row) => (a && b && b.rps > 0 ? round(a.rps / b.rps, 3) : null);
-  const ratios = {
-    gatewayOverBareGet: ratio(find('plan GET', 'gateway'), find('plan GET', 'bare-proxy')),
-    gatewayOverBarePost: ratio(find('validation POST', 'gateway'), find('validation POST', 'bare-proxy')),
-    gatewayOverDirectGet: ratio(find('plan GET', 'gateway'), find('plan GET', 'direct')),
+  // Ratios are paired: the two targets of a round run back to back, so a slow moment of the shared machine weighs
+  // on both; the median over rounds is the ratio, with the range of the rounds beside it. The ratio of the two
+  // median throughputs (which may come from different rounds) is reported too.
+  const pair = (name: string, a: Target['name'], b: Target['name']): PairedRatio | null => {
+    const as = samples.get(`${name}\u0000${a}`) ?? [];
+    const bs = samples.get(`${name}\u0000${b}`) ?? [];
+    const perRound = as.flatMap((sample, i) => {
+      const other = bs[i];
+      return other && other.rps > 0 ? [sample.rps / other.rps] : [];
+    });
+    const rowA = find(name, a);
+    const rowB = find(name, b);
+    if (perRound.length === 0 || !rowA || !rowB || rowB.rps <= 0) return null;
+    return {
+      median: round(median(perRound), 3),
+      min: round(Math.min(...perRound), 3),
+      max: round(Math.max(...perRound), 3),
+      ofMedians: round(rowA.rps / rowB.rps, 3),
+    };
   };
-  const uniqueGetRatio = ratio(
-    find('plan GET unique ids', 'gateway'),
-    find('plan GET unique ids', 'bare-proxy'),
-  );
+  const paired = {
+    gatewayOverBareGet: pair('plan GET', 'gateway', 'bare-proxy'),
+    gatewayOverBarePost: pair('validation POST', 'gateway', 'bare-proxy'),
+    gatewayOverDirectGet: pair('plan GET', 'gateway', 'direct'),
+    gatewayOverBareGetUniqueIds: pair('plan GET unique ids', 'gateway', 'bare-proxy'),
+  };
+  const ratios = {
+    gatewayOverBareGet: paired.gatewayOverBareGet?.median ?? null,
+    gatewayOverBarePost: paired.gatewayOverBarePost?.median ?? null,
+    gatewayOverDirectGet: paired.gatewayOverDirectGet?.median ?? null,
+  };
   const latencyName = kinds[kinds.length - 1]?.name ?? '';
   const added = {
     p50Ms: round((find(latencyName, 'gateway')?.p50Ms ?? 0) - (find(latencyName, 'direct')?.p50Ms ?? 0), 3),
@@ -288,6 +318,8 @@ async function main(): Promise<void> {
     node: process.version,
     scenarios: rows.map(({ upstreamPerRequest: _omit, ...row }) => row),
     ratios,
+    /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
+    ratioDetails: paired,
     tokens: {
       replicas: tokens.replicas,
       seconds: tokens.seconds,
@@ -298,7 +330,7 @@ async function main(): Promise<void> {
     coalescing,
   };
   process.stdout.write(
-    formatReport(rows, { ...ratios, uniqueGet: uniqueGetRatio }, added, tokens, coalescing, {
+    formatReport(rows, paired, added, tokens, coalescing, {
       nginx: Boolean(nginx),
       logBytes,
       metricsOk,
@@ -576,7 +608,7 @@ function get(url: string, headers: Record<string, string>): Promise<number> {
 
 function formatReport(
   rows: Row[],
-  ratios: Record<string, number | null>,
+  ratios: Record<string, PairedRatio | null>,
   added: { p50Ms: number; p99Ms: number },
   tokens: FleetResult,
   coalescing: { requests: number; upstreamCalls: number },
@@ -606,8 +638,13 @@ function formatReport(
     `|${widths.map((w, i) => (i < 2 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
     ...body.map(line),
     '',
-    `ratios: gateway/bare GET ${fmt(ratios.gatewayOverBareGet)}, gateway/bare POST ${fmt(ratios.gatewayOverBarePost)}, ` +
-      `gateway/direct GET ${fmt(ratios.gatewayOverDirectGet)} (gateway/bare GET unique ids ${fmt(ratios.uniqueGet)})`,
+    'ratios (median of the per-round ratios [lowest-highest round]; ratio of the median req/s):',
+    ...[
+      ['gateway/bare plan GET', ratios.gatewayOverBareGet],
+      ['gateway/bare plan GET unique ids', ratios.gatewayOverBareGetUniqueIds],
+      ['gateway/bare validation POST', ratios.gatewayOverBarePost],
+      ['gateway/direct plan GET', ratios.gatewayOverDirectGet],
+    ].map(([label, r]) => `  ${String(label).padEnd(34)} ${formatRatio(r as PairedRatio | null)}`),
     `added by the gateway over direct at ${settings.rate} req/s: p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
     `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
       `(refresh skew ${settings.fleetSkewSeconds}s): ${tokens.logins} login(s) + ${tokens.refreshes} refresh(es) ` +
@@ -623,8 +660,9 @@ function formatReport(
 
 // --- small things -----------------------------------------------------------------------------------------
 
-function fmt(value: number | null | undefined): string {
-  return value === null || value === undefined ? 'n/a' : value.toFixed(3);
+function formatRatio(r: PairedRatio | null): string {
+  if (!r) return 'n/a';
+  return `${r.median.toFixed(3)} [${r.min.toFixed(3)}-${r.max.toFixed(3)}]; of medians ${r.ofMedians.toFixed(3)}`;
 }
 
 function round(value: number, digits: number): number {

@@ -511,7 +511,12 @@ describe('upstream refusals of the gateway itself', () => {
 
 describe('upstream address', () => {
   it('reaches an upstream at an IPv6 literal (http://[::1]:port) for both operations', async () => {
-    const sim = await startSimulator({ port: 0, host: '::1', username: 'routes-merchant', password: PASSWORD });
+    const sim = await startSimulator({
+      port: 0,
+      host: '::1',
+      username: 'routes-merchant',
+      password: PASSWORD,
+    });
     expect(sim.url).toMatch(/^http:\/\/\[::1\]:\d+$/);
     const gateway = await startTestGateway(envFor(sim));
     try {
