@@ -160,16 +160,33 @@ class FallbackStore implements Store {
     this.shared.init(options);
   }
 
-  async increment(key: string): Promise<IncrementResponse> {
-    if (this.outage.shouldTry(this.redis)) {
-      try {
-        const result = await this.shared.increment(key);
+  /** Synchronous while the lease has hits left (the common case): no promise to create and wait for. */
+  increment(key: string): IncrementResponse | Promise<IncrementResponse> {
+    if (!this.outage.shouldTry(this.redis)) return this.fromMemory(key);
+    let leased: IncrementResponse | Promise<IncrementResponse>;
+    try {
+      leased = this.shared.increment(key);
+    } catch (error) {
+      this.outage.failed(error);
+      return this.fromMemory(key);
+    }
+    if (!(leased instanceof Promise)) {
+      this.outage.recovered();
+      return leased;
+    }
+    return leased.then(
+      (result) => {
         this.outage.recovered();
         return result;
-      } catch (error) {
+      },
+      (error: unknown) => {
         this.outage.failed(error);
-      }
-    }
+        return this.fromMemory(key);
+      },
+    );
+  }
+
+  private fromMemory(key: string): Promise<IncrementResponse> {
     this.outage.fellBack();
     return this.memory.increment(key);
   }
