@@ -2,8 +2,7 @@
 // production habits of the deployment (issue 10): rollout, probes, security context, secrets as files only.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix, relative } from 'node:path';
 import { Deployment, type IDeployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
@@ -24,6 +23,7 @@ import {
 } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config/load-config';
+import { tempDir } from '../support/temp-dir';
 
 const ROOT = join(__dirname, '..', '..');
 const K8S_DIR = join(ROOT, 'deploy', 'k8s');
@@ -432,7 +432,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
   test("passes the gateway's own configuration loader in production mode", () => {
     const { env } = get(overlay);
     // The Secret's files, faked in a temporary directory (the loader reads them, as the gateway would).
-    const secrets = mkdtempSync(join(tmpdir(), 'bff-k8s-secret-'));
+    const secrets = tempDir('bff-k8s-secret-');
     const files: Record<string, string> = {
       UPSTREAM_USERNAME_FILE: 'gateway-user',
       UPSTREAM_PASSWORD_FILE: randomBytes(12).toString('hex'),

@@ -1,8 +1,8 @@
 // Writes a client registry file (the SPEC §4 format) for tests, from plain keys.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { tempDir } from './temp-dir';
 
 export interface TestClient {
   readonly id: string;
@@ -22,7 +22,7 @@ export function registryJson(clients: readonly TestClient[]): string {
 
 /** Writes the registry to a fresh temp directory and returns the file's path. */
 export function writeClientsFile(clients: readonly TestClient[]): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'bff-clients-')), 'clients.json');
+  const file = join(tempDir('bff-clients-'), 'clients.json');
   writeFileSync(file, registryJson(clients));
   return file;
 }

@@ -1,5 +1,9 @@
-// Fails fast, with the fix, when the machine lacks what the integration tests start for real.
+// Fails fast, with the fix, when the machine lacks what the integration tests start for real; makes the run's temp dir.
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { TEST_TMPDIR_VARIABLE } from './temp-dir';
 
 export default function globalSetup(): void {
   const major = Number(process.versions.node.split('.')[0]);
@@ -18,4 +22,6 @@ export default function globalSetup(): void {
         '.ci/run does this for you.',
     );
   }
+  // Workers inherit it: every temp dir of the run goes under it, and global-teardown.ts removes it.
+  process.env[TEST_TMPDIR_VARIABLE] = mkdtempSync(join(tmpdir(), 'bff-test-run-'));
 }

@@ -1,10 +1,8 @@
 // Starts a real redis-server on an ephemeral loopback port for one test file, and can kill, pause or restart it.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { freePort, waitFor } from './ports';
+import { tempDir } from './temp-dir';
 
 export interface RedisServer {
   readonly port: number;
@@ -47,7 +45,7 @@ export function redisPing(port: number): Promise<boolean> {
 
 export async function startRedisServer(extraArgs: string[] = []): Promise<RedisServer> {
   const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'bff-redis-'));
+  const dir = tempDir('bff-redis-');
   let child: ChildProcess | undefined;
 
   const launch = async () => {

@@ -1,14 +1,14 @@
 // Two gateway replicas on a real Redis Sentinel and on a real 3-master Redis Cluster share one upstream token.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { freePort, waitFor } from '../support/ports';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
+import { tempDir } from '../support/temp-dir';
 
 jest.setTimeout(90_000);
 
@@ -99,7 +99,7 @@ describe('Redis Sentinel', () => {
   beforeAll(async () => {
     master = await startRedisServer();
     sentinelPort = await freePort();
-    const dir = mkdtempSync(join(tmpdir(), 'bff-sentinel-'));
+    const dir = tempDir('bff-sentinel-');
     const conf = join(dir, 'sentinel.conf');
     writeFileSync(
       conf,
@@ -161,7 +161,7 @@ describe('Redis Cluster (3 masters)', () => {
   const replicas: GatewayProcess[] = [];
 
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-cluster-'));
+    const dir = tempDir('bff-cluster-');
     const taken = new Set<number>();
     for (let i = 0; i < 3; i++) ports.push(await clusterPort(taken));
     for (const port of ports) {

@@ -1,12 +1,12 @@
 // Two real gateway processes sharing one real Redis, in front of the simulator: who may call, and how often.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startSimulator } from '../../../src/simulator/simulator';
 import { type GatewayProcess, startGatewayProcess } from '../../support/gateway-process';
 import { waitFor } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { tempDir } from '../../support/temp-dir';
 import { newSigningKey, startTestIssuer, type TestIssuer } from '../../unit/callers/support/oidc-test-issuer';
 
 const PLAN = '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992';
@@ -71,7 +71,7 @@ describe('callers against two gateway replicas sharing Redis', () => {
       startSimulator({ port: 0 }),
       startTestIssuer(),
     ]);
-    clientsFile = join(mkdtempSync(join(tmpdir(), 'bff-replicas-')), 'clients.json');
+    clientsFile = join(tempDir('bff-replicas-'), 'clients.json');
     writeRegistry(clients);
     const env = {
       UPSTREAM_BASE_URL: simulator.url,

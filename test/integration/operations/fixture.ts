@@ -1,9 +1,9 @@
 // Shared setup of the operations tests: a simulator, a client registry file, a gateway config pointing at both.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { tempDir } from '../../support/temp-dir';
 
 export const API_KEY = 'ops-test-key-0123456789abcdef';
 export const LIMITED_KEY = 'ops-limited-key-0123456789abcdef';
@@ -15,7 +15,7 @@ const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest(
 
 /** A registry with an ordinary client and one whose limit (2 a minute) is easy to hit. */
 export function writeClientsFile(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'bff-ops-'));
+  const dir = tempDir('bff-ops-');
   const file = join(dir, 'clients.json');
   writeFileSync(
     file,

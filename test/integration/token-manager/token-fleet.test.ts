@@ -1,12 +1,12 @@
 // A fleet of token managers against a real redis-server and the simulator: SPEC §5, issue 4's "done when".
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { startSimulator } from '../../../src/simulator/simulator';
 import { createCredentialSource } from '../../../src/upstream/credentials';
 import { tokenKeys } from '../../../src/upstream/token-manager';
+import { tempDir } from '../../support/temp-dir';
 import { type Fleet, PASSWORD, sleep, startFleet, steadyLoad, USERNAME, waitReady } from './fleet-harness';
 
 jest.setTimeout(60_000);
@@ -155,7 +155,7 @@ describe('a fleet of replicas sharing one Redis', () => {
 
 describe('credential rotation through files', () => {
   it('new files drop the old tokens and log in with the new username', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-creds-'));
+    const dir = tempDir('bff-creds-');
     writeFileSync(join(dir, 'username'), `${USERNAME}\n`);
     writeFileSync(join(dir, 'password'), `${PASSWORD}\n`);
     const logger = pino({ level: 'silent' }, new Writable({ write: (_c, _e, cb) => cb() }));

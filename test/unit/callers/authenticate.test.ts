@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import request from 'supertest';
 import { authenticate, requireScope } from '../../../src/callers/authenticate';
 import { loadClientRegistry } from '../../../src/callers/client-registry';
 import { createOidcVerifier } from '../../../src/callers/oidc-verifier';
+import { tempDir } from '../../support/temp-dir';
 import { startTestIssuer, type TestIssuer } from './support/oidc-test-issuer';
 import { memoryLogger, testApp } from './support/test-app';
 
@@ -13,7 +13,7 @@ const KEY = 'pbk_unit-test-key-0123456789';
 const READ_ONLY_KEY = 'pbk_read-only-key-0123456789';
 const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
 
-const dir = mkdtempSync(join(tmpdir(), 'bff-auth-'));
+const dir = tempDir('bff-auth-');
 writeFileSync(
   join(dir, 'clients.json'),
   JSON.stringify({

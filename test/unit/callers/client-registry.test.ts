@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ClientRegistryError,
@@ -8,6 +7,7 @@ import {
   parseClientRegistry,
 } from '../../../src/callers/client-registry';
 import { waitFor } from '../../support/ports';
+import { tempDir } from '../../support/temp-dir';
 import { memoryLogger } from './support/test-app';
 
 const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
@@ -26,7 +26,7 @@ const checkout = {
 const mobile = { id: 'mobile-backend', keys: [hash('mobile-key')], scopes: ['plans:read'] };
 
 function tempFile(content: string): { dir: string; file: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'bff-registry-'));
+  const dir = tempDir('bff-registry-');
   const file = join(dir, 'clients.json');
   writeFileSync(file, content);
   return { dir, file };
@@ -177,7 +177,7 @@ describe('client registry reload', () => {
   });
 
   test('a Kubernetes-style ConfigMap symlink swap is picked up', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-configmap-'));
+    const dir = tempDir('bff-configmap-');
     const version = (name: string, content: string) => {
       mkdirSync(join(dir, name));
       writeFileSync(join(dir, name, 'clients.json'), content);

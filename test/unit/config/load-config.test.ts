@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ConfigError } from '../../../src/config/config-error';
 import { loadConfig } from '../../../src/config/load-config';
+import { tempDir } from '../../support/temp-dir';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
 const upstreamEnv = {
@@ -143,7 +143,7 @@ describe('loadConfig', () => {
   });
 
   it('reads secrets from *_FILE variables', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'cfg-'));
+    const dir = tempDir('cfg-');
     writeFileSync(join(dir, 'user'), 'file-user\n');
     writeFileSync(join(dir, 'pass'), 'file-pass\n');
     writeFileSync(join(dir, 'key'), `${KEY}\n`);

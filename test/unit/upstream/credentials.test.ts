@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Credentials, createCredentialSource } from '../../../src/upstream/credentials';
+import { tempDir } from '../../support/temp-dir';
 import { captureLogger } from './token-fakes';
 
 const waitUntil = async (check: () => boolean, ms = 3000) => {
@@ -27,7 +27,7 @@ describe('credential source', () => {
   });
 
   it('re-reads files on reload() and tells listeners; an unchanged or empty file changes nothing', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-cred-'));
+    const dir = tempDir('bff-cred-');
     writeFileSync(join(dir, 'username'), 'alice\n');
     writeFileSync(join(dir, 'password'), 'first-pw\n');
     const { logger, lines } = captureLogger();
@@ -54,7 +54,7 @@ describe('credential source', () => {
   });
 
   it('notices a Kubernetes-style symlink swap by watching the directory', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-cred-'));
+    const dir = tempDir('bff-cred-');
     const write = (version: string, username: string) => {
       const data = join(dir, version);
       mkdirSync(data);
@@ -81,7 +81,7 @@ describe('credential source', () => {
   });
 
   it('the periodic re-read catches a change the watcher missed', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'bff-cred-'));
+    const dir = tempDir('bff-cred-');
     writeFileSync(join(dir, 'username'), 'alice');
     writeFileSync(join(dir, 'password'), 'pw');
     const { logger } = captureLogger();
