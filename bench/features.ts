@@ -1,0 +1,122 @@
+// `npm run bench:features`: what each per-request feature of the gateway costs, measured apart with tinybench on
+// the gateway's own modules (no sockets, no other process). It explains the CPU column of `npm run bench`: the
+// gateway's CPU per request minus the bare proxy's is roughly the sum of these, plus Express layers and promises.
+//
+//   npm run bench:features        BENCH_FEATURE_MS (1000): measuring time per feature
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
+import { join } from 'node:path';
+import type { Request, RequestHandler, Response } from 'express';
+import { Bench } from 'tinybench';
+import type { Caller } from '../src/callers/caller';
+import { loadClientRegistry } from '../src/callers/client-registry';
+import { rateLimit } from '../src/callers/rate-limit';
+import { securityHeaders } from '../src/http/security-headers';
+import { createLogger, flushLogger, maskDocumentId } from '../src/observability/logger';
+import { createMetrics } from '../src/observability/metrics';
+import { requestObserver } from '../src/observability/request-log';
+import { documentValidationRequest } from '../src/routes/schemas';
+import { parseOrReject } from '../src/routes/validate-input';
+import { tempDir } from '../test/support/temp-dir';
+import { DOCUMENT_BODY, envNumber, writeLoadClient } from './lib/fixtures';
+
+/** Each task runs its feature this many times, so the timer's resolution does not matter. */
+const BATCH = 100;
+
+const socket = new Socket();
+/** No limit of its own: the rate limiter applies its default (1e9 a minute), so no request is ever refused. */
+const CALLER: Caller = { id: 'bench', scopes: new Set(['documents:validate']), via: 'api-key', origins: [] };
+function exchange(): { req: Request; res: Response } {
+  const req = new IncomingMessage(socket) as Request;
+  req.method = 'POST';
+  req.headers = { 'content-type': 'application/json' };
+  req.id = 'bd7413ee-e956-49da-b1d8-baf7a9405e80';
+  req.caller = CALLER;
+  const res = new ServerResponse(req) as unknown as Response;
+  res.locals = {};
+  return { req, res };
+}
+
+/** Runs a middleware to its `next()` (which express-rate-limit calls after a promise). */
+function through(handler: RequestHandler, req: Request, res: Response): Promise<void> {
+  return new Promise((resolve, reject) =>
+    handler(req, res, (error?: unknown) => (error ? reject(error) : resolve())),
+  );
+}
+
+async function main(): Promise<void> {
+  const dir = tempDir('bff-features-');
+  const logger = createLogger({ level: 'info', file: join(dir, 'gateway.log') });
+  const metrics = createMetrics();
+  const observe = requestObserver(logger, metrics);
+  const headers = securityHeaders();
+  const { apiKey, clientsFile } = writeLoadClient('bench');
+  const registry = loadClientRegistry(clientsFile, { logger, watch: false });
+  const limiter = rateLimit({
+    keyPrefix: 'features:',
+    defaultLimit: { limit: 1_000_000_000, windowSeconds: 60 },
+    metrics,
+    logger,
+  });
+  const body = JSON.parse(DOCUMENT_BODY) as unknown;
+
+  const bench = new Bench({ time: envNumber('BENCH_FEATURE_MS', 1000), warmupTime: 200 });
+  bench
+    .add('baseline: a request and response object pair', () => {
+      for (let i = 0; i < BATCH; i++) exchange();
+    })
+    .add('request log line (info, LOG_FILE) + 2 metric observations', () => {
+      for (let i = 0; i < BATCH; i++) {
+        const { req, res } = exchange();
+        res.locals.route = 'validation';
+        res.locals.document = { country: 'ARG', type: 'CUIT', id: maskDocumentId('20-17254359-7') };
+        observe(req, res);
+        res.emit('close');
+      }
+    })
+    .add('rate limit (express-rate-limit, RateLimit headers; memory store)', async () => {
+      for (let i = 0; i < BATCH; i++) {
+        const { req, res } = exchange();
+        await through(limiter, req, res);
+      }
+    })
+    .add('security headers (helmet, JSON-API profile)', async () => {
+      for (let i = 0; i < BATCH; i++) {
+        const { req, res } = exchange();
+        await through(headers, req, res);
+      }
+    })
+    .add('API key lookup (SHA-256, constant-time compare)', () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        if (!registry.findByApiKey(apiKey)) throw new Error('the bench key is unknown');
+      }
+    })
+    .add('document validation + re-serialization (zod)', () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        Buffer.from(JSON.stringify(parseOrReject(documentValidationRequest, body, 'request body')));
+      }
+    });
+  await bench.run();
+
+  const perRequestUs = (name: string) => {
+    const result = bench.getTask(name)?.result;
+    if (!result || !('latency' in result)) throw new Error(`bench: "${name}" did not complete`);
+    return (result.latency.mean * 1000) / BATCH;
+  };
+  const [baseline, ...features] = bench.tasks.map((task) => task.name);
+  const baselineUs = perRequestUs(baseline as string);
+  process.stdout.write(`Node ${process.version}; µs per request, the baseline object pair subtracted\n\n`);
+  process.stdout.write(`| feature | µs/request |\n| :-- | --: |\n`);
+  process.stdout.write(`| ${baseline} | ${baselineUs.toFixed(2)} (not subtracted from itself) |\n`);
+  for (const name of features)
+    process.stdout.write(`| ${name} | ${(perRequestUs(name) - baselineUs).toFixed(2)} |\n`);
+  registry.close();
+  await flushLogger(logger);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench:features failed: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});
