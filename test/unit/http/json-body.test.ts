@@ -2,11 +2,12 @@ import { once } from 'node:events';
 import { request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import express, { type RequestHandler } from 'express';
+import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import fc from 'fast-check';
 import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { jsonBody } from '../../../src/http/json-body';
+import { waitFor } from '../../support/ports';
 
 const LIMIT = 256;
 
@@ -179,6 +180,48 @@ describe('jsonBody', () => {
       chunked: true,
     });
     expect(chunked).toEqual({ status: 200, json: { body: { country: 'ARG' }, viaBodyParser: true } });
+  });
+
+  it('ends the request with request.aborted when the caller hung up before the body was read', async () => {
+    // An earlier middleware (the rate limiter, say) is still waiting when the caller goes away.
+    const seen: unknown[] = [];
+    const app = express();
+    app.post(
+      '/late',
+      (_req, _res, next) => {
+        setTimeout(next, 60);
+      },
+      jsonBody(LIMIT),
+      (_req, res) => {
+        res.end();
+      },
+    );
+    app.use((error: { type?: string }, _req: Request, res: Response, _next: NextFunction) => {
+      seen.push(error.type);
+      res.end();
+    });
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const { port } = server.address() as AddressInfo;
+      const req = httpRequest({
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/late',
+        headers: { 'content-type': 'application/json', 'content-length': '100' },
+        agent: false,
+      });
+      req.on('error', () => {});
+      req.write('{"country":');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      req.destroy();
+      await waitFor(() => seen.length > 0, { timeoutMs: 2_000, what: 'the body error' });
+      expect(seen).toEqual(['request.aborted']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('keeps serving after a caller hangs up halfway through a body', async () => {
