@@ -1,15 +1,16 @@
 // `npm run soak`: one gateway process (with Redis and the simulator) under steady load for minutes; memory and
 // event-loop lag must stay flat. Not part of CI.
 //
+//   npm run soak [-- --keep]
 //   SOAK_MINUTES (5)  SOAK_RATE (200 req/s, open loop)  SOAK_SAMPLE_SECONDS (10)  SOAK_WARMUP_SECONDS (60)
 //
 // Every SOAK_SAMPLE_SECONDS it samples the gateway's RSS (/proc/<pid>/status), its heap and event-loop lag p99
 // (prom-client default metrics on /metrics) and the p99 latency seen from outside over the interval, and prints a
 // row. Verdict: flat when, after the warm-up, the median of the last third of the samples is within 20% of the
 // median of the first third (lag and latency: or within 5 ms). Exit 0 when flat, 1 otherwise. Every process it
-// starts is killed at the end, on error and on Ctrl-C.
+// starts is killed at the end, on error and on Ctrl-C; its temp directory (the gateway log) is removed unless --keep.
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,6 +42,9 @@ interface Sample {
 async function main(): Promise<void> {
   const log = (line: string) => process.stderr.write(`soak: ${line}\n`);
   const tmp = mkdtempSync(join(tmpdir(), 'bff-soak-'));
+  // Removed on every exit (success, failure, Ctrl-C) unless --keep asks to look at the gateway log afterwards.
+  if (!process.argv.includes('--keep'))
+    process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   log(
     `${settings.minutes} min at ${settings.rate} req/s, a sample every ${settings.sampleSeconds} s, ` +
       `warm-up ${settings.warmupSeconds} s, node ${process.version}, temp ${tmp}`,
