@@ -92,6 +92,23 @@ async function post(server: Server, sent: Sent): Promise<Answer> {
   return { status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString('utf8')) };
 }
 
+/** Announces a 100-byte JSON body, sends 11 bytes of it, and hangs up. */
+async function hangUpMidBody(server: Server, path: string): Promise<void> {
+  const { port } = server.address() as AddressInfo;
+  const req = httpRequest({
+    host: '127.0.0.1',
+    port,
+    method: 'POST',
+    path,
+    headers: { 'content-type': 'application/json', 'content-length': '100' },
+    agent: false,
+  });
+  req.on('error', () => {});
+  req.write('{"country":');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  req.destroy();
+}
+
 type Framing = 'none' | 'bom' | 'gzip' | 'chunked';
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 const bodyBytes = fc.oneof(
@@ -203,19 +220,7 @@ describe('jsonBody', () => {
     const server = app.listen(0, '127.0.0.1');
     await once(server, 'listening');
     try {
-      const { port } = server.address() as AddressInfo;
-      const req = httpRequest({
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/late',
-        headers: { 'content-type': 'application/json', 'content-length': '100' },
-        agent: false,
-      });
-      req.on('error', () => {});
-      req.write('{"country":');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-      req.destroy();
+      await hangUpMidBody(server, '/late');
       await waitFor(() => seen.length > 0, { timeoutMs: 2_000, what: 'the body error' });
       expect(seen).toEqual(['request.aborted']);
     } finally {
@@ -225,19 +230,7 @@ describe('jsonBody', () => {
   });
 
   it('keeps serving after a caller hangs up halfway through a body', async () => {
-    const { port } = direct.address() as AddressInfo;
-    const req = httpRequest({
-      host: '127.0.0.1',
-      port,
-      method: 'POST',
-      path: '/echo',
-      headers: { 'content-type': 'application/json', 'content-length': '100' },
-      agent: false,
-    });
-    req.on('error', () => {});
-    req.write('{"country":');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    req.destroy();
+    await hangUpMidBody(direct, '/echo');
     const after = await post(direct, {
       headers: { 'content-type': 'application/json' },
       bytes: Buffer.from('[1]'),
