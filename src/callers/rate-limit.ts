@@ -170,20 +170,19 @@ class FallbackStore implements Store {
       this.outage.failed(error);
       return this.fromMemory(key);
     }
-    if (!(leased instanceof Promise)) {
-      this.outage.recovered();
-      return leased;
-    }
+    if (!(leased instanceof Promise)) return this.fromShared(leased);
     return leased.then(
-      (result) => {
-        this.outage.recovered();
-        return result;
-      },
+      (result) => this.fromShared(result),
       (error: unknown) => {
         this.outage.failed(error);
         return this.fromMemory(key);
       },
     );
+  }
+
+  private fromShared(result: IncrementResponse): IncrementResponse {
+    this.outage.recovered();
+    return result;
   }
 
   private fromMemory(key: string): Promise<IncrementResponse> {

@@ -1,7 +1,7 @@
 // Writes a client registry file (the SPEC §4 format) for tests, from plain keys.
-import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { sha256Hex } from '../../src/callers/client-registry';
 import { tempDir } from './temp-dir';
 
 export interface TestClient {
@@ -12,7 +12,7 @@ export interface TestClient {
   readonly origins?: readonly string[];
 }
 
-export const keyHash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
+export const keyHash = (key: string) => `sha256:${sha256Hex(key)}`;
 
 export function registryJson(clients: readonly TestClient[]): string {
   return JSON.stringify({
