@@ -1,9 +1,12 @@
 // SIGTERM on a real gateway process: readiness 503, no new connections, the in-flight call still answers, exit 0.
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
+import { tempDir } from '../support/temp-dir';
 
 /** gatewayEnv without PORT/HOST: the process helper picks them. */
 function processEnv(upstreamUrl: string, extra: Record<string, string> = {}): Record<string, string> {
@@ -113,6 +116,24 @@ describe('graceful shutdown on SIGTERM', () => {
     // Redis connections (commands and pub/sub) are closed.
     expect(redisClients(redis)).toBe(0);
     expect(await statusOrCode(`${g.url}/healthz`)).toBe('ECONNREFUSED');
+  });
+
+  test('a LOG_FILE holds every request line and the last words once the process has exited', async () => {
+    const logFile = join(tempDir('bff-shutdown-log-'), 'gateway.log');
+    const g = await startGatewayProcess({ env: processEnv(simulator.url, { LOG_FILE: logFile }) });
+    gateway = g;
+    const requestIds = ['shutdown-log-1', 'shutdown-log-2', 'shutdown-log-3'];
+    for (const id of requestIds)
+      expect((await fetch(planUrl(g), { headers: { ...headers, 'x-request-id': id } })).status).toBe(200);
+    expect(await g.stop('SIGTERM')).toBe(0);
+
+    const lines = readFileSync(logFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { msg: string; requestId?: string; status?: number });
+    const requests = lines.filter((line) => line.msg === 'request');
+    expect(requests.map((line) => [line.requestId, line.status])).toEqual(requestIds.map((id) => [id, 200]));
+    expect(lines.at(-1)?.msg).toBe('stopped');
   });
 
   test('SHUTDOWN_TIMEOUT_MS bounds the drain: a call slower than the bound is cut and the process still exits 0', async () => {
