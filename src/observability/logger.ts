@@ -54,26 +54,27 @@ export function createLogger(options: LoggerOptions): Logger {
       base: { service: 'payments-bff' },
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       serializers: { err: pino.stdSerializers.err },
-      timestamp: isoTimeOncePerMillisecond(),
+      timestamp: isoTimestamp(),
     },
     destination,
   );
 }
 
 /**
- * pino's `isoTime` (`,"time":"<ISO 8601>"`), formatted once per millisecond: under load several lines share a
- * millisecond, and Date#toISOString was about 1 % of the gateway's CPU. Same output, same clock (Date.now).
+ * pino's `isoTime` (`,"time":"<ISO 8601>"`) at a fraction of its cost: Date#toISOString (about 1 µs) runs once per
+ * second for the part up to the seconds, and each line appends its milliseconds. Same output, same clock (Date.now).
  */
-function isoTimeOncePerMillisecond(): () => string {
-  let formattedAt = Number.NaN;
-  let formatted = '';
+export function isoTimestamp(now: () => number = Date.now): () => string {
+  let second = Number.NaN;
+  let upToSeconds = ''; // ,"time":"2026-11-22T09:17:45.
   return () => {
-    const now = Date.now();
-    if (now !== formattedAt) {
-      formattedAt = now;
-      formatted = `,"time":"${new Date(now).toISOString()}"`;
+    const time = now();
+    const ms = ((time % 1000) + 1000) % 1000;
+    if (time - ms !== second) {
+      second = time - ms;
+      upToSeconds = `,"time":"${new Date(second).toISOString().slice(0, -4)}`;
     }
-    return formatted;
+    return `${upToSeconds}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
   };
 }
 

@@ -1,7 +1,8 @@
 // The LOG_FILE destination: batched synchronous writes, a flush at least once a second, nothing lost or mangled.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { createLogger, flushLogger } from '../../../src/observability/logger';
+import fc from 'fast-check';
+import { createLogger, flushLogger, isoTimestamp } from '../../../src/observability/logger';
 import { tempDir } from '../../support/temp-dir';
 
 function fileLogger() {
@@ -74,5 +75,42 @@ describe('LOG_FILE destination', () => {
     for (const secret of ['hunter2-secret', 'eyJ-access-secret', 's3cr3t'])
       expect(text).not.toContain(secret);
     expect(text).toContain('[redacted]');
+  });
+});
+
+describe('isoTimestamp', () => {
+  /** Any instant toISOString writes with a four-digit year (0000-9999), before 1970 included. */
+  const instant = fc.integer({
+    min: Date.parse('0000-01-01T00:00:00.000Z'),
+    max: Date.parse('9999-12-31T23:00:00.000Z'),
+  });
+
+  test("writes pino's isoTime for every instant, whatever the order of the calls", () => {
+    fc.assert(
+      fc.property(
+        fc.array(instant, { minLength: 1, maxLength: 20 }),
+        fc.nat({ max: 2_500 }),
+        (starts, step) => {
+          // Runs of nearby instants (same second, next millisecond, next second) and jumps between runs.
+          const times = starts.flatMap((start) => [start, start + step, start + step + 1, start + 2 * step]);
+          let i = 0;
+          const timestamp = isoTimestamp(() => times[i] as number);
+          for (i = 0; i < times.length; i++)
+            expect(timestamp()).toBe(`,"time":"${new Date(times[i] as number).toISOString()}"`);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  test('a logged line carries the current time in ISO 8601', async () => {
+    const { file, logger } = fileLogger();
+    const before = Date.now();
+    logger.info('now');
+    await flushLogger(logger);
+    const [line] = linesOf(file);
+    expect(line?.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(line?.time as string)).toBeGreaterThanOrEqual(before);
+    expect(Date.parse(line?.time as string)).toBeLessThanOrEqual(Date.now());
   });
 });
