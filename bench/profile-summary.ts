@@ -1,5 +1,6 @@
-// Summarizes a V8 .cpuprofile (node --cpu-prof): the functions and the packages with the most self time.
-//   node dist/bench/profile-summary.js <file.cpuprofile> [topN]
+// Summarizes a V8 .cpuprofile (node --cpu-prof): the functions and the packages with the most self time, and the
+// gateway's busy time by feature.
+//   node dist/bench/profile-summary.js <file.cpuprofile> [topN] [requests]
 import { readFileSync } from 'node:fs';
 
 interface CallFrame {
@@ -10,6 +11,7 @@ interface CallFrame {
 interface ProfileNode {
   id: number;
   callFrame: CallFrame;
+  children?: number[];
 }
 interface CpuProfile {
   nodes: ProfileNode[];
@@ -27,18 +29,56 @@ export interface ProfileSummary {
   readonly totalMs: number;
   readonly functions: ProfileEntry[];
   readonly packages: ProfileEntry[];
+  /** Busy time (idle excluded) by gateway feature; percent of busy time. */
+  readonly features: ProfileEntry[];
+  /** Requests served while profiling, when known: the features are then also shown per request. */
+  readonly requests?: number;
 }
 
-export function summarizeProfile(file: string, top = 15): ProfileSummary {
+/**
+ * The gateway's features by the code that implements them. A sample counts for the innermost feature on its stack,
+ * so a feature's time includes the Node.js work it calls (the forwarder's includes writing to the sockets) but not
+ * the features it calls in turn (Express's `next()` into the next middleware counts for Express).
+ */
+const FEATURES: ReadonlyArray<readonly [string, RegExp]> = [
+  [
+    'request log',
+    /node_modules\/(pino|sonic-boom|quick-format-unescaped)\/|\/src\/observability\/(logger|request-log)\./,
+  ],
+  ['metrics', /node_modules\/prom-client\//],
+  ['security headers (helmet)', /node_modules\/helmet\//],
+  ['CORS', /\/src\/callers\/cors\./],
+  ['authentication', /\/src\/callers\/(authenticate|client-registry|oidc-verifier)\.|node_modules\/jose\//],
+  ['rate limit', /node_modules\/express-rate-limit\/|\/src\/callers\/(rate-limit|quota-lease-store)\./],
+  ['JSON body', /\/src\/http\/json-body\.|node_modules\/(body-parser|raw-body|iconv-lite)\//],
+  ['validation (zod) + route handlers', /node_modules\/zod\/|\/src\/routes\//],
+  ['forwarder, tokens, plan reads', /\/src\/(upstream|store)\//],
+  ['circuit breaker (cockatiel)', /node_modules\/cockatiel\//],
+  ['proxy (http-proxy-middleware, httpxy)', /node_modules\/(http-proxy-middleware|httpxy)\//],
+  ['request context (id, markers)', /\/src\/http\/(request-context|request-id)\./],
+  ['Redis client (ioredis)', /node_modules\/(ioredis|redis-parser|@ioredis\/[^/]+)\//],
+  [
+    'Express + router',
+    /node_modules\/(express|router|path-to-regexp|finalhandler|proxy-addr|forwarded|type-is|parseurl)\//,
+  ],
+];
+const OUTSIDE_FEATURES = 'Node.js HTTP, streams, timers (no feature on the stack)';
+const PSEUDO_FRAMES = new Set(['(garbage collector)', '(program)']);
+
+export function summarizeProfile(file: string, top = 15, requests?: number): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const parentOf = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
   const selfUs = new Map<number, number>();
   profile.samples.forEach((id, i) => {
     selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
   });
   const functions = new Map<string, number>();
   const packages = new Map<string, number>();
+  const features = new Map<string, number>();
   let total = 0;
+  let busy = 0;
   for (const [id, us] of selfUs) {
     const frame = byId.get(id)?.callFrame;
     if (!frame) continue;
@@ -49,13 +89,35 @@ export function summarizeProfile(file: string, top = 15): ProfileSummary {
     functions.set(name, (functions.get(name) ?? 0) + us);
     const pkg = packageOf(frame);
     packages.set(pkg, (packages.get(pkg) ?? 0) + us);
+    if (frame.functionName === '(idle)') continue;
+    const feature = PSEUDO_FRAMES.has(frame.functionName)
+      ? frame.functionName
+      : featureOf(id, byId, parentOf);
+    features.set(feature, (features.get(feature) ?? 0) + us);
+    busy += us;
   }
-  const entries = (map: Map<string, number>) =>
+  const entries = (map: Map<string, number>, limit = top, of = total) =>
     [...map]
       .sort((a, b) => b[1] - a[1])
-      .slice(0, top)
-      .map(([name, us]) => ({ name, selfMs: us / 1000, percent: (100 * us) / total }));
-  return { totalMs: total / 1000, functions: entries(functions), packages: entries(packages) };
+      .slice(0, limit)
+      .map(([name, us]) => ({ name, selfMs: us / 1000, percent: (100 * us) / of }));
+  return {
+    totalMs: total / 1000,
+    functions: entries(functions),
+    packages: entries(packages),
+    features: entries(features, features.size, busy),
+    requests,
+  };
+}
+
+/** The innermost feature on the sample's stack. */
+function featureOf(id: number, byId: Map<number, ProfileNode>, parentOf: Map<number, number>): string {
+  for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+    const url = byId.get(at)?.callFrame.url;
+    if (!url) continue;
+    for (const [feature, code] of FEATURES) if (code.test(url)) return feature;
+  }
+  return OUTSIDE_FEATURES;
 }
 
 function shortUrl(url: string): string {
@@ -94,14 +156,26 @@ export function formatProfile(summary: ProfileSummary): string {
   lines.push('', 'self time by package:');
   for (const e of summary.packages)
     lines.push(`  ${e.percent.toFixed(1).padStart(5)}%  ${e.selfMs.toFixed(0).padStart(6)} ms  ${e.name}`);
+  const { requests } = summary;
+  lines.push(
+    '',
+    `busy time by gateway feature (innermost feature on the stack; % of busy time${requests ? ', µs per request' : ''}):`,
+  );
+  for (const e of summary.features) {
+    const perRequest = requests ? `  ${((e.selfMs * 1000) / requests).toFixed(1).padStart(6)} µs` : '';
+    lines.push(
+      `  ${e.percent.toFixed(1).padStart(5)}%  ${e.selfMs.toFixed(0).padStart(6)} ms${perRequest}  ${e.name}`,
+    );
+  }
   return lines.join('\n');
 }
 
 if (require.main === module) {
-  const [file, top] = process.argv.slice(2);
+  const [file, top, requests] = process.argv.slice(2);
   if (!file) {
-    process.stderr.write('usage: node dist/bench/profile-summary.js <file.cpuprofile> [topN]\n');
+    process.stderr.write('usage: node dist/bench/profile-summary.js <file.cpuprofile> [topN] [requests]\n');
     process.exit(2);
   }
-  process.stdout.write(`${formatProfile(summarizeProfile(file, Number(top ?? 15)))}\n`);
+  const summary = summarizeProfile(file, Number(top ?? 15), requests ? Number(requests) : undefined);
+  process.stdout.write(`${formatProfile(summary)}\n`);
 }

@@ -466,12 +466,13 @@ async function profileGateway(
     ['--cpu-prof', `--cpu-prof-dir=${dir}`],
   );
   const target: Target = { name: 'gateway', url: profiled.url, headers, cpu: () => null };
-  await runLoad(kind.spec(target, settings.warmupSeconds));
-  await runLoad(kind.spec(target, Math.max(settings.durationSeconds, 10)));
+  const warmup = await runLoad(kind.spec(target, settings.warmupSeconds));
+  const load = await runLoad(kind.spec(target, Math.max(settings.durationSeconds, 10)));
   await profiled.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile') && !before.has(f));
   if (!file) return '(no .cpuprofile was written)';
-  return `${join(dir, file)}\n${formatProfile(summarizeProfile(join(dir, file), 15))}`;
+  const requests = warmup.responses + load.responses; // the profile covers both
+  return `${join(dir, file)}\n${formatProfile(summarizeProfile(join(dir, file), 15, requests))}`;
 }
 
 // --- processes --------------------------------------------------------------------------------------------
@@ -532,7 +533,13 @@ http {
   upstream simulator {
     server ${upstream.hostname}:${upstream.port};
     keepalive 64;
+    # Below Node's 5 s server keep-alive (the gateway's agent does the same): nginx's default of 60 s reuses
+    # connections the simulator has just closed, and answers those requests 502.
+    keepalive_timeout 4s;
   }
+  # Like Node's servers, no limit on requests per caller connection (nginx closes one every 1000 by default, and
+  # a request the load generator sends as it closes fails).
+  keepalive_requests 1000000;
   server {
     listen 127.0.0.1:${port};
     location / {

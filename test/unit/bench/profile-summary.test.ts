@@ -1,0 +1,77 @@
+// The profile summary's view by feature: each sample counts for the innermost gateway feature on its stack.
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { formatProfile, summarizeProfile } from '../../../bench/profile-summary';
+import { tempDir } from '../../support/temp-dir';
+
+const APP = 'file:///srv/gateway/dist/src';
+const MODULES = 'file:///srv/gateway/node_modules';
+
+/** A tiny .cpuprofile: a tree of frames and, per leaf, the µs sampled there. */
+function writeProfile(): string {
+  const frame = (functionName: string, url = '') => ({ functionName, url, lineNumber: 1, columnNumber: 1 });
+  const nodes = [
+    { id: 1, callFrame: frame('(root)'), children: [2, 3, 4, 5, 9] },
+    { id: 2, callFrame: frame('(idle)') },
+    { id: 3, callFrame: frame('(garbage collector)') },
+    // Express runs helmet, which sets headers (Node's code, counted for helmet) and calls next() into Express.
+    { id: 4, callFrame: frame('handle', `${MODULES}/express/lib/application.js`), children: [6] },
+    { id: 6, callFrame: frame('helmetMiddleware', `${MODULES}/helmet/index.cjs`), children: [7, 8] },
+    { id: 7, callFrame: frame('setHeader', 'node:_http_outgoing') },
+    { id: 8, callFrame: frame('next', `${MODULES}/router/index.js`) },
+    // The request log's close handler calls pino, which writes to the file (a native frame).
+    { id: 5, callFrame: frame('onClose', `${APP}/observability/request-log.js`), children: [10] },
+    { id: 10, callFrame: frame('write', `${MODULES}/pino/lib/proto.js`), children: [11] },
+    { id: 11, callFrame: frame('writeSync') },
+    // Node's HTTP parser with no feature on the stack.
+    { id: 9, callFrame: frame('parserOnHeadersComplete', 'node:_http_common') },
+  ];
+  const samples: Record<number, number> = {
+    2: 5_000,
+    3: 1_000,
+    4: 500,
+    6: 200,
+    7: 300,
+    8: 400,
+    5: 100,
+    10: 700,
+    11: 1_200,
+    9: 600,
+  };
+  const ids = Object.keys(samples).map(Number);
+  const file = join(tempDir('bff-profile-'), 'test.cpuprofile');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      nodes,
+      samples: ids,
+      timeDeltas: ids.map((id) => samples[id]),
+      startTime: 0,
+      endTime: 10_000,
+    }),
+  );
+  return file;
+}
+
+describe('profile summary by feature', () => {
+  test('counts each sample for the innermost feature on its stack, idle left out, GC apart', () => {
+    const summary = summarizeProfile(writeProfile(), 15, 10);
+    const features = Object.fromEntries(summary.features.map((e) => [e.name, e.selfMs]));
+    expect(features).toEqual({
+      'request log': 2.0, // its handler 0.1 + pino 0.7 + the native write under it 1.2
+      'Express + router': 0.9, // application.js 0.5 + router next 0.4 (called by helmet, but router's own code)
+      'security headers (helmet)': 0.5, // helmet 0.2 + Node's setHeader under it 0.3
+      '(garbage collector)': 1.0,
+      'Node.js HTTP, streams, timers (no feature on the stack)': 0.6,
+    });
+    const busyMs = 5.0;
+    for (const entry of summary.features) expect(entry.percent).toBeCloseTo((100 * entry.selfMs) / busyMs, 6);
+    expect(summary.features[0]?.name).toBe('request log');
+  });
+
+  test('prints µs per request when the number of requests is known', () => {
+    const text = formatProfile(summarizeProfile(writeProfile(), 15, 10));
+    expect(text).toMatch(/40\.0%\s+2 ms\s+200\.0 µs\s+request log/);
+    expect(formatProfile(summarizeProfile(writeProfile(), 15))).not.toContain('µs');
+  });
+});
