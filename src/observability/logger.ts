@@ -88,12 +88,19 @@ export function maskDocumentId(id: string): string {
 const LOG_FILE_BATCH_BYTES = 16 * 1024;
 /** ...and at least this often, so a quiet gateway's lines reach the file too. */
 const LOG_FILE_FLUSH_MS = 1000;
+/** While the file cannot be written (disk full, say), lines wait up to this many bytes; later ones are dropped. */
+const LOG_FILE_MAX_PENDING_BYTES = 8 * 1024 * 1024;
+
+type SonicBoom = ReturnType<typeof pino.destination>;
 
 /**
  * A LOG_FILE: lines gather in a 16 KiB batch written with one synchronous write when full, at least once a second,
- * and on shutdown (flushLogger). Under load that costs less than asynchronous writes (no thread-pool round trip per
- * batch). The batch holds bytes (sonic-boom's buffer mode): as text, sonic-boom re-measures the whole pending batch
- * on every line, so the larger the batch the more each line cost; as bytes, a line costs one small copy.
+ * on shutdown (flushLogger) and when the process exits for any other reason (a crash included). Under load that
+ * costs less than asynchronous writes (no thread-pool round trip per batch). The batch holds bytes (sonic-boom's
+ * buffer mode): as text, sonic-boom re-measures the whole pending batch on every line, so the larger the batch the
+ * more each line cost; as bytes, a line costs its encoding and one copy into the batch.
+ * A file that cannot be written never stops the gateway: one warning goes to stderr, lines wait (up to 8 MiB) and
+ * go out with the next write that succeeds.
  */
 function fileDestination(file: string): DestinationStream & { flush(done?: (error?: Error) => void): void } {
   const batch = pino.destination({
@@ -102,13 +109,48 @@ function fileDestination(file: string): DestinationStream & { flush(done?: (erro
     contentMode: 'buffer',
     minLength: LOG_FILE_BATCH_BYTES,
     maxWrite: 4 * LOG_FILE_BATCH_BYTES,
+    maxLength: LOG_FILE_MAX_PENDING_BYTES,
     periodicFlush: LOG_FILE_FLUSH_MS,
   });
+  warnOnceOnTrouble(batch, file);
+  flushOnExit(batch);
   return {
     // pino hands over text; in buffer mode sonic-boom takes bytes.
     write: (line: string) => batch.write(Buffer.from(line) as unknown as string),
     flush: (done) => batch.flush(done),
   };
+}
+
+/** A failed write or a dropped line is reported once per file on stderr (the log itself may be what is failing). */
+function warnOnceOnTrouble(batch: SonicBoom, file: string): void {
+  let warned = false;
+  const warn = (what: string) => {
+    if (warned) return;
+    warned = true;
+    process.stderr.write(
+      `payments-bff: LOG_FILE ${file}: ${what}; lines wait in memory and may be dropped\n`,
+    );
+  };
+  batch.on('error', (error: NodeJS.ErrnoException) => warn(`write failed (${error.code ?? error.message})`));
+  batch.on('drop', () => warn('more than 8 MiB unwritten'));
+}
+
+const batchesToFlushOnExit = new Set<SonicBoom>();
+
+/** The last lines of a process that exits without a graceful shutdown (an uncaught error) still reach the file. */
+function flushOnExit(batch: SonicBoom): void {
+  if (batchesToFlushOnExit.size === 0) {
+    process.once('exit', () => {
+      for (const pending of batchesToFlushOnExit) {
+        try {
+          pending.flushSync();
+        } catch {
+          // Nothing left to tell: the process is going and the file cannot take the lines.
+        }
+      }
+    });
+  }
+  batchesToFlushOnExit.add(batch);
 }
 
 function openLogFile(file: string): number {

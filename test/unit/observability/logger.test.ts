@@ -1,4 +1,5 @@
 // The LOG_FILE destination: batched synchronous writes, a flush at least once a second, nothing lost or mangled.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -39,16 +40,26 @@ describe('LOG_FILE destination', () => {
     });
   });
 
-  test('lines are batched: one line waits, a full batch (16 KiB) is written at once', async () => {
-    const { file, logger } = fileLogger();
-    logger.info({ seq: 0 }, 'first');
-    expect(sizeOf(file)).toBe(0);
+  test('lines are batched: they wait while the batch is under 16 KiB and all go out with the line that fills it', () => {
+    // Every line below has the same length (fixed fields, fixed-width time); measure it once.
+    const filler = 'x'.repeat(500);
+    const probe: string[] = [];
+    createLogger({ level: 'info', stream: { write: (line: string) => probe.push(line) } }).info(
+      { seq: 10, filler },
+      'filler',
+    );
+    const lineBytes = Buffer.byteLength(probe[0] as string);
+    const linesUnderBatch = Math.ceil((16 * 1024) / lineBytes) - 1;
+    expect(linesUnderBatch * lineBytes).toBeLessThan(16 * 1024);
 
-    const filler = 'x'.repeat(1000);
-    for (let i = 1; i <= 17; i++) logger.info({ seq: i, filler }, 'filler');
-    expect(sizeOf(file)).toBeGreaterThan(16 * 1024);
-    await flushLogger(logger);
-    expect(linesOf(file).map((line) => line.seq)).toEqual([...Array(18).keys()]);
+    const { file, logger } = fileLogger();
+    for (let i = 0; i < linesUnderBatch; i++) logger.info({ seq: 10 + i, filler }, 'filler');
+    expect(sizeOf(file)).toBe(0);
+    logger.info({ seq: 10 + linesUnderBatch, filler }, 'filler');
+    expect(sizeOf(file)).toBe((linesUnderBatch + 1) * lineBytes);
+    expect(linesOf(file).map((line) => line.seq)).toEqual(
+      Array.from({ length: linesUnderBatch + 1 }, (_, i) => 10 + i),
+    );
   });
 
   test('a quiet logger still gets its lines to the file within about a second, with no flush and no more lines', async () => {
@@ -76,13 +87,50 @@ describe('LOG_FILE destination', () => {
       expect(text).not.toContain(secret);
     expect(text).toContain('[redacted]');
   });
+  test('the lines logged just before an uncaught error still reach the file when the process dies', () => {
+    const file = join(tempDir('bff-logger-crash-'), 'gateway.log');
+    const script = [
+      `const { createLogger } = require(${JSON.stringify(require.resolve('../../../src/observability/logger'))});`,
+      `const logger = createLogger({ level: 'info', file: ${JSON.stringify(file)} });`,
+      "for (let seq = 0; seq < 3; seq++) logger.info({ seq }, 'last words');",
+      "throw new Error('crash on purpose');",
+    ].join('\n');
+    const crashed = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { encoding: 'utf8' });
+    expect(crashed.status).toBe(1);
+    expect(crashed.stderr).toContain('crash on purpose');
+    expect(linesOf(file).map((line) => [line.seq, line.msg])).toEqual([
+      [0, 'last words'],
+      [1, 'last words'],
+      [2, 'last words'],
+    ]);
+  });
+
+  test('a file that cannot be written (disk full) never throws into the caller: one warning on stderr, no line in it', () => {
+    const warnings: string[] = [];
+    const stderr = jest.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      warnings.push(String(chunk));
+      return true;
+    });
+    try {
+      // /dev/full accepts the open and fails every write with ENOSPC.
+      const logger = createLogger({ level: 'info', file: '/dev/full' });
+      const secretish = 'line-content-'.repeat(100);
+      // Past the first batch (a failed write) and past the 8 MiB kept for later (dropped lines).
+      for (let i = 0; i < 8_000; i++) expect(() => logger.info({ seq: i, secretish }, 'line')).not.toThrow();
+    } finally {
+      stderr.mockRestore();
+    }
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/LOG_FILE \/dev\/full: write failed \(ENOSPC\)/);
+    expect(warnings[0]).not.toContain('line-content');
+  });
 });
 
 describe('isoTimestamp', () => {
-  /** Any instant toISOString writes with a four-digit year (0000-9999), before 1970 included. */
+  /** Any instant toISOString writes, four-digit and six-digit (±YYYYYY) years and before 1970 included. */
   const instant = fc.integer({
-    min: Date.parse('0000-01-01T00:00:00.000Z'),
-    max: Date.parse('9999-12-31T23:00:00.000Z'),
+    min: Date.parse('-100000-01-01T00:00:00.000Z'),
+    max: Date.parse('+100000-12-31T23:00:00.000Z'),
   });
 
   test("writes pino's isoTime for every instant, whatever the order of the calls", () => {
