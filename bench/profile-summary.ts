@@ -40,28 +40,39 @@ export interface ProfileSummary {
  * so a feature's time includes the Node.js work it calls (the forwarder's includes writing to the sockets) but not
  * the features it calls in turn (Express's `next()` into the next middleware counts for Express).
  */
-const FEATURES: ReadonlyArray<readonly [string, RegExp]> = [
+const FEATURES: ReadonlyArray<readonly [string, ReadonlyArray<RegExp>]> = [
   [
     'request log',
-    /node_modules\/(pino|sonic-boom|quick-format-unescaped)\/|\/src\/observability\/(logger|request-log)\./,
+    [packages('pino|sonic-boom|quick-format-unescaped'), ownCode('observability/(logger|request-log)\\.')],
   ],
-  ['metrics', /node_modules\/prom-client\//],
-  ['security headers (helmet)', /node_modules\/helmet\//],
-  ['CORS', /\/src\/callers\/cors\./],
-  ['authentication', /\/src\/callers\/(authenticate|client-registry|oidc-verifier)\.|node_modules\/jose\//],
-  ['rate limit', /node_modules\/express-rate-limit\/|\/src\/callers\/(rate-limit|quota-lease-store)\./],
-  ['JSON body', /\/src\/http\/json-body\.|node_modules\/(body-parser|raw-body|iconv-lite)\//],
-  ['validation (zod) + route handlers', /node_modules\/zod\/|\/src\/routes\//],
-  ['forwarder, tokens, plan reads', /\/src\/(upstream|store)\//],
-  ['circuit breaker (cockatiel)', /node_modules\/cockatiel\//],
-  ['proxy (http-proxy-middleware, httpxy)', /node_modules\/(http-proxy-middleware|httpxy)\//],
-  ['request context (id, markers)', /\/src\/http\/(request-context|request-id)\./],
-  ['Redis client (ioredis)', /node_modules\/(ioredis|redis-parser|@ioredis\/[^/]+)\//],
+  ['metrics', [packages('prom-client')]],
+  ['security headers (helmet)', [packages('helmet')]],
+  ['CORS', [ownCode('callers/cors\\.')]],
+  ['authentication', [ownCode('callers/(authenticate|client-registry|oidc-verifier)\\.'), packages('jose')]],
+  ['rate limit', [packages('express-rate-limit'), ownCode('callers/(rate-limit|quota-lease-store)\\.')]],
+  ['JSON body', [ownCode('http/json-body\\.'), packages('body-parser|raw-body|iconv-lite')]],
+  ['validation (zod) + route handlers', [packages('zod'), ownCode('routes/')]],
+  ['circuit breaker (cockatiel)', [packages('cockatiel'), ownCode('upstream/circuit-breaker\\.')]],
+  ['forwarder, tokens, plan reads', [ownCode('(upstream|store)/')]],
+  ['proxy (http-proxy-middleware, httpxy)', [packages('http-proxy-middleware|httpxy')]],
+  ['request context (id, markers)', [ownCode('http/(request-context|request-id)\\.')]],
+  ['Redis client (ioredis)', [packages('ioredis|redis-parser|@ioredis/[^/]+')]],
   [
     'Express + router',
-    /node_modules\/(express|router|path-to-regexp|finalhandler|proxy-addr|forwarded|type-is|parseurl)\//,
+    [packages('express|router|path-to-regexp|finalhandler|proxy-addr|forwarded|type-is|parseurl')],
   ],
 ];
+
+/** Code of the named packages (a `|`-separated pattern). */
+function packages(names: string): RegExp {
+  return new RegExp(`/node_modules/(?:${names})/`);
+}
+
+/** The gateway's own code under `src/` (built or not), never a package's `src/` folder. */
+function ownCode(path: string): RegExp {
+  return new RegExp(`^(?!.*/node_modules/).*/src/(?:${path})`);
+}
+
 const OUTSIDE_FEATURES = 'Node.js HTTP, streams, timers (no feature on the stack)';
 const PSEUDO_FRAMES = new Set(['(garbage collector)', '(program)']);
 
@@ -115,7 +126,7 @@ function featureOf(id: number, byId: Map<number, ProfileNode>, parentOf: Map<num
   for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
     const url = byId.get(at)?.callFrame.url;
     if (!url) continue;
-    for (const [feature, code] of FEATURES) if (code.test(url)) return feature;
+    for (const [feature, code] of FEATURES) if (code.some((pattern) => pattern.test(url))) return feature;
   }
   return OUTSIDE_FEATURES;
 }

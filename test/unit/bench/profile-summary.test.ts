@@ -7,10 +7,36 @@ import { tempDir } from '../../support/temp-dir';
 const APP = 'file:///srv/gateway/dist/src';
 const MODULES = 'file:///srv/gateway/node_modules';
 
-/** A tiny .cpuprofile: a tree of frames and, per leaf, the µs sampled there. */
+interface Node {
+  id: number;
+  callFrame: ReturnType<typeof frame>;
+  children?: number[];
+}
+
+function frame(functionName: string, url = '') {
+  return { functionName, url, lineNumber: 1, columnNumber: 1 };
+}
+
+/** A .cpuprofile of the given frames and, per frame, the µs sampled there. */
+function writeProfileOf(nodes: Node[], samples: Record<number, number>): string {
+  const ids = Object.keys(samples).map(Number);
+  const file = join(tempDir('bff-profile-'), 'test.cpuprofile');
+  writeFileSync(
+    file,
+    JSON.stringify({
+      nodes,
+      samples: ids,
+      timeDeltas: ids.map((id) => samples[id]),
+      startTime: 0,
+      endTime: 10_000,
+    }),
+  );
+  return file;
+}
+
+/** A tiny profile of a gateway: Express, helmet, the request log, GC, idle and Node's own HTTP work. */
 function writeProfile(): string {
-  const frame = (functionName: string, url = '') => ({ functionName, url, lineNumber: 1, columnNumber: 1 });
-  const nodes = [
+  const nodes: Node[] = [
     { id: 1, callFrame: frame('(root)'), children: [2, 3, 4, 5, 9] },
     { id: 2, callFrame: frame('(idle)') },
     { id: 3, callFrame: frame('(garbage collector)') },
@@ -38,19 +64,7 @@ function writeProfile(): string {
     11: 1_200,
     9: 600,
   };
-  const ids = Object.keys(samples).map(Number);
-  const file = join(tempDir('bff-profile-'), 'test.cpuprofile');
-  writeFileSync(
-    file,
-    JSON.stringify({
-      nodes,
-      samples: ids,
-      timeDeltas: ids.map((id) => samples[id]),
-      startTime: 0,
-      endTime: 10_000,
-    }),
-  );
-  return file;
+  return writeProfileOf(nodes, samples);
 }
 
 describe('profile summary by feature', () => {
@@ -73,5 +87,23 @@ describe('profile summary by feature', () => {
     const text = formatProfile(summarizeProfile(writeProfile(), 15, 10));
     expect(text).toMatch(/40\.0%\s+2 ms\s+200\.0 µs\s+request log/);
     expect(formatProfile(summarizeProfile(writeProfile(), 15))).not.toContain('µs');
+  });
+
+  test("a gateway module counts for its own feature, and a package's src/ folder is never taken for the gateway's", () => {
+    const nodes: Node[] = [
+      { id: 1, callFrame: frame('(root)'), children: [2, 4] },
+      // The forwarder calls the circuit breaker: the breaker's wrapper is its own feature, not the forwarder's.
+      { id: 2, callFrame: frame('forward', `${APP}/upstream/forwarder.js`), children: [3] },
+      { id: 3, callFrame: frame('execute', `${APP}/upstream/circuit-breaker.js`) },
+      // A dependency that happens to ship src/routes/ and src/upstream/ folders.
+      { id: 4, callFrame: frame('route', `${MODULES}/some-lib/src/routes/index.js`), children: [5] },
+      { id: 5, callFrame: frame('call', `${MODULES}/some-lib/src/upstream/client.js`) },
+    ];
+    const summary = summarizeProfile(writeProfileOf(nodes, { 2: 100, 3: 200, 4: 300, 5: 400 }));
+    expect(Object.fromEntries(summary.features.map((e) => [e.name, e.selfMs]))).toEqual({
+      'forwarder, tokens, plan reads': 0.1,
+      'circuit breaker (cockatiel)': 0.2,
+      'Node.js HTTP, streams, timers (no feature on the stack)': 0.7,
+    });
   });
 });
