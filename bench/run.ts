@@ -1,10 +1,13 @@
 // `npm run bench`: the gateway with every feature on, side by side with the simulator called directly, a
 // hand-written Express + http-proxy-middleware proxy (bench/bare-proxy.ts) and, when installed, nginx.
 //
-//   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep]
+//   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep] [-- --compare DIR]
 //   BENCH_DURATION_SECONDS (5)  BENCH_ROUNDS (3)  BENCH_CONNECTIONS (32)  BENCH_RATE (500)
 //   BENCH_FLEET_TTL_SECONDS (6)  BENCH_FLEET_LIFETIMES (4)  BENCH_WARMUP_SECONDS (2)
 //   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under
+//
+// --compare DIR adds a second gateway run from another checkout's build (DIR/dist, DIR/node_modules), e.g. a git
+// worktree of main, as the target `compare`: the same settings, measured in the same rounds, paired with `gateway`.
 //
 // Every process is a child of this one, on 127.0.0.1, and is killed at the end, on error and on Ctrl-C.
 import { randomUUID } from 'node:crypto';
@@ -22,6 +25,14 @@ import {
   writeLoadClient,
 } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
+import {
+  formatComparison,
+  formatRatio,
+  type PairedRatio,
+  pairedComparison,
+  pairedRatio,
+  round,
+} from './lib/paired';
 import {
   alive,
   cpuTimeMs,
@@ -57,10 +68,11 @@ const args = process.argv.slice(2);
 const outFile = argValue('--out');
 const profileDir = argValue('--profile-dir');
 const profile = args.includes('--profile') || profileDir !== undefined;
+const compareBuild = compareBuildDir(argValue('--compare'));
 const keep = args.includes('--keep');
 
 interface Target {
-  readonly name: 'direct' | 'bare-proxy' | 'gateway' | 'nginx';
+  readonly name: 'direct' | 'bare-proxy' | 'gateway' | 'nginx' | 'compare';
   readonly url: string;
   readonly headers: Record<string, string>;
   /** Processes whose CPU time is charged to this target (nginx: master and its worker). */
@@ -85,15 +97,6 @@ interface Row {
   readonly errors: number;
   /** Not in the JSON: upstream calls per request, shown in the table. */
   readonly upstreamPerRequest?: number;
-}
-
-interface PairedRatio {
-  /** Median over rounds of the round's throughput ratio. */
-  readonly median: number;
-  readonly min: number;
-  readonly max: number;
-  /** Median throughput of one target over the other's (the two medians may come from different rounds). */
-  readonly ofMedians: number;
 }
 
 interface Sample extends LoadResult {
@@ -130,6 +133,14 @@ async function main(): Promise<void> {
     'gateway',
     gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench:' }),
   );
+  const compare = compareBuild
+    ? await startGatewayProcess(
+        'compare',
+        gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench-compare:' }),
+        [],
+        compareBuild,
+      )
+    : undefined;
   const bare = await startBareProxy(simulator.url, accessToken);
   const nginx = await startNginx(tmp, simulator.url, accessToken);
   if (!nginx) log('nginx is not on the PATH: the nginx anchor is skipped');
@@ -151,6 +162,14 @@ async function main(): Promise<void> {
       url: nginx.url,
       headers: callerHeaders,
       cpu: () => cpuTimeMs(nginx.proc.pid, true),
+    });
+  // Right after `gateway`, so the two builds run back to back in every round.
+  if (compare)
+    targets.splice(targets.findIndex((t) => t.name === 'gateway') + 1, 0, {
+      name: 'compare',
+      url: compare.url,
+      headers: callerHeaders,
+      cpu: () => cpuTimeMs(compare.proc.pid),
     });
   const all = targets.map((t) => t.name);
 
@@ -197,7 +216,7 @@ async function main(): Promise<void> {
     },
     {
       name: `plan GET @${settings.rate}rps`,
-      targets: all.filter((n) => n !== 'nginx'),
+      targets: all.filter((n) => n !== 'nginx' && n !== 'compare'),
       upstreamCounter: 'planReads',
       spec: (t, d) => ({
         url: `${t.url}/api/subscriptions/plan/${PLAN_ID}`,
@@ -231,7 +250,7 @@ async function main(): Promise<void> {
             `${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms.toFixed(2)} ms  ` +
             `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}`,
         );
-        for (const proc of [simulator.proc, gateway.proc, bare.proc])
+        for (const proc of [simulator.proc, gateway.proc, bare.proc, ...(compare ? [compare.proc] : [])])
           if (!alive(proc)) throw new Error(`${proc.name} died:\n${proc.output()}`);
       }
     }
@@ -257,29 +276,27 @@ async function main(): Promise<void> {
   // Ratios are paired: the two targets of a round run back to back, so a slow moment of the shared machine weighs
   // on both; the median over rounds is the ratio, with the range of the rounds beside it. The ratio of the two
   // median throughputs (which may come from different rounds) is reported too.
-  const pair = (name: string, a: Target['name'], b: Target['name']): PairedRatio | null => {
-    const as = samples.get(`${name}\u0000${a}`) ?? [];
-    const bs = samples.get(`${name}\u0000${b}`) ?? [];
-    const perRound = as.flatMap((sample, i) => {
-      const other = bs[i];
-      return other && other.rps > 0 ? [sample.rps / other.rps] : [];
-    });
-    const rowA = find(name, a);
-    const rowB = find(name, b);
-    if (perRound.length === 0 || !rowA || !rowB || rowB.rps <= 0) return null;
-    return {
-      median: round(median(perRound), 3),
-      min: round(Math.min(...perRound), 3),
-      max: round(Math.max(...perRound), 3),
-      ofMedians: round(rowA.rps / rowB.rps, 3),
-    };
-  };
+  const pair = (name: string, a: Target['name'], b: Target['name']): PairedRatio | null =>
+    pairedRatio(samples.get(`${name}\u0000${a}`) ?? [], samples.get(`${name}\u0000${b}`) ?? []);
   const paired = {
     gatewayOverBareGet: pair('plan GET', 'gateway', 'bare-proxy'),
     gatewayOverBarePost: pair('validation POST', 'gateway', 'bare-proxy'),
     gatewayOverDirectGet: pair('plan GET', 'gateway', 'direct'),
     gatewayOverBareGetUniqueIds: pair('plan GET unique ids', 'gateway', 'bare-proxy'),
   };
+  const comparison = compare
+    ? Object.fromEntries(
+        kinds
+          .filter((kind) => kind.targets.includes('compare'))
+          .map((kind) => [
+            kind.name,
+            pairedComparison(
+              samples.get(`${kind.name}\u0000compare`) ?? [],
+              samples.get(`${kind.name}\u0000gateway`) ?? [],
+            ),
+          ]),
+      )
+    : undefined;
   const ratios = {
     gatewayOverBareGet: paired.gatewayOverBareGet?.median ?? null,
     gatewayOverBarePost: paired.gatewayOverBarePost?.median ?? null,
@@ -303,7 +320,7 @@ async function main(): Promise<void> {
   const profileKind = kinds.find((k) => k.name === (process.env.BENCH_PROFILE_SCENARIO || 'plan GET'));
   if (profile) profileText = await profileGateway(tmp, simulator.url, gatewayEnv, callerHeaders, profileKind);
 
-  await Promise.all([gateway.proc.stop(), bare.proc.stop(), nginx?.proc.stop()]);
+  await Promise.all([gateway.proc.stop(), bare.proc.stop(), nginx?.proc.stop(), compare?.proc.stop()]);
 
   // --- a fleet of replicas over several short token lifetimes ----------------------------------------------
   const tokens = await fleet(gatewayEnv, callerHeaders);
@@ -328,6 +345,7 @@ async function main(): Promise<void> {
       refreshes: tokens.refreshes,
     },
     coalescing,
+    ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
     formatReport(rows, paired, added, tokens, coalescing, {
@@ -336,6 +354,14 @@ async function main(): Promise<void> {
       metricsOk,
     }),
   );
+  if (comparison)
+    process.stdout.write(
+      [
+        `\ncompare (${compareBuild}) against gateway (${ROOT}), paired by round:`,
+        ...Object.entries(comparison).map(([scenario, c]) => formatComparison(scenario, c)),
+        '',
+      ].join('\n'),
+    );
   if (profileText)
     process.stdout.write(`\nGateway CPU profile under the "${profileKind?.name}" load\n${profileText}\n`);
   if (outFile) {
@@ -665,17 +691,19 @@ function formatReport(
   return out.join('\n');
 }
 
+// --- comparing two builds ------------------------------------------------------------------------------------
+
+/** The checkout `--compare` names, checked before anything starts. */
+function compareBuildDir(dir: string | undefined): string | undefined {
+  if (dir === undefined) return undefined;
+  const build = resolve(dir);
+  for (const needed of ['dist/src/main.js', 'node_modules'])
+    if (!existsSync(join(build, needed)))
+      throw new Error(`bench: --compare ${dir}: no ${needed} there (run npm ci and npm run build in it)`);
+  return build;
+}
+
 // --- small things -----------------------------------------------------------------------------------------
-
-function formatRatio(r: PairedRatio | null): string {
-  if (!r) return 'n/a';
-  return `${r.median.toFixed(3)} [${r.min.toFixed(3)}-${r.max.toFixed(3)}]; of medians ${r.ofMedians.toFixed(3)}`;
-}
-
-function round(value: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(value * f) / f;
-}
 
 function nullable(value: number, digits: number): number | null {
   return Number.isFinite(value) ? round(value, digits) : null;

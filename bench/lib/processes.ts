@@ -143,13 +143,15 @@ export async function startSimulatorProcess(name: string, env: Record<string, st
 }
 
 /** A gateway (`node dist/src/main.js`) on a free port, resolved once /readyz answers 200. */
+/** A gateway process; `build` is the checkout whose `dist/` it runs (this one unless comparing builds). */
 export async function startGatewayProcess(
   name: string,
   env: Record<string, string>,
   nodeArgs: string[] = [],
+  build: string = ROOT,
 ): Promise<Served> {
   const port = await freePort();
-  const proc = start(name, NODE, [...nodeArgs, join(ROOT, 'dist/src/main.js')], {
+  const proc = start(name, NODE, [...nodeArgs, join(build, 'dist/src/main.js')], {
     cwd: ROOT,
     env: { HOST: '127.0.0.1', PORT: String(port), ...env },
   });

@@ -1,0 +1,97 @@
+// Paired comparisons of two targets measured in the same rounds: each round runs the two back to back, so a slow
+// moment of the shared machine weighs on both. Used for the gateway/bare ratios and for `--compare` (two builds).
+import { median } from './load';
+
+/** What one target gave in one round. */
+export interface RoundSample {
+  readonly rps: number;
+  readonly cpuMsPerRequest: number | null;
+}
+
+export interface PairedRatio {
+  /** Median over rounds of the round's throughput ratio. */
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  /** Median throughput of one target over the other's (the two medians may come from different rounds). */
+  readonly ofMedians: number;
+}
+
+/** Throughput of `a` over `b`, round by round; null when no round has both. */
+export function pairedRatio(a: readonly RoundSample[], b: readonly RoundSample[]): PairedRatio | null {
+  const perRound = a.flatMap((sample, i) => {
+    const other = b[i];
+    return other && other.rps > 0 ? [sample.rps / other.rps] : [];
+  });
+  const medianB = median(b.map((s) => s.rps));
+  if (perRound.length === 0 || !(medianB > 0)) return null;
+  return {
+    median: round(median(perRound), 3),
+    min: round(Math.min(...perRound), 3),
+    max: round(Math.max(...perRound), 3),
+    ofMedians: round(median(a.map((s) => s.rps)) / medianB, 3),
+  };
+}
+
+/** Build `compare` against build `gateway` in one scenario. */
+export interface PairedComparison {
+  /** Throughput of `compare` over `gateway`. */
+  readonly throughput: PairedRatio | null;
+  /** CPU µs per request of `compare` minus `gateway`: median, lowest and highest round. */
+  readonly cpuUsPerRequestDelta: {
+    readonly median: number;
+    readonly min: number;
+    readonly max: number;
+  } | null;
+  /** Rounds in which `compare` used less CPU per request, of the `rounds` with both measured. */
+  readonly roundsCompareCheaper: number;
+  readonly rounds: number;
+}
+
+export function pairedComparison(
+  compare: readonly RoundSample[],
+  gateway: readonly RoundSample[],
+): PairedComparison {
+  const deltas = compare.flatMap((c, i) => {
+    const g = gateway[i];
+    return g && c.cpuMsPerRequest !== null && g.cpuMsPerRequest !== null
+      ? [1000 * (c.cpuMsPerRequest - g.cpuMsPerRequest)]
+      : [];
+  });
+  return {
+    throughput: pairedRatio(compare, gateway),
+    cpuUsPerRequestDelta:
+      deltas.length === 0
+        ? null
+        : {
+            median: round(median(deltas), 1),
+            min: round(Math.min(...deltas), 1),
+            max: round(Math.max(...deltas), 1),
+          },
+    roundsCompareCheaper: deltas.filter((d) => d < 0).length,
+    rounds: deltas.length,
+  };
+}
+
+export function formatRatio(r: PairedRatio | null): string {
+  if (!r) return 'n/a';
+  return `${r.median.toFixed(3)} [${r.min.toFixed(3)}-${r.max.toFixed(3)}]; of medians ${r.ofMedians.toFixed(3)}`;
+}
+
+/** One line per scenario: the throughput ratio and the CPU difference per request. */
+export function formatComparison(scenario: string, c: PairedComparison): string {
+  const cpu = c.cpuUsPerRequestDelta;
+  const cpuText = cpu
+    ? `${signed(cpu.median)} [${signed(cpu.min)} to ${signed(cpu.max)}], lower in ${c.roundsCompareCheaper}/${c.rounds} rounds`
+    : 'n/a';
+  return `  ${scenario.padEnd(20)} req/s ${formatRatio(c.throughput)}; CPU µs/req ${cpuText}`;
+}
+
+function signed(value: number): string {
+  return `${value > 0 ? '+' : ''}${value.toFixed(1)}`;
+}
+
+export function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

@@ -1,0 +1,37 @@
+// Paired comparisons: ratios and CPU differences taken round by round, never across rounds.
+import { formatComparison, pairedComparison, pairedRatio } from '../../../bench/lib/paired';
+
+const rounds = (...pairs: Array<[number, number | null]>) =>
+  pairs.map(([rps, cpuMsPerRequest]) => ({ rps, cpuMsPerRequest }));
+
+describe('pairedRatio', () => {
+  test('is the median of the per-round ratios, with the lowest and highest round and the ratio of the medians', () => {
+    // Round 2 is a slow moment for both: per round the ratio stays 0.9 or so.
+    const gateway = rounds([900, null], [450, null], [1000, null]);
+    const bare = rounds([1000, null], [500, null], [1000, null]);
+    expect(pairedRatio(gateway, bare)).toEqual({ median: 0.9, min: 0.9, max: 1, ofMedians: 0.9 });
+  });
+
+  test('skips rounds the other target lacks and is null when no round pairs', () => {
+    expect(pairedRatio(rounds([800, null], [900, null]), rounds([1000, null]))).toMatchObject({
+      median: 0.8,
+    });
+    expect(pairedRatio(rounds([800, null]), [])).toBeNull();
+    expect(pairedRatio(rounds([800, null]), rounds([0, null]))).toBeNull();
+  });
+});
+
+describe('pairedComparison', () => {
+  test('gives the CPU difference per request in µs round by round and counts the rounds the compared build was cheaper', () => {
+    const gateway = rounds([1000, 0.18], [1000, 0.2], [1000, 0.19], [1000, null]);
+    const compare = rounds([1050, 0.175], [990, 0.203], [1100, 0.18], [1000, 0.1]);
+    const c = pairedComparison(compare, gateway);
+    expect(c.cpuUsPerRequestDelta).toEqual({ median: -5, min: -10, max: 3 });
+    expect(c.roundsCompareCheaper).toBe(2);
+    expect(c.rounds).toBe(3); // the round without the gateway's CPU is left out
+    expect(c.throughput?.median).toBe(1.025);
+    expect(formatComparison('validation POST', c)).toBe(
+      '  validation POST      req/s 1.025 [0.990-1.100]; of medians 1.025; CPU µs/req -5.0 [-10.0 to +3.0], lower in 2/3 rounds',
+    );
+  });
+});
