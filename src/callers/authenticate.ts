@@ -1,12 +1,13 @@
 // Who is calling: an X-API-Key from the registry or an SSO bearer token, attached as req.caller; and per-route scopes.
-import type { RequestHandler } from 'express';
+import type { Socket } from 'node:net';
+import type { Request, RequestHandler } from 'express';
 import { GatewayError } from '../http/gateway-error';
-import type { Scope } from './caller';
+import type { Caller, Scope } from './caller';
 import type { ClientRegistry } from './client-registry';
 import type { OidcVerifier } from './oidc-verifier';
 
 export interface AuthenticateOptions {
-  readonly registry: Pick<ClientRegistry, 'findByApiKey'>;
+  readonly registry: Pick<ClientRegistry, 'findByApiKey' | 'findById'>;
   /** Absent when OIDC_ISSUER is not configured: bearer tokens are then refused. */
   readonly oidc?: OidcVerifier;
 }
@@ -22,7 +23,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   return (req, _res, next) => {
     const apiKey = req.headers['x-api-key'];
     if (apiKey !== undefined) {
-      const caller = typeof apiKey === 'string' ? registry.findByApiKey(apiKey) : undefined;
+      const caller = typeof apiKey === 'string' ? callerOfKey(registry, req, apiKey) : undefined;
       if (!caller) {
         next(new GatewayError('CLIENT_UNAUTHENTICATED', 'The API key is not valid.'));
         return;
@@ -65,6 +66,43 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       (error: unknown) => next(error),
     );
   };
+}
+
+/** The key a keep-alive connection last presented, and the client it named. */
+const REMEMBERED_KEY = Symbol('rememberedApiKey');
+type RemembersKey = Socket & { [REMEMBERED_KEY]?: { readonly key: string; readonly caller: Caller } };
+
+/**
+ * The registry lookup hashes the key (SHA-256) on every call. A connection presents the same key request after
+ * request, so it remembers the last key that was valid and whom it named: the next request with that key skips the
+ * hash. The remembered client holds only while the registry still has that very entry (a reload builds new ones, so
+ * a revoked or rotated key is looked up again and refused), and the keys are compared in constant time, so a
+ * connection shared by several callers (a proxy in front) tells no caller anything about another's key.
+ */
+function callerOfKey(
+  registry: AuthenticateOptions['registry'],
+  req: Request,
+  key: string,
+): Caller | undefined {
+  const connection = req.socket as RemembersKey;
+  const remembered = connection[REMEMBERED_KEY];
+  if (
+    remembered &&
+    equalInConstantTime(remembered.key, key) &&
+    registry.findById(remembered.caller.id) === remembered.caller
+  )
+    return remembered.caller;
+  const caller = registry.findByApiKey(key);
+  if (caller) connection[REMEMBERED_KEY] = { key, caller };
+  return caller;
+}
+
+/** Compares every character whatever the first difference (the lengths of keys are no secret). */
+function equalInConstantTime(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let difference = 0;
+  for (let i = 0; i < a.length; i++) difference |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return difference === 0;
 }
 
 /** 403 CLIENT_FORBIDDEN when the authenticated caller lacks the route's scope. */

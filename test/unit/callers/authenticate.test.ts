@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { Agent, get, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import request from 'supertest';
 import { authenticate, requireScope } from '../../../src/callers/authenticate';
@@ -62,6 +64,101 @@ describe('authenticate with API keys', () => {
 
   test('a non-Bearer Authorization header is 401', async () => {
     await request(app).get('/x').set('Authorization', 'Basic dXNlcjpwYXNz').expect(401);
+  });
+});
+
+describe('a keep-alive connection remembers its last valid key', () => {
+  /** Requests over one keep-alive connection (or a new one each), against a real server. */
+  async function serve(options: Parameters<typeof authenticate>[0]) {
+    const server: Server = await new Promise((resolve) => {
+      const s = testApp(authenticate(options)).listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const { port } = server.address() as AddressInfo;
+    const agents: Agent[] = [];
+    const connection = () => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      agents.push(agent);
+      return (key: string) =>
+        new Promise<{ status: number; localPort: number }>((resolve, reject) => {
+          get({ host: '127.0.0.1', port, path: '/x', agent, headers: { 'x-api-key': key } }, (res) => {
+            const localPort = res.socket.localPort ?? 0; // the socket goes back to the agent at 'end'
+            res.resume();
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, localPort }));
+          }).on('error', reject);
+        });
+    };
+    const close = async () => {
+      for (const agent of agents) agent.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    };
+    return { connection, close };
+  }
+
+  /** The registry above, counting its (hashing) key lookups. */
+  function countingRegistry(target = registry) {
+    const counted = {
+      lookups: 0,
+      findById: target.findById,
+      findByApiKey: (key: string) => {
+        counted.lookups++;
+        return target.findByApiKey(key);
+      },
+    };
+    return counted;
+  }
+
+  test('the same key again on the same connection is not looked up again; on a new connection it is', async () => {
+    const counting = countingRegistry();
+    const { connection, close } = await serve({ registry: counting });
+    try {
+      const send = connection();
+      const answers = [await send(KEY), await send(KEY), await send(KEY)];
+      expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+      expect(new Set(answers.map((a) => a.localPort)).size).toBe(1); // one connection
+      expect(counting.lookups).toBe(1);
+      expect((await connection()(KEY)).status).toBe(200);
+      expect(counting.lookups).toBe(2);
+    } finally {
+      await close();
+    }
+  });
+
+  test('another key on that connection is looked up: a wrong one of the same length is refused, a valid one named', async () => {
+    const counting = countingRegistry();
+    const { connection, close } = await serve({ registry: counting });
+    try {
+      const send = connection();
+      expect((await send(KEY)).status).toBe(200);
+      const oneCharOff = `${KEY.slice(0, -1)}${KEY.endsWith('0') ? '1' : '0'}`;
+      expect((await send(oneCharOff)).status).toBe(401);
+      expect((await send(READ_ONLY_KEY)).status).toBe(200); // reporting: passes authenticate (no scope here)
+      expect((await send(KEY)).status).toBe(200);
+      expect(counting.lookups).toBe(4);
+    } finally {
+      await close();
+    }
+  });
+
+  test('a key removed by a registry reload is refused on a connection that presented it before', async () => {
+    const file = join(tempDir('bff-auth-reload-'), 'clients.json');
+    const clients = (keys: string[]) =>
+      JSON.stringify({ clients: [{ id: 'checkout-web', keys: keys.map(hash), scopes: ['plans:read'] }] });
+    writeFileSync(file, clients([KEY, READ_ONLY_KEY]));
+    const reloadable = loadClientRegistry(file, { logger: memoryLogger(), watch: false });
+    const { connection, close } = await serve({ registry: reloadable });
+    try {
+      const send = connection();
+      expect((await send(KEY)).status).toBe(200);
+      expect((await send(KEY)).status).toBe(200);
+      writeFileSync(file, clients([READ_ONLY_KEY]));
+      expect(reloadable.reload()).toBe(true);
+      expect((await send(KEY)).status).toBe(401);
+      expect((await send(READ_ONLY_KEY)).status).toBe(200);
+    } finally {
+      await close();
+      reloadable.close();
+    }
   });
 });
 
