@@ -1,4 +1,4 @@
-// One log line and one set of metrics per answered request, taken when the answer is finished.
+// One log line and one latency observation (which also counts it) per answered request, taken when the answer is finished.
 import type { Request, RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import { REDACTED_PATHS } from './logger';
@@ -34,7 +34,6 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
       const status = res.writableFinished ? res.statusCode : 499;
       const client = req.caller?.id ?? 'anonymous';
       const labels = { route, method: req.method, status: String(status), client };
-      metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, seconds);
       if (res.locals.quiet) return;
       lines.info(
