@@ -132,7 +132,7 @@ function warnOnceOnTrouble(batch: SonicBoom, file: string): void {
     );
   };
   batch.on('error', (error: NodeJS.ErrnoException) => warn(`write failed (${error.code ?? error.message})`));
-  batch.on('drop', () => warn('more than 8 MiB unwritten'));
+  batch.on('drop', () => warn(`more than ${LOG_FILE_MAX_PENDING_BYTES / 1024 / 1024} MiB unwritten`));
 }
 
 const batchesToFlushOnExit = new Set<SonicBoom>();
