@@ -95,6 +95,26 @@ function registerAnsweredRequestsCounter(
   });
 }
 
+/**
+ * upstream_access_token_remaining_seconds: seconds left on the access token this replica holds, read from the token
+ * manager when metrics are scraped (nothing on the request path); 0 when it holds none or it has expired.
+ */
+export function registerAccessTokenTimeLeft(
+  metrics: Metrics,
+  accessExpiresAt: () => number | undefined,
+  now: () => number = Date.now,
+): void {
+  new Gauge({
+    name: 'upstream_access_token_remaining_seconds',
+    help: 'Seconds left before the upstream access token held by this replica expires (0 when none is held).',
+    registers: [metrics.registry],
+    collect() {
+      const expiresAt = accessExpiresAt();
+      this.set(expiresAt === undefined ? 0 : Math.max(0, (expiresAt - now()) / 1000));
+    },
+  });
+}
+
 /** GET /metrics, for the main app or the METRICS_PORT server: the Prometheus text format. */
 export function metricsEndpoint(metrics: Metrics) {
   return (_req: IncomingMessage, res: ServerResponse): void => {
