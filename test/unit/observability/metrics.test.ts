@@ -1,5 +1,7 @@
 // http_requests_total is the latency histogram's count copied at scrape time; the token time left is read at scrape time.
+import { GatewayError } from '../../../src/http/gateway-error';
 import { createMetrics, registerAccessTokenTimeLeft } from '../../../src/observability/metrics';
+import { resultOf } from '../../../src/upstream/token-endpoint';
 
 async function requestsTotal(metrics: ReturnType<typeof createMetrics>) {
   const text = await metrics.registry.metrics();
@@ -56,5 +58,21 @@ describe('upstream_access_token_remaining_seconds', () => {
     expect(await metrics.registry.metrics()).toContain(
       '# TYPE upstream_access_token_remaining_seconds gauge',
     );
+  });
+});
+
+describe('upstream_token_requests_total', () => {
+  test('exports every failure reason of a token call at 0 before the first call, so increase() sees the first one', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const kind of ['login', 'refresh'])
+      for (const reason of [
+        'UPSTREAM_AUTH_FAILED',
+        'UPSTREAM_IP_NOT_WHITELISTED',
+        'UPSTREAM_UNAVAILABLE',
+        'UPSTREAM_TIMEOUT',
+      ] as const) {
+        const result = resultOf(new GatewayError(reason, 'test'));
+        expect(text).toContain(`upstream_token_requests_total{kind="${kind}",result="${result}"} 0\n`);
+      }
   });
 });
