@@ -154,3 +154,18 @@ export function promtool(args: string[]): { ok: boolean; output: string } {
     return { ok: false, output: `${failure.stdout ?? ''}${failure.stderr ?? failure.message}` };
   }
 }
+
+/** The label names an expression reads, per metric: matchers of each selector, and grouping lists when one metric is read. */
+export function labelsRead(promql: string): Map<string, Set<string>> {
+  const read = new Map<string, Set<string>>();
+  const add = (metric: string, label: string) => read.set(metric, (read.get(metric) ?? new Set()).add(label));
+  for (const [, metric, matchers] of promql.matchAll(/([a-zA-Z_:][\w:]*)\s*\{([^}]*)\}/g))
+    for (const [, label] of (matchers as string).matchAll(/(\w+)\s*(?:=~|!~|!=|=)\s*"/g))
+      add(metric as string, label as string);
+  const metrics = metricNames(promql);
+  if (metrics.length === 1)
+    for (const [, list] of promql.matchAll(/\b(?:by|without|on|ignoring)\s*\(([^)]*)\)/g))
+      for (const label of (list as string).split(',').map((l) => l.trim()))
+        if (label) add(metrics[0] as string, label);
+  return read;
+}
