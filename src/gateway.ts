@@ -13,7 +13,12 @@ import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
 import { createLogger, flushLogger } from './observability/logger';
-import { createMetrics, type Metrics, metricsEndpoint } from './observability/metrics';
+import {
+  createMetrics,
+  type Metrics,
+  metricsEndpoint,
+  registerAccessTokenTimeLeft,
+} from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { startSimulator } from './simulator/simulator';
@@ -116,6 +121,7 @@ export async function startGateway(
     }
     await tokens.start();
     closers.push(() => tokens.stop());
+    registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);
 
     const circuit = createUpstreamCircuit({
       failureThreshold: config.upstream.circuitFailureThreshold,

@@ -4,6 +4,15 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** Results of a token call the alert rules watch (resultOf in token-endpoint.ts: the lower-cased failure reason). */
+const TOKEN_CALL_RESULTS = [
+  'success',
+  'upstream_auth_failed',
+  'upstream_ip_not_whitelisted',
+  'upstream_unavailable',
+  'upstream_timeout',
+];
+
 /** Every label value is bounded: route templates, methods, status codes, client ids from the registry. */
 export function createMetrics() {
   const registry = new Registry();
@@ -17,6 +26,15 @@ export function createMetrics() {
     registers,
   });
   registerAnsweredRequestsCounter(httpDuration, registers);
+  const tokenRequests = new Counter({
+    name: 'upstream_token_requests_total',
+    help: 'Calls to the upstream token endpoints, by kind (login, refresh) and result.',
+    labelNames: ['kind', 'result'] as const,
+    registers,
+  });
+  // Exported at 0 from the start: increase() then sees the first refusal, which a series born at 1 would hide.
+  for (const kind of ['login', 'refresh'])
+    for (const result of TOKEN_CALL_RESULTS) tokenRequests.inc({ kind, result }, 0);
   return {
     registry,
     /** One observation per answered request; it also gives http_requests_total. */
@@ -28,12 +46,7 @@ export function createMetrics() {
       buckets: LATENCY_BUCKETS,
       registers,
     }),
-    tokenRequests: new Counter({
-      name: 'upstream_token_requests_total',
-      help: 'Calls to the upstream token endpoints, by kind (login, refresh) and result.',
-      labelNames: ['kind', 'result'] as const,
-      registers,
-    }),
+    tokenRequests,
     tokenSource: new Counter({
       name: 'upstream_token_source_total',
       help: 'Where the access token used for a forwarded call came from (memory, redis, upstream).',
@@ -91,6 +104,26 @@ function registerAnsweredRequestsCounter(
       this.reset();
       for (const { metricName, labels, value } of values)
         if (metricName === 'http_request_duration_seconds_count') this.inc(labels, value);
+    },
+  });
+}
+
+/**
+ * upstream_access_token_remaining_seconds: seconds left on the access token this replica holds, read from the token
+ * manager when metrics are scraped (nothing on the request path); 0 when it holds none or it has expired.
+ */
+export function registerAccessTokenTimeLeft(
+  metrics: Metrics,
+  accessExpiresAt: () => number | undefined,
+  now: () => number = Date.now,
+): void {
+  new Gauge({
+    name: 'upstream_access_token_remaining_seconds',
+    help: 'Seconds left before the upstream access token held by this replica expires (0 when none is held).',
+    registers: [metrics.registry],
+    collect() {
+      const expiresAt = accessExpiresAt();
+      this.set(expiresAt === undefined ? 0 : Math.max(0, (expiresAt - now()) / 1000));
     },
   });
 }

@@ -166,6 +166,7 @@ class FleetTokenManager implements TokenProvider {
       hasValidToken: this.pair !== undefined && this.clock.now() < this.pair.accessExpiresAt,
       lastFailure: this.backoff.lastFailure,
       storeHealthy: this.cache.healthy(),
+      accessExpiresAt: this.pair?.accessExpiresAt,
     };
   }
 

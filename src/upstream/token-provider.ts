@@ -17,6 +17,8 @@ export interface TokenStatus {
   readonly lastFailure?: string;
   /** The shared store answers (always true for the memory store). */
   readonly storeHealthy: boolean;
+  /** Epoch milliseconds when the access token held in memory expires; absent when none is held. */
+  readonly accessExpiresAt?: number;
 }
 
 export interface TokenProvider {

@@ -1,5 +1,7 @@
-// http_requests_total is the latency histogram's count, copied at scrape time: exact, per label set, every scrape.
-import { createMetrics } from '../../../src/observability/metrics';
+// http_requests_total is the latency histogram's count copied at scrape time; the token time left is read at scrape time.
+import { GatewayError } from '../../../src/http/gateway-error';
+import { createMetrics, registerAccessTokenTimeLeft } from '../../../src/observability/metrics';
+import { resultOf } from '../../../src/upstream/token-endpoint';
 
 async function requestsTotal(metrics: ReturnType<typeof createMetrics>) {
   const text = await metrics.registry.metrics();
@@ -27,5 +29,50 @@ describe('http_requests_total', () => {
     metrics.httpDuration.observe(refused, 0.0005);
     expect(await requestsTotal(metrics)).toEqual([expected[0], expected[1]?.replace(/ 1$/, ' 2')]);
     expect(await metrics.registry.metrics()).toContain('# TYPE http_requests_total counter');
+  });
+});
+
+describe('upstream_access_token_remaining_seconds', () => {
+  const sample = async (metrics: ReturnType<typeof createMetrics>) =>
+    (await metrics.registry.metrics())
+      .split('\n')
+      .find((line) => line.startsWith('upstream_access_token_remaining_seconds '));
+
+  test('is the time left on the held token, read when scraped, and 0 when none is held or it expired', async () => {
+    const metrics = createMetrics();
+    let now = 1_000_000;
+    let expiresAt: number | undefined;
+    registerAccessTokenTimeLeft(
+      metrics,
+      () => expiresAt,
+      () => now,
+    );
+
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 0');
+    expiresAt = now + 299_500;
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 299.5');
+    now += 240_000;
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 59.5');
+    now += 120_000;
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 0');
+    expect(await metrics.registry.metrics()).toContain(
+      '# TYPE upstream_access_token_remaining_seconds gauge',
+    );
+  });
+});
+
+describe('upstream_token_requests_total', () => {
+  test('exports every failure reason of a token call at 0 before the first call, so increase() sees the first one', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const kind of ['login', 'refresh'])
+      for (const reason of [
+        'UPSTREAM_AUTH_FAILED',
+        'UPSTREAM_IP_NOT_WHITELISTED',
+        'UPSTREAM_UNAVAILABLE',
+        'UPSTREAM_TIMEOUT',
+      ] as const) {
+        const result = resultOf(new GatewayError(reason, 'test'));
+        expect(text).toContain(`upstream_token_requests_total{kind="${kind}",result="${result}"} 0\n`);
+      }
   });
 });

@@ -108,7 +108,12 @@ describe('token manager: memory first and in-process single flight', () => {
     expect((await again).source).toBe('memory');
     expect((await again).value).toBe(first.value);
     expect(f.client.logins).toBe(1);
-    expect(manager.status()).toEqual({ hasValidToken: true, lastFailure: undefined, storeHealthy: true });
+    expect(manager.status()).toEqual({
+      hasValidToken: true,
+      lastFailure: undefined,
+      storeHealthy: true,
+      accessExpiresAt: first.expiresAt,
+    });
   });
 
   it('100 concurrent callers share one login', async () => {
