@@ -184,7 +184,7 @@ export async function startGateway(
       const serveMetrics = metricsEndpoint(metrics);
       metricsServer = createServer((req, res) => {
         if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
-        else res.writeHead(404).end();
+        else res.writeHead(404, { 'cache-control': 'no-store' }).end();
       });
       metricsUrl = await listen(metricsServer, config.server.host, config.server.metricsPort);
     }

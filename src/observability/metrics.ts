@@ -101,6 +101,8 @@ export function metricsEndpoint(metrics: Metrics) {
     metrics.registry.metrics().then(
       (text) => {
         res.setHeader('content-type', metrics.registry.contentType);
+        // Also on the METRICS_PORT listener, which has no request context: a scrape is never served stale.
+        res.setHeader('cache-control', 'no-store');
         res.end(text);
       },
       () => {

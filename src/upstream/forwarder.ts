@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
 import { CircuitOpenError, type UpstreamCircuit, UpstreamFailure } from './circuit-breaker';
-import { allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import type { TokenProvider, TokenSource } from './token-provider';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -346,7 +346,12 @@ function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<Upstre
 /** Writes a buffered upstream answer to the caller (allow-listed headers only). */
 export function sendAnswer(res: Response, answer: UpstreamAnswer): void {
   res.status(answer.status);
-  for (const name in answer.headers) res.setHeader(name, answer.headers[name] as string);
+  // The allow-list again, not the answer's own names: a cached answer (an older version's, or a forged Redis
+  // record) cannot add a header the policy drops.
+  for (const name of ANSWER_HEADERS) {
+    const value = answer.headers[name];
+    if (value !== undefined) res.setHeader(name, value);
+  }
   res.setHeader('content-length', answer.body.length);
   res.end(answer.body);
 }

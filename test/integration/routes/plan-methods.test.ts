@@ -154,6 +154,17 @@ describe.each([
     expect(upstreamMethods()).toEqual(['GET']);
     expect(simulator.stats().planReads).toBe(1);
   });
+
+  it('a body cut short upstream is a 502, never cached: the next GET reads the full plan again', async () => {
+    // Two: the GET's connection-error retry is cut short too.
+    simulator.setFaults({ truncateBodies: true, maxFailures: 2 });
+    const cut = await get(gw.url);
+    expect(cut.status).toBe(502);
+    expect(JSON.parse(cut.text).status.description).toBe('UPSTREAM_UNAVAILABLE');
+    expect((await head(gw.url)).status).toBe(200);
+    expect((await get(gw.url)).text).toBe(fullPlan);
+    expect(simulator.stats()).toMatchObject({ planReads: 3, faultsInjected: 2 });
+  });
 });
 
 describe('other methods and method overrides never reach the upstream as such', () => {
