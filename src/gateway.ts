@@ -151,7 +151,7 @@ export async function startGateway(
           : undefined,
     });
 
-    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true });
+    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true, metrics });
     closers.push(() => registry.close());
     const guards = callerGuards(config, registry, redis, logger, metrics);
 
@@ -160,6 +160,7 @@ export async function startGateway(
       storeKind: redis ? 'redis' : 'memory',
       circuitState: () => circuit.state,
       storeHealthy: redis ? () => redis.status === 'ready' : undefined,
+      clientRegistry: registry,
     });
     const app = createApp({
       config,

@@ -67,6 +67,17 @@ export function createMetrics() {
       labelNames: ['operation'] as const,
       registers,
     }),
+    registryReloadFailures: new Counter({
+      name: 'client_registry_reload_failures_total',
+      help: 'Client registry reloads refused (file unreadable or invalid); the last good registry kept serving.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    registryStaleSince: new Gauge({
+      name: 'client_registry_stale_since_seconds',
+      help: 'Unix time since which the client registry in use no longer matches CLIENTS_FILE; 0 when it does.',
+      registers,
+    }),
   };
 }
 
