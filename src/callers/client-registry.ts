@@ -25,14 +25,13 @@ export interface ClientRegistry {
 /** Why a reload was refused: the file could not be read, or its content is invalid. */
 export type RegistryReloadFailure = 'unreadable' | 'invalid';
 
-export interface RegistryHealth {
-  /**
-   * Epoch ms of the first failed reload since the registry last matched the file; undefined while it does. Until
-   * the file is fixed, keys removed from it (revoked) still work.
-   */
-  readonly staleSince?: number;
-  readonly lastFailure?: RegistryReloadFailure;
-}
+/**
+ * `staleSince`: epoch ms of the first failed reload since the registry last matched the file (absent while it
+ * does); until the file is fixed, keys removed from it (revoked) still work. `lastFailure`: the latest refusal.
+ */
+export type RegistryHealth =
+  | { readonly staleSince?: undefined; readonly lastFailure?: undefined }
+  | { readonly staleSince: number; readonly lastFailure: RegistryReloadFailure };
 
 /** The two registry metrics (see observability/metrics.ts); optional so tools and tests can load without them. */
 export interface RegistryMetrics {

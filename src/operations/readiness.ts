@@ -125,7 +125,7 @@ function registryCheck(
     state: 'degraded',
     staleSince: since,
     detail:
-      `CLIENTS_FILE could not be reloaded since ${since} (${lastFailure ?? 'invalid'}); serving the last good ` +
+      `CLIENTS_FILE could not be reloaded since ${since} (${lastFailure}); serving the last good ` +
       'registry, so keys removed from the file still work until it is fixed (see the error log)',
   };
 }

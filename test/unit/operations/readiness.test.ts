@@ -1,3 +1,4 @@
+import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
 import type { TokenStatus } from '../../../src/upstream/token-provider';
 
@@ -69,7 +70,7 @@ describe('readiness', () => {
 
 describe('readiness: the client registry', () => {
   const healthy = { hasValidToken: true, storeHealthy: true };
-  const withRegistry = (health: { staleSince?: number; lastFailure?: 'invalid' | 'unreadable' }) =>
+  const withRegistry = (health: RegistryHealth) =>
     createReadiness({
       tokens: { status: () => healthy },
       storeKind: 'memory',
