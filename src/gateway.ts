@@ -157,7 +157,7 @@ export async function startGateway(
           : undefined,
     });
 
-    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true });
+    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true, metrics });
     closers.push(() => registry.close());
     const guards = callerGuards(config, registry, redis, logger, metrics);
 
@@ -166,6 +166,7 @@ export async function startGateway(
       storeKind: redis ? 'redis' : 'memory',
       circuitState: () => circuit.state,
       storeHealthy: redis ? () => redis.status === 'ready' : undefined,
+      clientRegistry: registry,
     });
     const app = createApp({
       config,
@@ -190,7 +191,7 @@ export async function startGateway(
       const serveMetrics = metricsEndpoint(metrics);
       metricsServer = createServer((req, res) => {
         if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
-        else res.writeHead(404).end();
+        else res.writeHead(404, { 'cache-control': 'no-store' }).end();
       });
       metricsUrl = await listen(metricsServer, config.server.host, config.server.metricsPort);
     }

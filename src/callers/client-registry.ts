@@ -17,7 +17,26 @@ export interface ClientRegistry {
   readonly size: number;
   /** Re-reads the file now (SIGHUP); false when the new content was refused and the previous registry stays. */
   reload(): boolean;
+  /** Whether the registry in use is the file's current content, or a last good version kept since a failure. */
+  health(): RegistryHealth;
   close(): void;
+}
+
+/** Why a reload was refused: the file could not be read, or its content is invalid. */
+export type RegistryReloadFailure = 'unreadable' | 'invalid';
+
+/**
+ * `staleSince`: epoch ms of the first failed reload since the registry last matched the file (absent while it
+ * does); until the file is fixed, keys removed from it (revoked) still work. `lastFailure`: the latest refusal.
+ */
+export type RegistryHealth =
+  | { readonly staleSince?: undefined; readonly lastFailure?: undefined }
+  | { readonly staleSince: number; readonly lastFailure: RegistryReloadFailure };
+
+/** The two registry metrics (see observability/metrics.ts); optional so tools and tests can load without them. */
+export interface RegistryMetrics {
+  readonly registryReloadFailures: { inc(labels: { reason: RegistryReloadFailure }): void };
+  readonly registryStaleSince: { set(value: number): void };
 }
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
@@ -32,6 +51,9 @@ export interface LoadClientRegistryOptions {
   readonly watch: boolean;
   /** Period of the stat fallback, for file systems where fs.watch misses events. Default 5000 ms. */
   readonly pollIntervalMs?: number;
+  readonly metrics?: RegistryMetrics;
+  /** Epoch ms; for tests. */
+  readonly now?: () => number;
 }
 
 /** Invalid registry content; the message names the file, the client and the field, never a key or hash. */
@@ -142,10 +164,39 @@ function buildSnapshot(registry: ClientRegistryFile, file: string): RegistrySnap
  * While watching, a broken new version is logged and refused: the previous registry keeps serving.
  */
 export function loadClientRegistry(file: string, options: LoadClientRegistryOptions): ClientRegistry {
-  const { logger } = options;
+  const { logger, metrics } = options;
+  const now = options.now ?? Date.now;
   let lastText = readFileSync(file, 'utf8');
   let snapshot = parseClientRegistry(lastText, file);
   let refusedText: string | undefined;
+  let health: RegistryHealth = {};
+  metrics?.registryStaleSince.set(0);
+
+  /** Loud on purpose: until the file is fixed, a key the operator just revoked keeps working. */
+  function refuse(reason: RegistryReloadFailure, fields: Record<string, unknown>, message: string): false {
+    const staleSince = health.staleSince ?? now();
+    health = { staleSince, lastFailure: reason };
+    metrics?.registryReloadFailures.inc({ reason });
+    metrics?.registryStaleSince.set(staleSince / 1000);
+    logger.error(
+      { file, reason, staleSince: new Date(staleSince).toISOString(), ...fields },
+      `${message}; keeping the previous registry, so keys removed from the file still work until it is fixed`,
+    );
+    return false;
+  }
+
+  function current(): true {
+    if (health.staleSince !== undefined) {
+      logger.info(
+        { file, staleSince: new Date(health.staleSince).toISOString() },
+        'client registry matches the file again',
+      );
+    }
+    health = {};
+    refusedText = undefined;
+    metrics?.registryStaleSince.set(0);
+    return true;
+  }
 
   function reloadIfChanged(): boolean {
     let text: string;
@@ -154,23 +205,20 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     } catch (error) {
       // Mid-swap (ConfigMap symlink flip) or deleted: keep serving, the next event or poll retries.
       const code = (error as NodeJS.ErrnoException).code;
-      logger.error({ file, code }, 'client registry unreadable; keeping the previous registry');
-      return false;
+      return refuse('unreadable', { code }, 'client registry unreadable');
     }
-    if (text === lastText) return true;
+    if (text === lastText) return current();
     if (text === refusedText) return false;
     try {
       snapshot = parseClientRegistry(text, file);
     } catch (error) {
       refusedText = text;
       const problems = error instanceof ClientRegistryError ? error.problems : [(error as Error).message];
-      logger.error({ file, problems }, 'client registry reload refused; keeping the previous registry');
-      return false;
+      return refuse('invalid', { problems }, 'client registry reload refused');
     }
     lastText = text;
-    refusedText = undefined;
     logger.info({ file, clients: snapshot.byId.size }, 'client registry reloaded');
-    return true;
+    return current();
   }
 
   let watcher: FSWatcher | undefined;
@@ -226,6 +274,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
       return snapshot.byId.size;
     },
     reload: reloadIfChanged,
+    health: () => health,
     close() {
       watcher?.close();
       clearInterval(poller);

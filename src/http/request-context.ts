@@ -16,19 +16,28 @@ export interface RequestContextOptions {
 
 /**
  * One middleware for the per-request concerns that always run and never answer (one router layer instead of
- * four on the hot path), in this order: the request id, the request log and metrics, the local-mode marker,
- * the draining marker.
+ * five on the hot path), in this order: the request id, `Cache-Control: no-store`, the request log and metrics,
+ * the local-mode marker, the draining marker.
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics);
   const { readiness, localMode } = options;
   return (req, res, next) => {
     assignRequestId(req, res);
+    noStore(res);
     observe(req, res);
     if (localMode) markLocalMode(res);
     if (readiness.draining) markDraining(res);
     next();
   };
+}
+
+/**
+ * No answer may be kept by a browser, proxy or CDN: plans and verdicts are one caller's data, and errors must not
+ * outlive their cause. Set first, so gateway-made answers carry it too; upstream caching headers never pass.
+ */
+function noStore(res: Response): void {
+  res.setHeader('cache-control', 'no-store');
 }
 
 /** Local mode: every answer says it came from the bundled simulator, so nobody mistakes it for the provider. */

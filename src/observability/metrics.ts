@@ -80,6 +80,17 @@ export function createMetrics() {
       labelNames: ['operation'] as const,
       registers,
     }),
+    registryReloadFailures: new Counter({
+      name: 'client_registry_reload_failures_total',
+      help: 'Client registry reloads refused (file unreadable or invalid); the last good registry kept serving.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    registryStaleSince: new Gauge({
+      name: 'client_registry_stale_since_seconds',
+      help: 'Unix time since which the client registry in use no longer matches CLIENTS_FILE; 0 when it does.',
+      registers,
+    }),
   };
 }
 
@@ -134,6 +145,8 @@ export function metricsEndpoint(metrics: Metrics) {
     metrics.registry.metrics().then(
       (text) => {
         res.setHeader('content-type', metrics.registry.contentType);
+        // Also on the METRICS_PORT listener, which has no request context: a scrape is never served stale.
+        res.setHeader('cache-control', 'no-store');
         res.end(text);
       },
       () => {

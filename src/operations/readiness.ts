@@ -1,4 +1,5 @@
-// Readiness: can this replica serve now? Draining, the token store and the upstream token, each reported.
+// Readiness: can this replica serve now? Draining, the token store, the upstream token and the client registry.
+import type { ClientRegistry } from '../callers/client-registry';
 import type { TokenProvider } from '../upstream/token-provider';
 
 export type CheckState = 'ok' | 'degraded' | 'failing';
@@ -10,6 +11,12 @@ export interface ReadinessReport {
     readonly store: { readonly state: CheckState; readonly kind: 'redis' | 'memory' };
     readonly upstreamToken: { readonly state: CheckState; readonly detail: string };
     readonly circuit: { readonly state: string };
+    readonly clientRegistry?: {
+      readonly state: CheckState;
+      readonly detail: string;
+      /** ISO time of the first failed reload since the registry last matched CLIENTS_FILE. */
+      readonly staleSince?: string;
+    };
   };
 }
 
@@ -29,6 +36,7 @@ export interface ReadinessDeps {
    * only learns of a recovered Redis on its next store call.
    */
   readonly storeHealthy?: () => boolean;
+  readonly clientRegistry?: Pick<ClientRegistry, 'health'>;
 }
 
 /** Token failures that mean the provider refuses this gateway, not that it is briefly unreachable. */
@@ -85,8 +93,10 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
           : 'no token yet; one is fetched on the first call';
       if (tokenState !== 'ok') retryInBackground();
       const circuit = deps.circuitState();
+      const registry = deps.clientRegistry && registryCheck(deps.clientRegistry);
       const notReady = draining || tokenState === 'failing';
-      const degraded = storeState !== 'ok' || tokenState !== 'ok' || circuit !== 'closed';
+      const degraded =
+        storeState !== 'ok' || tokenState !== 'ok' || circuit !== 'closed' || registry?.state === 'degraded';
       return {
         status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
         checks: {
@@ -94,8 +104,28 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
           store: { state: storeState, kind: deps.storeKind },
           upstreamToken: { state: tokenState, detail: tokenDetail },
           circuit: { state: circuit },
+          ...(registry && { clientRegistry: registry }),
         },
       };
     },
+  };
+}
+
+/**
+ * A registry that failed to reload only degrades: the replica still authenticates with the last good registry, and
+ * taking every replica out at once (they all read the same file) would stop all traffic over a typo.
+ */
+function registryCheck(
+  registry: Pick<ClientRegistry, 'health'>,
+): NonNullable<ReadinessReport['checks']['clientRegistry']> {
+  const { staleSince, lastFailure } = registry.health();
+  if (staleSince === undefined) return { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' };
+  const since = new Date(staleSince).toISOString();
+  return {
+    state: 'degraded',
+    staleSince: since,
+    detail:
+      `CLIENTS_FILE could not be reloaded since ${since} (${lastFailure}); serving the last good ` +
+      'registry, so keys removed from the file still work until it is fixed (see the error log)',
   };
 }

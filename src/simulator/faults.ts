@@ -1,5 +1,6 @@
-// Injected upstream misbehaviour: latency, error statuses and connection resets, set through the test controls.
-import type { RequestHandler } from 'express';
+// Injected upstream misbehaviour: latency, error statuses, connection resets, cut-short bodies and caching
+// headers, set through the test controls.
+import type { RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { StatsRecorder } from './stats';
 
@@ -18,7 +19,11 @@ export const faultsSchema = z.strictObject({
   retryAfterSeconds: z.number().int().min(0).max(86_400).optional(),
   /** Destroy the socket of every affected request without answering (takes precedence over errorRate). */
   resetConnections: z.boolean().default(false),
-  /** Inject failures (error or reset) into at most this many requests, then stop failing; latency stays. */
+  /** Send the full Content-Length but only half the body, then close the connection (a failure). */
+  truncateBodies: z.boolean().default(false),
+  /** Answer with public caching headers (Cache-Control, ETag, Last-Modified, Expires, Age, Vary, Pragma). */
+  cachingHeaders: z.boolean().default(false),
+  /** Inject failures (error, reset or cut-short body) into at most this many requests, then stop failing. */
   maxFailures: z.number().int().min(1).optional(),
   /** Also affect the two token endpoints; by default only the two operations are. */
   includeTokenEndpoints: z.boolean().default(false),
@@ -38,6 +43,26 @@ export interface FaultInjector {
   clear(): void;
   /** Cancels pending latency timers so nothing keeps the process alive after close(). */
   dispose(): void;
+}
+
+/** What a CDN-minded upstream might send: it invites every cache on the way to keep a caller's answer. */
+export const CACHING_HEADERS: Readonly<Record<string, string>> = {
+  'Cache-Control': 'public, max-age=3600',
+  ETag: '"simulated-etag"',
+  'Last-Modified': 'Wed, 21 Oct 2026 07:28:00 GMT',
+  Expires: 'Thu, 01 Jan 2099 00:00:00 GMT',
+  Age: '42',
+  Vary: 'Accept-Encoding',
+  Pragma: 'public',
+};
+
+/** The answer's Content-Length stays that of the full body; half the body is sent, then the connection closes. */
+function cutBodyShort(res: Response): void {
+  res.end = ((chunk?: unknown) => {
+    const body = Buffer.isBuffer(chunk) ? chunk : Buffer.from(typeof chunk === 'string' ? chunk : '');
+    res.write(body.subarray(0, Math.floor(body.length / 2)), () => res.socket?.destroy());
+    return res;
+  }) as Response['end'];
 }
 
 export function createFaultInjector(stats: StatsRecorder, random: () => number = Math.random): FaultInjector {
@@ -68,6 +93,7 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
         const f = faults;
         if (kind === 'token' && !f.includeTokenEndpoints) return next();
         const act = () => {
+          if (f.cachingHeaders) res.set(CACHING_HEADERS);
           if (f.resetConnections && takeFailure()) {
             req.socket.destroy();
             return;
@@ -83,6 +109,7 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
             });
             return;
           }
+          if (f.truncateBodies && takeFailure()) cutBodyShort(res);
           next();
         };
         if (f.latencyMs > 0) delay(f.latencyMs, act);

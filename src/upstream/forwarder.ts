@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
 import { CircuitOpenError, type UpstreamCircuit, UpstreamFailure } from './circuit-breaker';
-import { allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import type { TokenProvider, TokenSource } from './token-provider';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -54,6 +54,8 @@ interface Call {
 /** Per-attempt state, found by the incoming request (hpm's events hand us `req`) while the attempt runs. */
 interface Attempt {
   readonly req: IncomingMessage;
+  /** The caller's own method, put back on `req` when the attempt settles (logs and metrics report it). */
+  readonly callerMethod: string | undefined;
   readonly call: Call;
   readonly accessToken: string;
   readonly startedAt: number;
@@ -114,6 +116,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   const settle = (attempt: Attempt) => {
     attempt.settled = true;
     clearTimeout(attempt.timer);
+    attempt.req.method = attempt.callerMethod;
     if (runningAttempt(attempt.req) === attempt) setRunningAttempt(attempt.req, undefined);
   };
   const fail = (attempt: Attempt, error: unknown) => {
@@ -201,6 +204,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt: Attempt = {
         req,
+        callerMethod: req.method,
         call,
         accessToken,
         startedAt: performance.now(),
@@ -218,6 +222,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         fail(attempt, new UpstreamFailure('timeout'));
       }, deps.timeoutMs);
       req.url = exchange.path;
+      // httpxy sends the incoming request's method: the upstream must see the route's own, never a caller's HEAD
+      // (answered without a body, which coalescing and the cache would then hand to GETs).
+      req.method = exchange.method;
       req.headers = upstreamRequestHeaders({
         requestId: req.id,
         staticHeaders: deps.staticHeaders,
@@ -319,13 +326,18 @@ function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<Upstre
       }
       chunks.push(chunk);
     });
-    proxyRes.once('end', () =>
+    proxyRes.once('end', () => {
+      // A body cut short (fewer bytes than Content-Length, an unfinished chunked body) is a failure, never an answer.
+      if (!proxyRes.complete) {
+        reject(new Error('upstream answer incomplete'));
+        return;
+      }
       resolve({
         status: proxyRes.statusCode ?? 502,
         headers: allowedAnswerHeaders(proxyRes.headers),
         body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
-      }),
-    );
+      });
+    });
     proxyRes.once('error', reject);
     proxyRes.once('aborted', () => reject(new Error('upstream answer aborted')));
   });
@@ -334,7 +346,12 @@ function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<Upstre
 /** Writes a buffered upstream answer to the caller (allow-listed headers only). */
 export function sendAnswer(res: Response, answer: UpstreamAnswer): void {
   res.status(answer.status);
-  for (const name in answer.headers) res.setHeader(name, answer.headers[name] as string);
+  // The allow-list again, not the answer's own names: a cached answer (an older version's, or a forged Redis
+  // record) cannot add a header the policy drops.
+  for (const name of ANSWER_HEADERS) {
+    const value = answer.headers[name];
+    if (value !== undefined) res.setHeader(name, value);
+  }
   res.setHeader('content-length', answer.body.length);
   res.end(answer.body);
 }

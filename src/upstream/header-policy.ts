@@ -1,15 +1,12 @@
 // Header allow-lists in both directions: what may travel to the upstream, and what may come back to a caller.
 import type { IncomingHttpHeaders } from 'node:http';
 
-/** Upstream answer headers a client needs; everything else (Set-Cookie, Server, X-Powered-By, ...) is dropped. */
-const ANSWER_HEADERS = [
-  'content-type',
-  'content-language',
-  'cache-control',
-  'retry-after',
-  'expires',
-  'last-modified',
-];
+/**
+ * Upstream answer headers a client needs; everything else (Set-Cookie, Server, X-Powered-By, ...) is dropped. No
+ * caching header (Cache-Control, Expires, ETag, Last-Modified, Age, Vary, Pragma) passes: every gateway answer is
+ * `Cache-Control: no-store` (see request-context.ts), whatever the upstream says.
+ */
+export const ANSWER_HEADERS: readonly string[] = ['content-type', 'content-language', 'retry-after'];
 
 export interface UpstreamRequestHeaderInput {
   readonly requestId: string;

@@ -9,8 +9,20 @@ export interface PlanReader {
 
 export interface PlanReaderDeps {
   readonly forwarder: Forwarder;
-  /** With a positive TTL, 200 answers are kept this many seconds. */
+  /** With a positive TTL, complete 200 answers (with a body) are kept this many seconds. */
   readonly cache?: { readonly store: AnswerCache; readonly ttlSeconds: number };
+}
+
+/**
+ * Only an answer with a body is handed to another caller (coalescing) or kept (cache): an empty body is never a
+ * plan, whatever produced it. The forwarder only returns complete upstream GET answers.
+ */
+export function isShareable(answer: UpstreamAnswer): boolean {
+  return answer.body.length > 0;
+}
+
+function isCacheable(answer: UpstreamAnswer): boolean {
+  return answer.status === 200 && isShareable(answer);
 }
 
 export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanReader {
@@ -21,17 +33,29 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
 
   async function fetchPlan(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
     const cached = cache && (await cache.store.get(`plan:${id}`));
-    if (cached) {
+    if (cached && isCacheable(cached)) {
       res.locals.cache = 'hit';
       return cached;
     }
+    return upstreamRead(req, res, id);
+  }
+
+  async function upstreamRead(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
     const answer = await forwarder.forward(req, res, {
       route: 'plan',
       method: 'GET',
       path: `/api/subscriptions/plan/${id}`,
     });
-    if (cache && answer.status === 200) void cache.store.set(`plan:${id}`, answer, cache.ttlSeconds);
+    if (cache && isCacheable(answer)) void cache.store.set(`plan:${id}`, answer, cache.ttlSeconds);
     return answer;
+  }
+
+  /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
+  async function follow(pending: Promise<UpstreamAnswer>, req: Request, res: Response, id: string) {
+    const answer = await pending;
+    if (isShareable(answer)) return answer;
+    res.locals.coalesced = false;
+    return upstreamRead(req, res, id);
   }
 
   return {
@@ -41,7 +65,7 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
       const pending = inFlight[id];
       if (pending) {
         res.locals.coalesced = true;
-        return pending;
+        return follow(pending, req, res, id);
       }
       const leader = fetchPlan(req, res, id).finally(() => {
         delete inFlight[id];

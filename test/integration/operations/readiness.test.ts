@@ -50,6 +50,7 @@ describe('readiness with Redis', () => {
         store: { state: 'ok', kind: 'redis' },
         upstreamToken: { state: 'ok', detail: 'a valid upstream token is held' },
         circuit: { state: 'closed' },
+        clientRegistry: { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' },
       },
     });
     for (const secret of [PASSWORD, USERNAME, 'eyJ']) expect(text).not.toContain(secret);

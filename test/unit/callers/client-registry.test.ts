@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mkdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   ClientRegistryError,
@@ -200,5 +200,96 @@ describe('client registry reload', () => {
     } finally {
       registry.close();
     }
+  });
+});
+
+describe('client registry staleness (a failed reload is loud)', () => {
+  function fakeMetrics() {
+    const failures: string[] = [];
+    let staleSince = -1;
+    return {
+      failures,
+      staleSince: () => staleSince,
+      metrics: {
+        registryReloadFailures: { inc: ({ reason }: { reason: string }) => failures.push(reason) },
+        registryStaleSince: {
+          set: (value: number) => {
+            staleSince = value;
+          },
+        },
+      },
+    };
+  }
+
+  test('stale from the first failure until the file matches again; counted per refused version', () => {
+    const { file } = tempFile(registryText([mobile, checkout]));
+    const logger = memoryLogger();
+    const observed = fakeMetrics();
+    let now = 1_800_000_000_000;
+    const registry = loadClientRegistry(file, {
+      logger,
+      watch: false,
+      metrics: observed.metrics,
+      now: () => now,
+    });
+    expect(registry.health()).toEqual({});
+    expect(observed.staleSince()).toBe(0);
+
+    // Revoking checkout-web's keys, with a typo: refused, so the revoked keys still work.
+    writeFileSync(file, registryText([{ ...mobile, keys: ['typo'] }]));
+    expect(registry.reload()).toBe(false);
+    expect(registry.health()).toEqual({ staleSince: now, lastFailure: 'invalid' });
+    expect(registry.findByApiKey('old-key')?.id).toBe('checkout-web');
+    expect(observed.failures).toEqual(['invalid']);
+    expect(observed.staleSince()).toBe(now / 1000);
+    const refusal = logger.lines.find((line) => line.level === 'error');
+    expect(refusal?.fields).toMatchObject({ reason: 'invalid', staleSince: new Date(now).toISOString() });
+    expect(refusal?.message).toMatch(/keys removed from the file still work until it is fixed/);
+
+    // The same broken content again (SIGHUP, another event): no new count, no new log line, same start.
+    const firstFailure = now;
+    now += 60_000;
+    expect(registry.reload()).toBe(false);
+    expect(observed.failures).toEqual(['invalid']);
+    expect(logger.lines.filter((line) => line.level === 'error')).toHaveLength(1);
+
+    // Another broken version, then the file gone: counted, but stale since the first failure.
+    writeFileSync(file, '{"clients": [');
+    expect(registry.reload()).toBe(false);
+    unlinkSync(file);
+    expect(registry.reload()).toBe(false);
+    expect(observed.failures).toEqual(['invalid', 'invalid', 'unreadable']);
+    expect(registry.health()).toEqual({ staleSince: firstFailure, lastFailure: 'unreadable' });
+    expect(observed.staleSince()).toBe(firstFailure / 1000);
+
+    // Fixed: current again, the revoked keys refused.
+    writeFileSync(file, registryText([mobile]));
+    expect(registry.reload()).toBe(true);
+    expect(registry.health()).toEqual({});
+    expect(observed.staleSince()).toBe(0);
+    expect(registry.findByApiKey('old-key')).toBeUndefined();
+    expect(logger.lines.at(-1)?.message).toBe('client registry matches the file again');
+  });
+
+  test('a file restored to the content in use clears the staleness too', () => {
+    const original = registryText([mobile]);
+    const { file } = tempFile(original);
+    const observed = fakeMetrics();
+    const registry = loadClientRegistry(file, {
+      logger: memoryLogger(),
+      watch: false,
+      metrics: observed.metrics,
+    });
+    writeFileSync(file, 'not json');
+    expect(registry.reload()).toBe(false);
+    expect(registry.health().staleSince).toEqual(expect.any(Number));
+    writeFileSync(file, original);
+    expect(registry.reload()).toBe(true);
+    expect(registry.health()).toEqual({});
+    expect(observed.staleSince()).toBe(0);
+    // The refused version is forgotten: written again, it is refused (and counted) again.
+    writeFileSync(file, 'not json');
+    expect(registry.reload()).toBe(false);
+    expect(observed.failures).toEqual(['invalid', 'invalid']);
   });
 });

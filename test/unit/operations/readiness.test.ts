@@ -1,3 +1,4 @@
+import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
 import type { TokenStatus } from '../../../src/upstream/token-provider';
 
@@ -64,5 +65,37 @@ describe('readiness', () => {
     readiness.startDraining();
     expect(readiness.report().status).toBe('not-ready');
     expect(readiness.report().checks.draining).toBe(true);
+  });
+});
+
+describe('readiness: the client registry', () => {
+  const healthy = { hasValidToken: true, storeHealthy: true };
+  const withRegistry = (health: RegistryHealth) =>
+    createReadiness({
+      tokens: { status: () => healthy },
+      storeKind: 'memory',
+      circuitState: () => 'closed',
+      clientRegistry: { health: () => health },
+    });
+
+  it('is ok while the registry matches CLIENTS_FILE', () => {
+    const report = withRegistry({}).report();
+    expect(report.status).toBe('ready');
+    expect(report.checks.clientRegistry).toEqual({
+      state: 'ok',
+      detail: 'the client registry matches CLIENTS_FILE',
+    });
+  });
+
+  it('degrades (still serving: not not-ready) and names since when the registry is stale', () => {
+    const since = Date.UTC(2026, 10, 20, 18, 30);
+    const report = withRegistry({ staleSince: since, lastFailure: 'invalid' }).report();
+    expect(report.status).toBe('degraded');
+    expect(report.checks.clientRegistry).toEqual({
+      state: 'degraded',
+      staleSince: '2026-11-20T18:30:00.000Z',
+      detail: expect.stringContaining('since 2026-11-20T18:30:00.000Z (invalid)'),
+    });
+    expect(report.checks.clientRegistry?.detail).toMatch(/keys removed from the file still work/);
   });
 });
