@@ -16,12 +16,13 @@ import { createLogger, flushLogger } from './observability/logger';
 import { createMetrics, type Metrics, metricsEndpoint } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
+import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { startSimulator } from './simulator/simulator';
 import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
 import { createMemoryTokenStore } from './store/memory-token-store';
 import { createRedisClient, type RedisClient, whenRedisReady } from './store/redis-connection';
 import { createRedisTokenStore } from './store/redis-token-store';
-import { createUpstreamCircuit } from './upstream/circuit-breaker';
+import { createUpstreamCircuits } from './upstream/circuit-breaker';
 import {
   type CredentialSource,
   createCredentialSource,
@@ -117,21 +118,21 @@ export async function startGateway(
     await tokens.start();
     closers.push(() => tokens.stop());
 
-    const circuit = createUpstreamCircuit({
-      failureThreshold: config.upstream.circuitFailureThreshold,
-      resetMs: config.upstream.circuitResetMs,
-      onStateChange: (state) => {
-        metrics.circuitState.set(CIRCUIT_STATE_VALUE[state]);
-        logger.warn({ circuit: state }, 'upstream circuit state changed');
+    const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
+      ...config.upstream.circuit,
+      onStateChange: (operation, state) => {
+        metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+        logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
       },
     });
+    for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
     const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
     closers.push(() => agent.destroy());
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,
       agent,
       tokens,
-      circuit,
+      circuits,
       timeoutMs: config.upstream.timeoutMs,
       staticHeaders: config.upstream.staticHeaders,
       metrics,
@@ -158,7 +159,7 @@ export async function startGateway(
     const readiness = createReadiness({
       tokens,
       storeKind: redis ? 'redis' : 'memory',
-      circuitState: () => circuit.state,
+      circuitStates: () => circuits.states(),
       storeHealthy: redis ? () => redis.status === 'ready' : undefined,
     });
     const app = createApp({

@@ -1,4 +1,4 @@
-// Readiness: can this replica serve now? Draining, the token store and the upstream token, each reported.
+// Readiness: can this replica serve now? Draining, the token store, the upstream token and each circuit, reported.
 import type { TokenProvider } from '../upstream/token-provider';
 
 export type CheckState = 'ok' | 'degraded' | 'failing';
@@ -9,7 +9,8 @@ export interface ReadinessReport {
     readonly draining: boolean;
     readonly store: { readonly state: CheckState; readonly kind: 'redis' | 'memory' };
     readonly upstreamToken: { readonly state: CheckState; readonly detail: string };
-    readonly circuit: { readonly state: string };
+    /** Each operation's upstream circuit. */
+    readonly circuits: Readonly<Record<string, { readonly state: string }>>;
   };
 }
 
@@ -23,7 +24,8 @@ export interface ReadinessDeps {
   /** `getAccessToken`, when given, lets a failing replica retry on its own (see below). */
   readonly tokens: Pick<TokenProvider, 'status'> & Partial<Pick<TokenProvider, 'getAccessToken'>>;
   readonly storeKind: 'redis' | 'memory';
-  readonly circuitState: () => string;
+  /** The upstream circuit state of each operation. */
+  readonly circuitStates: () => Readonly<Record<string, string>>;
   /**
    * Live store health (the ioredis connection is `ready`). Without it the token manager's view is used, which
    * only learns of a recovered Redis on its next store call.
@@ -84,16 +86,21 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
           ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
           : 'no token yet; one is fetched on the first call';
       if (tokenState !== 'ok') retryInBackground();
-      const circuit = deps.circuitState();
+      const circuits: Record<string, { state: string }> = {};
+      let circuitsClosed = true;
+      for (const [operation, state] of Object.entries(deps.circuitStates())) {
+        circuits[operation] = { state };
+        if (state !== 'closed') circuitsClosed = false;
+      }
       const notReady = draining || tokenState === 'failing';
-      const degraded = storeState !== 'ok' || tokenState !== 'ok' || circuit !== 'closed';
+      const degraded = storeState !== 'ok' || tokenState !== 'ok' || !circuitsClosed;
       return {
         status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
         checks: {
           draining,
           store: { state: storeState, kind: deps.storeKind },
           upstreamToken: { state: tokenState, detail: tokenDetail },
-          circuit: { state: circuit },
+          circuits,
         },
       };
     },

@@ -8,6 +8,8 @@ import { parseOrReject } from './validate-input';
 
 export const VALIDATION_PATH = '/api/validation/document';
 export const PLAN_PATH = '/api/subscriptions/plan/:internalId';
+/** The forwarded operations by route name: each has its own upstream circuit. */
+export const FORWARDED_OPERATIONS = ['validation', 'plan'] as const;
 
 export function validateDocumentHandler(forwarder: Forwarder): RequestHandler {
   return async (req, res) => {

@@ -1,5 +1,5 @@
 // Injected upstream misbehaviour: latency, error statuses and connection resets, set through the test controls.
-import type { RequestHandler } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { StatsRecorder } from './stats';
 
@@ -20,6 +20,11 @@ export const faultsSchema = z.strictObject({
   resetConnections: z.boolean().default(false),
   /** Inject failures (error or reset) into at most this many requests, then stop failing; latency stays. */
   maxFailures: z.number().int().min(1).optional(),
+  /**
+   * Poison ids: every operation request for one of these document ids or plan ids is answered `errorStatus`,
+   * whatever `errorRate` and `maxFailures` say (a provider bug that one particular input triggers).
+   */
+  failIds: z.array(z.string().max(256)).max(1000).default([]),
   /** Also affect the two token endpoints; by default only the two operations are. */
   includeTokenEndpoints: z.boolean().default(false),
 });
@@ -28,6 +33,14 @@ export type FaultsInput = z.input<typeof faultsSchema>;
 export type Faults = z.output<typeof faultsSchema>;
 
 export const NO_FAULTS: Faults = faultsSchema.parse({});
+
+/** The document id or plan id an operation request is about (the body is parsed before faults run). */
+function requestedId(req: Request): string | undefined {
+  const planId = req.params.internalId;
+  if (typeof planId === 'string') return planId;
+  const id = (req.body as { document?: { id?: unknown } } | undefined)?.document?.id;
+  return typeof id === 'string' ? id : undefined;
+}
 
 export interface FaultInjector {
   /** Middleware for one kind of endpoint; token endpoints are affected only with includeTokenEndpoints. */
@@ -42,6 +55,7 @@ export interface FaultInjector {
 
 export function createFaultInjector(stats: StatsRecorder, random: () => number = Math.random): FaultInjector {
   let faults = NO_FAULTS;
+  let poisonIds = new Set<string>();
   let failuresLeft = Number.POSITIVE_INFINITY;
   const timers = new Set<NodeJS.Timeout>();
 
@@ -68,19 +82,20 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
         const f = faults;
         if (kind === 'token' && !f.includeTokenEndpoints) return next();
         const act = () => {
+          if (kind === 'operation' && poisonIds.size > 0) {
+            const id = requestedId(req);
+            if (id !== undefined && poisonIds.has(id)) {
+              stats.increment('faultsInjected');
+              sendError(res, f);
+              return;
+            }
+          }
           if (f.resetConnections && takeFailure()) {
             req.socket.destroy();
             return;
           }
           if (!f.resetConnections && f.errorRate > 0 && random() < f.errorRate && takeFailure()) {
-            if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
-            res.status(f.errorStatus).json({
-              status: {
-                code: String(f.errorStatus),
-                description: 'ERROR',
-                detail: 'Simulated upstream failure',
-              },
-            });
+            sendError(res, f);
             return;
           }
           next();
@@ -91,12 +106,14 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
     },
     set(input) {
       faults = faultsSchema.parse(input);
+      poisonIds = new Set(faults.failIds);
       failuresLeft = faults.maxFailures ?? Number.POSITIVE_INFINITY;
       return faults;
     },
     current: () => faults,
     clear() {
       faults = NO_FAULTS;
+      poisonIds = new Set();
       failuresLeft = Number.POSITIVE_INFINITY;
     },
     dispose() {
@@ -104,4 +121,11 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
       timers.clear();
     },
   };
+}
+
+function sendError(res: Response, f: Faults): void {
+  if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
+  res.status(f.errorStatus).json({
+    status: { code: String(f.errorStatus), description: 'ERROR', detail: 'Simulated upstream failure' },
+  });
 }

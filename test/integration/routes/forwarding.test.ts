@@ -395,7 +395,13 @@ describe('timeouts and the circuit breaker', () => {
   beforeAll(async () => {
     sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
     gateway = await startTestGateway(
-      envFor(sim, { UPSTREAM_TIMEOUT_MS: '300', CIRCUIT_FAILURE_THRESHOLD: '3', CIRCUIT_RESET_MS: '800' }),
+      envFor(sim, {
+        UPSTREAM_TIMEOUT_MS: '300',
+        CIRCUIT_FAILURE_RATIO: '0.5',
+        CIRCUIT_MINIMUM_CALLS: '6',
+        CIRCUIT_WINDOW_MS: '60000',
+        CIRCUIT_RESET_MS: '800',
+      }),
     );
     // warm the token so token calls do not count
     expect((await call(gateway.url, `/api/subscriptions/plan/${PLAN_ID}`, { headers: auth })).status).toBe(
@@ -417,13 +423,13 @@ describe('timeouts and the circuit breaker', () => {
     sim.setFaults({});
   });
 
-  it('opens after repeated failures, answers 503 with Retry-After without calling, and closes after a probe', async () => {
+  it('opens on the failure ratio, answers 503 with Retry-After without calling, and closes after a probe', async () => {
     sim.setFaults({});
-    // a success resets the consecutive-failure count left by the timeout test
     expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(200);
     sim.reset();
     sim.setFaults({ errorRate: 1, errorStatus: 503 });
-    for (let i = 0; i < 3; i++) {
+    // The window holds the timeout above (a failure) and one success: the 4th failure makes 6 calls, 5 failed.
+    for (let i = 0; i < 4; i++) {
       expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(502);
     }
     const callsBefore = sim.stats().requests;
@@ -449,7 +455,7 @@ describe('the upstream timeout counts the wait for a free socket', () => {
       envFor(sim, {
         UPSTREAM_MAX_SOCKETS: '1',
         UPSTREAM_TIMEOUT_MS: '500',
-        CIRCUIT_FAILURE_THRESHOLD: '100',
+        CIRCUIT_MINIMUM_CALLS: '100',
       }),
     );
     try {
