@@ -12,6 +12,7 @@ import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
 import { createMetrics, type Metrics, metricsEndpoint } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
@@ -170,6 +171,7 @@ export async function startGateway(
       forwarder,
       plans,
       readiness,
+      documentReference: createDocumentReference(config.tokens.encryptionKey),
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsPort === undefined,
     });
