@@ -92,6 +92,17 @@ test('upstream 4xx answers (plan not found) never count as failures', async () =
   expect(((await readiness()) as Record<string, unknown>).plan).toEqual({ state: 'closed' });
 });
 
+test('upstream 401s that renew the token never count as failures', async () => {
+  expect(await planRead()).toBe(200);
+  const unauthorizedBefore = simulator.stats().unauthorized;
+  for (let i = 0; i < 25; i++) {
+    simulator.revokeTokens(); // the next call gets a 401, renews once and retries
+    expect(await planRead()).toBe(200);
+  }
+  expect(simulator.stats().unauthorized - unauthorizedBefore).toBe(25);
+  expect(((await readiness()) as Record<string, unknown>).plan).toEqual({ state: 'closed' });
+});
+
 test('an outage of one operation opens its circuit only, answers 503 fast, and a probe closes it', async () => {
   // A real outage of the validation endpoint: every document the callers send fails upstream.
   const outageIds = Array.from({ length: 30 }, (_, i) => `20-${String(40_000_000 + i)}-1`);
