@@ -14,7 +14,8 @@ import { loadClientRegistry } from '../src/callers/client-registry';
 import { rateLimit } from '../src/callers/rate-limit';
 import { jsonBody } from '../src/http/json-body';
 import { securityHeaders } from '../src/http/security-headers';
-import { createLogger, flushLogger, maskDocumentId } from '../src/observability/logger';
+import { createDocumentReference } from '../src/observability/document-reference';
+import { createLogger, flushLogger } from '../src/observability/logger';
 import { createMetrics } from '../src/observability/metrics';
 import { requestObserver } from '../src/observability/request-log';
 import { documentValidationRequest } from '../src/routes/schemas';
@@ -82,6 +83,7 @@ async function main(): Promise<void> {
   // What jsonBody falls back to, run on the same plain request: Express's req.is (type-is), then body-parser.
   const bodyParser = express.json({ limit: 64 * 1024, strict: true, type: () => true });
 
+  const documentReference = createDocumentReference(undefined);
   const bench = new Bench({ time: envNumber('BENCH_FEATURE_MS', 1000), warmupTime: 200 });
   bench
     .add('baseline: a request and response object pair', () => {
@@ -91,7 +93,7 @@ async function main(): Promise<void> {
       for (let i = 0; i < BATCH; i++) {
         const { req, res } = exchange();
         res.locals.route = 'validation';
-        res.locals.document = { country: 'ARG', type: 'CUIT', id: maskDocumentId('20-17254359-7') };
+        res.locals.document = { country: 'ARG', type: 'CUIT', ref: documentReference('20-17254359-7') };
         observe(req, res);
         res.emit('close');
       }

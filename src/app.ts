@@ -8,6 +8,7 @@ import { jsonBody } from './http/json-body';
 import { requestContext } from './http/request-context';
 import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
+import type { DocumentReference } from './observability/document-reference';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
 import type { Readiness } from './operations/readiness';
@@ -37,6 +38,8 @@ export interface AppDeps {
   readonly forwarder: Forwarder;
   readonly plans: PlanReader;
   readonly readiness: Readiness;
+  /** How the request log names a validated document (never by its id). */
+  readonly documentReference: DocumentReference;
   readonly openApiDocument: object;
   /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
   readonly serveMetrics: boolean;
@@ -70,7 +73,7 @@ export function createApp(deps: AppDeps): Express {
     guards.requireScope('documents:validate'),
     guards.rateLimit,
     jsonBody(config.server.bodyLimitBytes),
-    validateDocumentHandler(deps.forwarder),
+    validateDocumentHandler(deps.forwarder, deps.documentReference),
   );
   app.get(
     PLAN_PATH,

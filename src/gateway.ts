@@ -12,6 +12,7 @@ import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
 import {
   createMetrics,
@@ -21,12 +22,13 @@ import {
 } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
+import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { startSimulator } from './simulator/simulator';
 import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
 import { createMemoryTokenStore } from './store/memory-token-store';
 import { createRedisClient, type RedisClient, whenRedisReady } from './store/redis-connection';
 import { createRedisTokenStore } from './store/redis-token-store';
-import { createUpstreamCircuit } from './upstream/circuit-breaker';
+import { createUpstreamCircuits } from './upstream/circuit-breaker';
 import {
   type CredentialSource,
   createCredentialSource,
@@ -123,21 +125,21 @@ export async function startGateway(
     closers.push(() => tokens.stop());
     registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);
 
-    const circuit = createUpstreamCircuit({
-      failureThreshold: config.upstream.circuitFailureThreshold,
-      resetMs: config.upstream.circuitResetMs,
-      onStateChange: (state) => {
-        metrics.circuitState.set(CIRCUIT_STATE_VALUE[state]);
-        logger.warn({ circuit: state }, 'upstream circuit state changed');
+    const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
+      ...config.upstream.circuit,
+      onStateChange: (operation, state) => {
+        metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+        logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
       },
     });
+    for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
     const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
     closers.push(() => agent.destroy());
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,
       agent,
       tokens,
-      circuit,
+      circuits,
       timeoutMs: config.upstream.timeoutMs,
       staticHeaders: config.upstream.staticHeaders,
       metrics,
@@ -164,7 +166,7 @@ export async function startGateway(
     const readiness = createReadiness({
       tokens,
       storeKind: redis ? 'redis' : 'memory',
-      circuitState: () => circuit.state,
+      circuitStates: () => circuits.states(),
       storeHealthy: redis ? () => redis.status === 'ready' : undefined,
       clientRegistry: registry,
     });
@@ -176,6 +178,7 @@ export async function startGateway(
       forwarder,
       plans,
       readiness,
+      documentReference: createDocumentReference(config.tokens.encryptionKey),
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsPort === undefined,
     });

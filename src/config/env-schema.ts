@@ -35,6 +35,12 @@ export const SECRET_VARIABLES = [
 /** Secrets that may also be given as a path to a file (`<NAME>_FILE`), e.g. a Kubernetes or Docker secret mount. */
 export const FILE_VARIABLES = SECRET_VARIABLES;
 
+/** Variables that no longer exist: setting one is a configuration error that names its replacement. */
+export const REPLACED_VARIABLES: Readonly<Record<string, string>> = {
+  CIRCUIT_FAILURE_THRESHOLD:
+    'was replaced: circuits now open on a failure ratio; use CIRCUIT_FAILURE_RATIO, CIRCUIT_WINDOW_MS and CIRCUIT_MINIMUM_CALLS',
+};
+
 export const envSchema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).optional(),
   /** Default: 0.0.0.0, or 127.0.0.1 in local mode (a development key must not be reachable from the network). */
@@ -64,7 +70,13 @@ export const envSchema = z.object({
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
   UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
-  CIRCUIT_FAILURE_THRESHOLD: int(1, 1000).default(5),
+  CIRCUIT_FAILURE_RATIO: z.coerce
+    .number()
+    .gt(0, 'must be above 0 and below 1')
+    .lt(1, 'must be above 0 and below 1')
+    .default(0.5),
+  CIRCUIT_WINDOW_MS: int(1000, 600_000).default(10_000),
+  CIRCUIT_MINIMUM_CALLS: int(1, 100_000).default(20),
   CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
   PLAN_CACHE_TTL_SECONDS: int(0, 3600).default(0),
 

@@ -18,6 +18,18 @@ export interface CredentialSettings {
   readonly passwordFile?: string;
 }
 
+/** A per-operation circuit breaker: a failure ratio over a sliding window with a minimum of calls. */
+export interface CircuitSettings {
+  /** Share of failed calls (0..1, exclusive) over the window that opens the circuit. */
+  readonly failureRatio: number;
+  /** Length of the sliding window. */
+  readonly windowMs: number;
+  /** Calls the window must hold before the ratio can open the circuit: a few failures alone never do. */
+  readonly minimumCalls: number;
+  /** How long an open circuit answers without calling before one probe decides. */
+  readonly resetMs: number;
+}
+
 export interface OidcSettings {
   readonly issuer: string;
   readonly audience: string;
@@ -49,8 +61,7 @@ export interface GatewayConfig {
     readonly timeoutMs: number;
     readonly staticHeaders: Readonly<Record<string, string>>;
     readonly maxSockets: number;
-    readonly circuitFailureThreshold: number;
-    readonly circuitResetMs: number;
+    readonly circuit: CircuitSettings;
     readonly planCacheTtlSeconds: number;
   };
   readonly credentials: CredentialSettings;

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
-import { envSchema, FILE_VARIABLES, type RawEnv, SECRET_VARIABLES } from './env-schema';
+import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology } from './gateway-config';
 import { parseHostPorts } from './parsers';
 
@@ -20,6 +20,8 @@ interface LoadOptions {
 export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): GatewayConfig {
   const problems: ConfigProblem[] = [];
   const input = withFileSecrets(env, problems);
+  for (const [variable, message] of Object.entries(REPLACED_VARIABLES))
+    if (env[variable] !== undefined && env[variable] !== '') problems.push({ variable, message });
   const parsed = envSchema.safeParse(input);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -124,8 +126,12 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
-      circuitFailureThreshold: env.CIRCUIT_FAILURE_THRESHOLD,
-      circuitResetMs: env.CIRCUIT_RESET_MS,
+      circuit: {
+        failureRatio: env.CIRCUIT_FAILURE_RATIO,
+        windowMs: env.CIRCUIT_WINDOW_MS,
+        minimumCalls: env.CIRCUIT_MINIMUM_CALLS,
+        resetMs: env.CIRCUIT_RESET_MS,
+      },
       planCacheTtlSeconds: env.PLAN_CACHE_TTL_SECONDS,
     },
     credentials: {

@@ -78,12 +78,6 @@ export function isoTimestamp(now: () => number = Date.now): () => string {
   };
 }
 
-/** Masks a document id for logs: at most its last 3 characters stay readable. */
-export function maskDocumentId(id: string): string {
-  const visible = Math.min(3, Math.max(0, id.length - 4));
-  return `${'*'.repeat(Math.max(0, id.length - visible))}${id.slice(id.length - visible)}`;
-}
-
 /** Lines gather until this many bytes, then go out in one synchronous write. */
 const LOG_FILE_BATCH_BYTES = 16 * 1024;
 /** ...and at least this often, so a quiet gateway's lines reach the file too. */

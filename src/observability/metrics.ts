@@ -66,7 +66,8 @@ export function createMetrics() {
     }),
     circuitState: new Gauge({
       name: 'upstream_circuit_state',
-      help: 'Upstream circuit breaker: 0 closed, 1 half-open, 2 open.',
+      help: 'Upstream circuit breaker of each operation: 0 closed, 1 half-open, 2 open.',
+      labelNames: ['operation'] as const,
       registers,
     }),
     storeHealthy: new Gauge({

@@ -1,4 +1,5 @@
-// Readiness: can this replica serve now? Draining, the token store, the upstream token and the client registry.
+// Readiness: can this replica serve now? Draining, the token store, the upstream token, each circuit and the
+// client registry.
 import type { ClientRegistry } from '../callers/client-registry';
 import type { TokenProvider } from '../upstream/token-provider';
 
@@ -10,7 +11,8 @@ export interface ReadinessReport {
     readonly draining: boolean;
     readonly store: { readonly state: CheckState; readonly kind: 'redis' | 'memory' };
     readonly upstreamToken: { readonly state: CheckState; readonly detail: string };
-    readonly circuit: { readonly state: string };
+    /** Each operation's upstream circuit. */
+    readonly circuits: Readonly<Record<string, { readonly state: string }>>;
     readonly clientRegistry?: {
       readonly state: CheckState;
       readonly detail: string;
@@ -30,7 +32,8 @@ export interface ReadinessDeps {
   /** `getAccessToken`, when given, lets a failing replica retry on its own (see below). */
   readonly tokens: Pick<TokenProvider, 'status'> & Partial<Pick<TokenProvider, 'getAccessToken'>>;
   readonly storeKind: 'redis' | 'memory';
-  readonly circuitState: () => string;
+  /** The upstream circuit state of each operation. */
+  readonly circuitStates: () => Readonly<Record<string, string>>;
   /**
    * Live store health (the ioredis connection is `ready`). Without it the token manager's view is used, which
    * only learns of a recovered Redis on its next store call.
@@ -92,18 +95,23 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
           ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
           : 'no token yet; one is fetched on the first call';
       if (tokenState !== 'ok') retryInBackground();
-      const circuit = deps.circuitState();
+      const circuits: Record<string, { state: string }> = {};
+      let circuitsClosed = true;
+      for (const [operation, state] of Object.entries(deps.circuitStates())) {
+        circuits[operation] = { state };
+        if (state !== 'closed') circuitsClosed = false;
+      }
       const registry = deps.clientRegistry && registryCheck(deps.clientRegistry);
       const notReady = draining || tokenState === 'failing';
       const degraded =
-        storeState !== 'ok' || tokenState !== 'ok' || circuit !== 'closed' || registry?.state === 'degraded';
+        storeState !== 'ok' || tokenState !== 'ok' || !circuitsClosed || registry?.state === 'degraded';
       return {
         status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
         checks: {
           draining,
           store: { state: storeState, kind: deps.storeKind },
           upstreamToken: { state: tokenState, detail: tokenDetail },
-          circuit: { state: circuit },
+          circuits,
           ...(registry && { clientRegistry: registry }),
         },
       };

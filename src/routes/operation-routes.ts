@@ -1,6 +1,6 @@
 // The two forwarded operations: validate and sanitize the input, forward it, pass the upstream answer through.
 import type { RequestHandler } from 'express';
-import { maskDocumentId } from '../observability/logger';
+import type { DocumentReference } from '../observability/document-reference';
 import { type Forwarder, sendAnswer } from '../upstream/forwarder';
 import type { PlanReader } from '../upstream/plan-reader';
 import { documentValidationRequest, planParams } from './schemas';
@@ -8,14 +8,20 @@ import { parseOrReject } from './validate-input';
 
 export const VALIDATION_PATH = '/api/validation/document';
 export const PLAN_PATH = '/api/subscriptions/plan/:internalId';
+/** The forwarded operations by route name: each has its own upstream circuit. */
+export const FORWARDED_OPERATIONS = ['validation', 'plan'] as const;
 
-export function validateDocumentHandler(forwarder: Forwarder): RequestHandler {
+export function validateDocumentHandler(
+  forwarder: Forwarder,
+  documentReference: DocumentReference,
+): RequestHandler {
   return async (req, res) => {
     const body = parseOrReject(documentValidationRequest, req.body, 'request body');
+    // For the request log: no character of the id itself, only its keyed reference.
     res.locals.document = {
       country: body.country,
       type: body.document.type,
-      id: maskDocumentId(body.document.id),
+      ref: documentReference(body.document.id),
     };
     const answer = await forwarder.forward(req, res, {
       route: 'validation',

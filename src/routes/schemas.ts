@@ -1,16 +1,15 @@
 // One zod schema per operation: it validates and sanitizes requests, and it generates /openapi.json.
 import { z } from 'zod';
+import { ALPHA3_COUNTRY_CODES } from './country-codes';
 
-/** No control characters (C0, DEL, C1): they have no place in a document id or type and break logs and headers. */
-const NO_CONTROL_CHARACTERS = /^[^\p{Cc}]*$/u;
-
-const boundedText = (max: number, example: string) =>
-  z
-    .string()
-    .min(1, 'must not be empty')
-    .max(max, `must be at most ${max} characters`)
-    .regex(NO_CONTROL_CHARACTERS, 'must not contain control characters')
-    .meta({ example });
+/**
+ * Document ids as the provider writes them: ASCII letters and digits, with the separators it accepts (`.` `-` `/`
+ * and space) inside, never at either end. `Ñ` and `&` are the only others: Mexico's RFC uses them. Anything else —
+ * full-width or Arabic-Indic digits, bidi controls, zero-width characters, look-alike letters — is refused.
+ */
+const DOCUMENT_ID = /^[A-Za-z0-9Ñ&](?:[A-Za-z0-9Ñ&./ -]*[A-Za-z0-9Ñ&])?$/;
+/** Document types as the provider names them: CUIT, CPF, CNPJ, RUT, … */
+const DOCUMENT_TYPE = /^[A-Z0-9_]+$/;
 
 /**
  * Body of POST /api/validation/document. Objects are stripped: unknown fields at any depth are dropped
@@ -19,13 +18,25 @@ const boundedText = (max: number, example: string) =>
 export const documentValidationRequest = z
   .object({
     country: z
-      .string()
-      .regex(/^[A-Z]{3}$/, 'must be three upper-case letters (ISO 3166-1 alpha-3)')
+      .enum(ALPHA3_COUNTRY_CODES, { error: 'must be an ISO 3166-1 alpha-3 country code (e.g. ARG)' })
       .meta({ example: 'ARG' }),
     document: z
       .object({
-        id: boundedText(64, '20-17254359-7'),
-        type: boundedText(32, 'CUIT'),
+        id: z
+          .string()
+          .min(1, { error: 'must not be empty', abort: true })
+          .max(32, { error: 'must be at most 32 characters', abort: true })
+          .regex(
+            DOCUMENT_ID,
+            'must be ASCII letters and digits, with . - / or spaces between them (and Ñ & for RFCs)',
+          )
+          .meta({ example: '20-17254359-7' }),
+        type: z
+          .string()
+          .min(1, { error: 'must not be empty', abort: true })
+          .max(32, { error: 'must be at most 32 characters', abort: true })
+          .regex(DOCUMENT_TYPE, 'must be upper-case ASCII letters, digits and _ (e.g. CUIT, CPF)')
+          .meta({ example: 'CUIT' }),
       })
       .strip(),
   })

@@ -1,6 +1,6 @@
-// Injected upstream misbehaviour: latency, error statuses, connection resets, cut-short bodies and caching
-// headers, set through the test controls.
-import type { RequestHandler, Response } from 'express';
+// Injected upstream misbehaviour: latency, error statuses, connection resets, cut-short bodies, caching headers
+// and poison ids, set through the test controls.
+import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { StatsRecorder } from './stats';
 
@@ -25,6 +25,11 @@ export const faultsSchema = z.strictObject({
   cachingHeaders: z.boolean().default(false),
   /** Inject failures (error, reset or cut-short body) into at most this many requests, then stop failing. */
   maxFailures: z.number().int().min(1).optional(),
+  /**
+   * Poison ids: every operation request for one of these document ids or plan ids is answered `errorStatus`,
+   * whatever `errorRate` and `maxFailures` say (a provider bug that one particular input triggers).
+   */
+  failIds: z.array(z.string().max(256)).max(1000).default([]),
   /** Also affect the two token endpoints; by default only the two operations are. */
   includeTokenEndpoints: z.boolean().default(false),
 });
@@ -33,6 +38,14 @@ export type FaultsInput = z.input<typeof faultsSchema>;
 export type Faults = z.output<typeof faultsSchema>;
 
 export const NO_FAULTS: Faults = faultsSchema.parse({});
+
+/** The document id or plan id an operation request is about (the body is parsed before faults run). */
+function requestedId(req: Request): string | undefined {
+  const planId = req.params.internalId;
+  if (typeof planId === 'string') return planId;
+  const id = (req.body as { document?: { id?: unknown } } | undefined)?.document?.id;
+  return typeof id === 'string' ? id : undefined;
+}
 
 export interface FaultInjector {
   /** Middleware for one kind of endpoint; token endpoints are affected only with includeTokenEndpoints. */
@@ -67,6 +80,7 @@ function cutBodyShort(res: Response): void {
 
 export function createFaultInjector(stats: StatsRecorder, random: () => number = Math.random): FaultInjector {
   let faults = NO_FAULTS;
+  let poisonIds = new Set<string>();
   let failuresLeft = Number.POSITIVE_INFINITY;
   const timers = new Set<NodeJS.Timeout>();
 
@@ -94,19 +108,20 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
         if (kind === 'token' && !f.includeTokenEndpoints) return next();
         const act = () => {
           if (f.cachingHeaders) res.set(CACHING_HEADERS);
+          if (kind === 'operation' && poisonIds.size > 0) {
+            const id = requestedId(req);
+            if (id !== undefined && poisonIds.has(id)) {
+              stats.increment('faultsInjected');
+              sendError(res, f);
+              return;
+            }
+          }
           if (f.resetConnections && takeFailure()) {
             req.socket.destroy();
             return;
           }
           if (!f.resetConnections && f.errorRate > 0 && random() < f.errorRate && takeFailure()) {
-            if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
-            res.status(f.errorStatus).json({
-              status: {
-                code: String(f.errorStatus),
-                description: 'ERROR',
-                detail: 'Simulated upstream failure',
-              },
-            });
+            sendError(res, f);
             return;
           }
           if (f.truncateBodies && takeFailure()) cutBodyShort(res);
@@ -118,12 +133,14 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
     },
     set(input) {
       faults = faultsSchema.parse(input);
+      poisonIds = new Set(faults.failIds);
       failuresLeft = faults.maxFailures ?? Number.POSITIVE_INFINITY;
       return faults;
     },
     current: () => faults,
     clear() {
       faults = NO_FAULTS;
+      poisonIds = new Set();
       failuresLeft = Number.POSITIVE_INFINITY;
     },
     dispose() {
@@ -131,4 +148,11 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
       timers.clear();
     },
   };
+}
+
+function sendError(res: Response, f: Faults): void {
+  if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
+  res.status(f.errorStatus).json({
+    status: { code: String(f.errorStatus), description: 'ERROR', detail: 'Simulated upstream failure' },
+  });
 }

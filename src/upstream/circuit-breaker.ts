@@ -1,12 +1,13 @@
-// The upstream circuit breaker (cockatiel): opens after consecutive failures, answers fast, probes to close.
+// Upstream circuit breakers (cockatiel), one per operation: a failure ratio over a sliding window opens one.
 import {
   BrokenCircuitError,
   CircuitState,
-  ConsecutiveBreaker,
   circuitBreaker,
   handleWhen,
   IsolatedCircuitError,
+  SamplingBreaker,
 } from 'cockatiel';
+import type { CircuitSettings } from '../config/gateway-config';
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
 export class UpstreamFailure extends Error {
@@ -19,10 +20,12 @@ export class UpstreamFailure extends Error {
   }
 }
 
+export type CircuitStateName = 'closed' | 'open' | 'half-open';
+
 export interface UpstreamCircuit {
   /** Runs one upstream attempt; rejects with CircuitOpenError without running it while the circuit is open. */
   run<T>(attempt: () => Promise<T>): Promise<T>;
-  readonly state: 'closed' | 'open' | 'half-open';
+  readonly state: CircuitStateName;
   readonly retryAfterSeconds: number;
 }
 
@@ -32,31 +35,44 @@ export class CircuitOpenError extends Error {
   }
 }
 
-const STATE_NAMES: Record<CircuitState, UpstreamCircuit['state']> = {
+const STATE_NAMES: Record<CircuitState, CircuitStateName> = {
   [CircuitState.Closed]: 'closed',
   [CircuitState.Open]: 'open',
   [CircuitState.HalfOpen]: 'half-open',
   [CircuitState.Isolated]: 'open',
 };
 
-export function createUpstreamCircuit(options: {
-  failureThreshold: number;
-  resetMs: number;
-  onStateChange?: (state: UpstreamCircuit['state']) => void;
-}): UpstreamCircuit {
+/**
+ * cockatiel's SamplingBreaker takes a minimum rate, not a minimum count: it opens only when the window holds at
+ * least `window × minimumRps` calls. It splits the window into max(5, seconds) slices of a rounded length, so the
+ * rate is computed from the window it will really use; half a call below the count absorbs float rounding.
+ */
+export function samplingBreakerFor(settings: CircuitSettings): SamplingBreaker {
+  const slices = Math.max(5, Math.ceil(settings.windowMs / 1000));
+  const effectiveWindowMs = Math.round(settings.windowMs / slices) * slices;
+  return new SamplingBreaker({
+    threshold: settings.failureRatio,
+    duration: settings.windowMs,
+    minimumRps: ((settings.minimumCalls - 0.5) * 1000) / effectiveWindowMs,
+  });
+}
+
+export function createUpstreamCircuit(
+  settings: CircuitSettings & { onStateChange?: (state: CircuitStateName) => void },
+): UpstreamCircuit {
   const policy = circuitBreaker(
     handleWhen((error) => error instanceof UpstreamFailure),
-    {
-      halfOpenAfter: options.resetMs,
-      breaker: new ConsecutiveBreaker(options.failureThreshold),
-    },
+    { halfOpenAfter: settings.resetMs, breaker: samplingBreakerFor(settings) },
   );
-  if (options.onStateChange) {
-    const notify = options.onStateChange;
+  if (settings.onStateChange) {
+    const notify = settings.onStateChange;
     policy.onStateChange((state) => notify(STATE_NAMES[state]));
   }
   return {
     async run(attempt) {
+      // Half-open means one probe is already in flight: cockatiel would hold every other call until the probe
+      // ends (up to the upstream timeout); they are answered at once instead, like while open.
+      if (policy.state === CircuitState.HalfOpen) throw new CircuitOpenError();
       try {
         return await policy.execute(attempt);
       } catch (error) {
@@ -68,6 +84,39 @@ export function createUpstreamCircuit(options: {
     get state() {
       return STATE_NAMES[policy.state];
     },
-    retryAfterSeconds: Math.max(1, Math.ceil(options.resetMs / 1000)),
+    retryAfterSeconds: Math.max(1, Math.ceil(settings.resetMs / 1000)),
+  };
+}
+
+/** The circuits of the forwarded operations, by operation name (the exchange's route). */
+export interface UpstreamCircuits {
+  /** The operation's circuit; an operation not named at creation gets its own on first use. */
+  of(operation: string): UpstreamCircuit;
+  /** Every operation's state, for readiness. */
+  states(): Record<string, CircuitStateName>;
+}
+
+/**
+ * One circuit per operation: an outage of one upstream endpoint (or a caller's poison requests on it) never stops
+ * the other operation.
+ */
+export function createUpstreamCircuits(
+  operations: readonly string[],
+  settings: CircuitSettings & { onStateChange?: (operation: string, state: CircuitStateName) => void },
+): UpstreamCircuits {
+  const circuits = new Map<string, UpstreamCircuit>();
+  const create = (operation: string) => {
+    const notify = settings.onStateChange;
+    const circuit = createUpstreamCircuit({
+      ...settings,
+      onStateChange: notify && ((state) => notify(operation, state)),
+    });
+    circuits.set(operation, circuit);
+    return circuit;
+  };
+  for (const operation of operations) create(operation);
+  return {
+    of: (operation) => circuits.get(operation) ?? create(operation),
+    states: () => Object.fromEntries([...circuits].map(([operation, circuit]) => [operation, circuit.state])),
   };
 }

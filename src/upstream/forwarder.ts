@@ -6,7 +6,12 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
-import { CircuitOpenError, type UpstreamCircuit, UpstreamFailure } from './circuit-breaker';
+import {
+  CircuitOpenError,
+  type UpstreamCircuit,
+  type UpstreamCircuits,
+  UpstreamFailure,
+} from './circuit-breaker';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import type { TokenProvider, TokenSource } from './token-provider';
 
@@ -31,7 +36,8 @@ export interface ForwarderDeps {
   readonly baseUrl: string;
   readonly agent: Agent;
   readonly tokens: TokenProvider;
-  readonly circuit: UpstreamCircuit;
+  /** One circuit per operation, chosen by the exchange's route. */
+  readonly circuits: UpstreamCircuits;
   readonly timeoutMs: number;
   readonly staticHeaders: Readonly<Record<string, string>>;
   readonly metrics: Metrics;
@@ -238,8 +244,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
 
   /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
   async function guardedAttempt(req: Request, res: Response, call: Call, accessToken: string) {
+    const circuit = deps.circuits.of(call.exchange.route);
     try {
-      return await deps.circuit.run(() => attemptOnce(req, call, accessToken));
+      return await circuit.run(() => attemptOnce(req, call, accessToken));
     } catch (error) {
       const retryable =
         call.exchange.method === 'GET' &&
@@ -253,7 +260,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         { requestId: req.id, route: call.exchange.route, code: error.code },
         'upstream connection error, retrying once',
       );
-      return deps.circuit.run(() => attemptOnce(req, call, accessToken));
+      return circuit.run(() => attemptOnce(req, call, accessToken));
     }
   }
 
@@ -273,7 +280,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         if (second.kind === 'answer') return second.answer;
         throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
       } catch (error) {
-        throw toGatewayError(error, deps.circuit);
+        throw toGatewayError(error, deps.circuits.of(exchange.route));
       } finally {
         if (call.upstreamMs > 0) res.locals.upstreamMs = Math.round(call.upstreamMs * 10) / 10;
       }

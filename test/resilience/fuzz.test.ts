@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import fc from 'fast-check';
+import { getAlpha3Codes } from 'i18n-iso-countries/index';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { writeClientsFile } from '../support/clients-file';
 import { startTestGateway, type TestGateway } from '../support/in-process-gateway';
@@ -20,7 +21,11 @@ const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const BODY_LIMIT = 16 * 1024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const CONTROL = /\p{Cc}/u;
+/** The SPEC's formats, restated here (not imported from the gateway) as the oracle. */
+const COUNTRIES = new Set(Object.keys(getAlpha3Codes()));
+const ID_CHARACTER = /^[A-Za-z0-9Ñ&./ -]$/;
+const ID_END = /^[A-Za-z0-9Ñ&]$/;
+const TYPE = /^[A-Z0-9_]{1,32}$/;
 /** Headers the upstream may receive (SPEC §3 allow-list, the static header, and transport headers). */
 const UPSTREAM_HEADERS = new Set([
   'accept',
@@ -144,10 +149,15 @@ function expectedForward(
   if (!isObject(value) || !isObject(value.document)) return undefined;
   const { country } = value;
   const { id, type } = value.document;
-  const text = (v: unknown, max: number): v is string =>
-    typeof v === 'string' && v.length >= 1 && v.length <= max && !CONTROL.test(v);
-  if (typeof country !== 'string' || !/^[A-Z]{3}$/.test(country)) return undefined;
-  if (!text(id, 64) || !text(type, 32)) return undefined;
+  const isId = (v: unknown): v is string =>
+    typeof v === 'string' &&
+    v.length >= 1 &&
+    v.length <= 32 &&
+    [...v].every((c) => ID_CHARACTER.test(c)) &&
+    ID_END.test(v[0] as string) &&
+    ID_END.test(v.at(-1) as string);
+  if (typeof country !== 'string' || !COUNTRIES.has(country)) return undefined;
+  if (!isId(id) || typeof type !== 'string' || !TYPE.test(type)) return undefined;
   return { country, document: { id, type } };
 }
 
@@ -205,14 +215,72 @@ const pollutedJson: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) 
   ),
 })).value;
 const country = fc.oneof(
-  fc.constantFrom('ARG', 'BRA', 'URY', 'CHL', 'ZZZ', 'arg', 'AR', 'ARGE', 'ÁRG', ' ARG', 'AR\u0000'),
+  fc.constantFrom(
+    'ARG',
+    'BRA',
+    'URY',
+    'CHL',
+    'ZZZ',
+    'ARQ',
+    'XXX',
+    'arg',
+    'AR',
+    'ARGE',
+    'ÁRG',
+    ' ARG',
+    'AR\u0000',
+  ),
+  fc.constantFrom(...COUNTRIES),
   fc.stringMatching(/^[A-Z]{3}$/),
   pollutedJson,
 );
+/** Characters that look like (or hide between) the ones a document id or type may hold. */
+const documentLookalike = fc.constantFrom(
+  '\uff10', // full-width 0
+  '\uff11',
+  '\u0660', // Arabic-Indic 0
+  '\u06f1', // extended Arabic-Indic 1
+  '\u0966', // Devanagari 0
+  '\u{1d7ce}', // mathematical bold 0
+  '\u2010', // hyphen
+  '\u2212', // minus sign
+  '\uff0d', // full-width hyphen-minus
+  '\u2024', // one dot leader
+  '\u2215', // division slash
+  '\u00a0', // no-break space
+  '\u3000', // ideographic space
+  '\u200b', // zero-width space
+  '\u200d', // zero-width joiner
+  '\ufeff', // zero-width no-break space
+  '\u202e', // right-to-left override
+  '\u2066', // left-to-right isolate
+  '\u061c', // Arabic letter mark
+  '\u0410', // Cyrillic A
+  '\u0421', // Cyrillic ES
+  '\u0399', // Greek IOTA
+  '\u0303', // combining tilde
+  'ñ',
+  'É',
+  '_',
+  ',',
+);
+/** Ids the format allows: letters, digits, Ñ and &, separators inside. */
+const wellFormedId = fc.stringMatching(/^[A-Za-z0-9Ñ&]([A-Za-z0-9Ñ&./ -]{0,30}[A-Za-z0-9Ñ&])?$/);
+const wellFormedType = fc.stringMatching(/^[A-Z0-9_]{1,32}$/);
+/** A well-formed value with one look-alike inserted or swapped in: must be refused, naming its field. */
+const withLookalike = (base: fc.Arbitrary<string>) =>
+  fc.tuple(base, fc.nat(), documentLookalike, fc.boolean()).map(([value, at, l, replace]) => {
+    const i = at % (value.length + 1);
+    return value.slice(0, i) + l + value.slice(replace ? i + 1 : i);
+  });
 const docText = fc.oneof(
   nastyString,
   pollutedJson,
-  fc.integer({ min: 60, max: 70 }).map((n) => '9'.repeat(n)),
+  wellFormedId,
+  wellFormedType,
+  withLookalike(wellFormedId),
+  withLookalike(wellFormedType),
+  fc.integer({ min: 30, max: 70 }).map((n) => '9'.repeat(n)),
 );
 const withExtras = <T extends object>(base: fc.Arbitrary<T>) =>
   fc
@@ -244,15 +312,17 @@ const hugeBody = fc
 /** Valid bodies under unknown and polluting fields at every depth: must be forwarded with the three fields only. */
 const validWithExtras = withExtras(
   fc.record({
-    country: fc.stringMatching(/^[A-Z]{3}$/),
+    country: fc.oneof(fc.constantFrom(...COUNTRIES), fc.stringMatching(/^[A-Z]{3}$/)),
     document: withExtras(
       fc.record({
         id: fc.oneof(
-          fc.constantFrom('20-17254359-7', '529.982.247-25'),
-          fc.string({ minLength: 1, maxLength: 64 }),
+          fc.constantFrom('20-17254359-7', '529.982.247-25', '11.222.333/0001-81', 'MUÑO800101AB1'),
+          wellFormedId,
+          fc.string({ minLength: 1, maxLength: 40 }),
         ),
         type: fc.oneof(
-          fc.constantFrom('CUIT', 'CPF', 'DNI'),
+          fc.constantFrom('CUIT', 'CPF', 'CNPJ', 'RUT', 'DNI'),
+          wellFormedType,
           fc.string({ unit: 'grapheme', minLength: 1, maxLength: 8 }),
         ),
       }),
@@ -488,6 +558,32 @@ describe('fuzzing the two operations', () => {
         expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       }),
       run(3000),
+    );
+  }, 60_000);
+
+  test('look-alikes in a well-formed document (full-width digits, bidi, zero-width, homoglyphs): 400 naming the field', async () => {
+    const lookalikeBody = fc.oneof(
+      withLookalike(wellFormedId).map((id) => ({ field: 'document.id', id, type: 'CUIT' })),
+      withLookalike(wellFormedType).map((type) => ({ field: 'document.type', id: '20-17254359-7', type })),
+    );
+    await fc.assert(
+      fc.asyncProperty(lookalikeBody, fc.constantFrom(...COUNTRIES), async ({ field, id, type }, country) => {
+        const body = { country, document: { id, type } };
+        // Inserting a separator between letters can still be well formed (`A.B`): only real refusals count.
+        if (expectedForward(body)) return;
+        const before = simulator.stats().requests;
+        const answer = await send(
+          'POST',
+          '/api/validation/document',
+          { 'x-api-key': KEY, 'content-type': 'application/json' },
+          Buffer.from(JSON.stringify(body)),
+        );
+        count('lookalikes.refused');
+        expectEnvelope(answer, [400]);
+        expect(JSON.parse(answer.body).errors.map((e: { path: string }) => e.path)).toEqual([field]);
+        expect(simulator.stats().requests).toBe(before);
+      }),
+      run(600),
     );
   }, 60_000);
 

@@ -120,7 +120,8 @@ describe('Prometheus metrics after real traffic', () => {
 
   test('rate-limit rejections by client, circuit state and store health', () => {
     expect(find(samples, 'rate_limit_rejections_total', { client: 'ops-limited' })[0]?.value).toBe(1);
-    expect(find(samples, 'upstream_circuit_state')[0]?.value).toBe(0);
+    expect(find(samples, 'upstream_circuit_state', { operation: 'validation' })[0]?.value).toBe(0);
+    expect(find(samples, 'upstream_circuit_state', { operation: 'plan' })[0]?.value).toBe(0);
     expect(find(samples, 'token_store_healthy')[0]?.value).toBe(1);
     expect(text).toContain('# TYPE token_store_errors_total counter');
   });

@@ -49,7 +49,7 @@ describe('readiness with Redis', () => {
         draining: false,
         store: { state: 'ok', kind: 'redis' },
         upstreamToken: { state: 'ok', detail: 'a valid upstream token is held' },
-        circuit: { state: 'closed' },
+        circuits: { validation: { state: 'closed' }, plan: { state: 'closed' } },
         clientRegistry: { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' },
       },
     });

@@ -194,11 +194,23 @@ describe('POST /api/validation/document', () => {
     expect(res.body.code).toBe('300');
   });
 
-  it('keeps unicode intact end to end', async () => {
-    const body = { country: 'URY', document: { id: 'Ñandú-12345678', type: 'CÉDULA 身份证' } };
+  it.each([
+    ['a formatted CNPJ', { country: 'BRA', document: { id: '11.222.333/0001-81', type: 'CNPJ' } }],
+    ['an id with spaces', { country: 'ARG', document: { id: '20 17254359 7', type: 'CUIT' } }],
+    ['a Mexican RFC with Ñ', { country: 'MEX', document: { id: 'MUÑO800101AB1', type: 'RFC' } }],
+    ['a company RFC with &', { country: 'MEX', document: { id: 'A&A010101AB1', type: 'RFC' } }],
+  ])('forwards %s exactly as given, and the provider finds it valid', async (_name, body) => {
     const res = await call(gw.url, '/api/validation/document', postJson(body));
     expect(res.status).toBe(200);
+    expect(res.body.code).toBe('200');
     expect(simulator.receivedRequests()[0]?.body).toEqual(body);
+  });
+
+  it('refuses an ISO code the provider has no rules for only upstream (code 300), not locally', async () => {
+    const body = { country: 'FRA', document: { id: '123456789', type: 'CNI' } };
+    const res = await call(gw.url, '/api/validation/document', postJson(body));
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ code: '300', description: 'Invalid param + country' });
   });
 
   it.each([
@@ -211,7 +223,49 @@ describe('POST /api/validation/document', () => {
       { country: 'ARG', document: { id: '20\n17254359', type: 'CUIT' } },
       'document.id',
     ],
-    ['a huge id', { country: 'ARG', document: { id: '9'.repeat(65), type: 'CUIT' } }, 'document.id'],
+    ['a huge id', { country: 'ARG', document: { id: '9'.repeat(33), type: 'CUIT' } }, 'document.id'],
+    ['a country typo', { ...validBody, country: 'ARQ' }, 'country'],
+    ['a country that does not exist', { ...validBody, country: 'XXX' }, 'country'],
+    ['an alpha-2 country', { ...validBody, country: 'AR' }, 'country'],
+    [
+      'full-width digits',
+      { country: 'ARG', document: { id: '２０-17254359-7', type: 'CUIT' } },
+      'document.id',
+    ],
+    [
+      'Arabic-Indic digits',
+      { country: 'ARG', document: { id: '٢٠-17254359-7', type: 'CUIT' } },
+      'document.id',
+    ],
+    [
+      'a bidi override',
+      { country: 'ARG', document: { id: '20-\u202e17254359-7', type: 'CUIT' } },
+      'document.id',
+    ],
+    [
+      'a zero-width space',
+      { country: 'ARG', document: { id: '20-1725\u200b4359-7', type: 'CUIT' } },
+      'document.id',
+    ],
+    [
+      'a combining tilde',
+      { country: 'MEX', document: { id: 'MUN\u0303O800101AB1', type: 'RFC' } },
+      'document.id',
+    ],
+    ['a leading space', { country: 'ARG', document: { id: ' 20-17254359-7', type: 'CUIT' } }, 'document.id'],
+    ['a trailing dash', { country: 'ARG', document: { id: '20-17254359-', type: 'CUIT' } }, 'document.id'],
+    ['other punctuation', { country: 'ARG', document: { id: '20_17254359_7', type: 'CUIT' } }, 'document.id'],
+    [
+      'a lower-case type',
+      { country: 'ARG', document: { id: '20-17254359-7', type: 'cuit' } },
+      'document.type',
+    ],
+    [
+      'a Cyrillic look-alike in the type',
+      { country: 'ARG', document: { id: '1', type: 'CUI\u0422' } },
+      'document.type',
+    ],
+    ['a space in the type', { country: 'ARG', document: { id: '1', type: 'CUIT ' } }, 'document.type'],
     ['an array body', [validBody], ''],
   ])('refuses %s with 400 naming the path, and no upstream call', async (_name, body, path) => {
     const res = await call(gw.url, '/api/validation/document', postJson(body));
@@ -395,7 +449,13 @@ describe('timeouts and the circuit breaker', () => {
   beforeAll(async () => {
     sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
     gateway = await startTestGateway(
-      envFor(sim, { UPSTREAM_TIMEOUT_MS: '300', CIRCUIT_FAILURE_THRESHOLD: '3', CIRCUIT_RESET_MS: '800' }),
+      envFor(sim, {
+        UPSTREAM_TIMEOUT_MS: '300',
+        CIRCUIT_FAILURE_RATIO: '0.5',
+        CIRCUIT_MINIMUM_CALLS: '6',
+        CIRCUIT_WINDOW_MS: '60000',
+        CIRCUIT_RESET_MS: '800',
+      }),
     );
     // warm the token so token calls do not count
     expect((await call(gateway.url, `/api/subscriptions/plan/${PLAN_ID}`, { headers: auth })).status).toBe(
@@ -417,13 +477,13 @@ describe('timeouts and the circuit breaker', () => {
     sim.setFaults({});
   });
 
-  it('opens after repeated failures, answers 503 with Retry-After without calling, and closes after a probe', async () => {
+  it('opens on the failure ratio, answers 503 with Retry-After without calling, and closes after a probe', async () => {
     sim.setFaults({});
-    // a success resets the consecutive-failure count left by the timeout test
     expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(200);
     sim.reset();
     sim.setFaults({ errorRate: 1, errorStatus: 503 });
-    for (let i = 0; i < 3; i++) {
+    // The window holds the timeout above (a failure) and one success: the 4th failure makes 6 calls, 5 failed.
+    for (let i = 0; i < 4; i++) {
       expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(502);
     }
     const callsBefore = sim.stats().requests;
@@ -449,7 +509,7 @@ describe('the upstream timeout counts the wait for a free socket', () => {
       envFor(sim, {
         UPSTREAM_MAX_SOCKETS: '1',
         UPSTREAM_TIMEOUT_MS: '500',
-        CIRCUIT_FAILURE_THRESHOLD: '100',
+        CIRCUIT_MINIMUM_CALLS: '100',
       }),
     );
     try {

@@ -413,6 +413,18 @@ describe('payment API simulator (default settings, real HTTP)', () => {
       ).rejects.toThrow(/socket hang up|ECONNRESET/);
     });
 
+    it('fails every request for a poison id (failIds), and only those, whatever maxFailures says', async () => {
+      const { access } = await login(sim);
+      sim.setFaults({ failIds: ['20-17254359-7', SEED_PLAN], errorStatus: 500, maxFailures: 1 });
+      for (let i = 0; i < 3; i++) {
+        expect((await validateWith(sim, access)).status).toBe(500);
+        expect((await readPlan(sim, access)).status).toBe(500);
+      }
+      const other = { country: 'BRA', document: { id: '529.982.247-25', type: 'CPF' } };
+      expect((await validateWith(sim, access, other)).status).toBe(200);
+      expect(sim.stats()).toMatchObject({ faultsInjected: 6, validations: 1 });
+    });
+
     it('stops failing after maxFailures', async () => {
       const { access } = await login(sim);
       sim.setFaults({ resetConnections: true, maxFailures: 1 });

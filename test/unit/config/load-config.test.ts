@@ -76,6 +76,30 @@ describe('loadConfig', () => {
     expect(message).not.toContain(upstreamEnv.UPSTREAM_PASSWORD);
   });
 
+  it('reads the circuit settings, with defaults', () => {
+    expect(loadConfig(upstreamEnv).upstream.circuit).toEqual({
+      failureRatio: 0.5,
+      windowMs: 10_000,
+      minimumCalls: 20,
+      resetMs: 10_000,
+    });
+    const tuned = loadConfig({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '0.8', CIRCUIT_MINIMUM_CALLS: '50' });
+    expect(tuned.upstream.circuit).toMatchObject({ failureRatio: 0.8, minimumCalls: 50 });
+  });
+
+  it('refuses a failure ratio outside (0, 1), and names the replaced CIRCUIT_FAILURE_THRESHOLD', () => {
+    expect(problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '1' }).map((p) => p.variable)).toEqual([
+      'CIRCUIT_FAILURE_RATIO',
+    ]);
+    expect(problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '50%' }).map((p) => p.variable)).toEqual([
+      'CIRCUIT_FAILURE_RATIO',
+    ]);
+    const [replaced, ...rest] = problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_THRESHOLD: '5' });
+    expect(rest).toEqual([]);
+    expect(replaced?.variable).toBe('CIRCUIT_FAILURE_THRESHOLD');
+    expect(replaced?.message).toContain('CIRCUIT_FAILURE_RATIO');
+  });
+
   it('requires https for the upstream unless UPSTREAM_ALLOW_HTTP is set', () => {
     expect(problemsOf({ ...upstreamEnv, UPSTREAM_BASE_URL: 'http://127.0.0.1:4010' })).toEqual([
       expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' }),

@@ -13,7 +13,7 @@ function readinessWith(status: TokenStatus, circuit = 'closed') {
       },
     },
     storeKind: 'redis',
-    circuitState: () => circuit,
+    circuitStates: () => ({ validation: 'closed', plan: circuit }),
     storeHealthy: () => status.storeHealthy,
   });
   return { readiness, tokenCalls: () => calls };
@@ -59,9 +59,13 @@ describe('readiness', () => {
     },
   );
 
-  it('is degraded while the circuit is open, and not ready while draining', () => {
+  it('is degraded while one circuit is open, naming each circuit, and not ready while draining', () => {
     const { readiness } = readinessWith({ hasValidToken: true, storeHealthy: true }, 'open');
     expect(readiness.report().status).toBe('degraded');
+    expect(readiness.report().checks.circuits).toEqual({
+      validation: { state: 'closed' },
+      plan: { state: 'open' },
+    });
     readiness.startDraining();
     expect(readiness.report().status).toBe('not-ready');
     expect(readiness.report().checks.draining).toBe(true);
@@ -74,7 +78,7 @@ describe('readiness: the client registry', () => {
     createReadiness({
       tokens: { status: () => healthy },
       storeKind: 'memory',
-      circuitState: () => 'closed',
+      circuitStates: () => ({ validation: 'closed', plan: 'closed' }),
       clientRegistry: { health: () => health },
     });
 

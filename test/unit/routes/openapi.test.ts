@@ -47,7 +47,9 @@ describe('the OpenAPI document', () => {
   it('documents the request schema from the same zod schema that validates requests', () => {
     const schema = document.components.schemas.DocumentValidationRequest;
     expect(schema.required).toEqual(['country', 'document']);
-    expect(schema.properties.country.pattern).toBe('^[A-Z]{3}$');
+    expect(schema.properties.country.enum).toEqual(expect.arrayContaining(['ARG', 'BRA', 'MEX']));
+    expect(schema.properties.country.enum).not.toContain('ARQ');
+    expect(schema.properties.document.properties.type.pattern).toBe('^[A-Z0-9_]+$');
     expect(schema.properties.document.properties.id.maxLength).toBe(
       documentValidationRequest.shape.document.shape.id.maxLength,
     );
