@@ -2,7 +2,7 @@ import { GatewayError } from '../../../src/http/gateway-error';
 import { createReadiness } from '../../../src/operations/readiness';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import type { TokenStore } from '../../../src/store/token-store';
-import { nextWaitMs } from '../../../src/upstream/backoff-track';
+import { BackoffTrack, nextWaitMs } from '../../../src/upstream/backoff-track';
 import {
   createTokenManager,
   type TokenManagerSettings,
@@ -108,6 +108,28 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
     expect(nextWaitMs(policy, 6, () => 0.999)).toBe(799_840);
     expect(nextWaitMs(policy, 7, () => 0.999)).toBe(900_000);
     expect(nextWaitMs({ ...policy, minMs: 0 }, 5, () => 0.5)).toBe(0);
+  });
+
+  it('a record from the store is never trusted further than the policy: future times count from first sight', async () => {
+    const clock = new FakeClock();
+    const track = new BackoffTrack({ minMs: 1_000, maxMs: 8_000, ceilingMs: 8_000 }, clock.now, () => 0);
+    const forged = {
+      reason: 'UPSTREAM_AUTH_FAILED',
+      at: clock.now() + 365 * 24 * HOUR,
+      waitMs: 1e15,
+      streak: 1e9,
+    };
+    track.observe(forged);
+    expect(track.remaining()).toBe(8_000);
+    await clock.advance(5_000);
+    // Re-reading the same record (it stays in Redis) does not restart the wait.
+    track.observe(forged);
+    expect(track.remaining()).toBe(3_000);
+    await clock.advance(3_000);
+    track.observe(forged);
+    expect(track.remaining()).toBe(0);
+    // The next real failure continues a bounded streak: the wait stays at the maximum.
+    expect(track.failed('UPSTREAM_AUTH_FAILED').waitMs).toBe(8_000);
   });
 
   it('24 h of refused credentials under constant traffic and probes on 3 replicas cost at most 110 logins', async () => {
