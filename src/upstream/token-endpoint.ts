@@ -6,7 +6,7 @@ import type { BackoffRecord } from './backoff-track';
 import type { Clock } from './clock';
 import type { Credentials } from './credentials';
 import { ACCESS_FALLBACK_SECONDS, REFRESH_FALLBACK_SECONDS, tokenExpiresAt } from './jwt-expiry';
-import { type FailureKind, isRefusal, type LoginBackoff, type RefusalReason } from './login-backoff';
+import { type FailureKind, isRefusal, type LoginBackoff } from './login-backoff';
 import type { SharedTokenCache, TokenKeys } from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import type { TokenPair } from './token-pair';
@@ -94,10 +94,9 @@ export class TokenEndpoint {
   /** Remembers a failure here and for the fleet; answers what the callers of this flight get. */
   private async failed(error: unknown, keys: TokenKeys): Promise<unknown> {
     const { backoff, cache } = this.deps;
-    const kind: FailureKind = isRefusal(error) ? 'refusal' : 'transient';
-    const record: BackoffRecord = isRefusal(error)
-      ? backoff.refused(error.reason as RefusalReason)
-      : backoff.unavailable(error);
+    const refused = isRefusal(error);
+    const kind: FailureKind = refused ? 'refusal' : 'transient';
+    const record: BackoffRecord = refused ? backoff.refused(error.reason) : backoff.unavailable(error);
     if (record.waitMs > 0)
       await cache.writeFailure(keys, kind, record, record.waitMs + STREAK_MEMORY_MS[kind]);
     return backoff.blocked() ?? error;
