@@ -1,5 +1,4 @@
-// Fleet-wide back-offs of the token endpoints: refusals (credentials 401, IP 403) protect the account for days,
-// transient failures (5xx, timeouts, connection errors, 429) get a short one of their own.
+// Fleet-wide back-offs of the token endpoints: a long one after refusals (401/403), a short one after transient failures.
 import { type ErrorReason, GatewayError, isGatewayError } from '../http/gateway-error';
 import { type BackoffPolicy, type BackoffRecord, BackoffTrack } from './backoff-track';
 
