@@ -26,6 +26,7 @@ import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { startSimulator } from './simulator/simulator';
 import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
 import { createMemoryTokenStore } from './store/memory-token-store';
+import { createRecordSeal } from './store/record-seal';
 import { createRedisClient, type RedisClient, whenRedisReady } from './store/redis-connection';
 import { createRedisTokenStore } from './store/redis-token-store';
 import { createUpstreamCircuits } from './upstream/circuit-breaker';
@@ -34,8 +35,10 @@ import {
   createCredentialSource,
   staticCredentialSource,
 } from './upstream/credentials';
+import { deriveKey } from './upstream/derived-keys';
 import { createForwarder } from './upstream/forwarder';
 import { createPlanReader } from './upstream/plan-reader';
+import { createTokenCipher } from './upstream/token-cipher';
 import { createTokenClient } from './upstream/token-client';
 import { createTokenManager } from './upstream/token-manager';
 import type { TokenProvider } from './upstream/token-provider';
@@ -91,8 +94,10 @@ export async function startGateway(
       );
     watchRedisHealth(redis, logger, metrics);
 
+    const encryptionKey = config.tokens.encryptionKey;
+    const fingerprintKey = encryptionKey && deriveKey(encryptionKey, 'credential-fingerprint');
     const credentials =
-      upstream.credentials ?? (await createCredentialSource(config.credentials, { logger }));
+      upstream.credentials ?? (await createCredentialSource(config.credentials, { logger, fingerprintKey }));
     closers.push(() => credentials.close());
 
     const tokenStore = redis ? createRedisTokenStore({ client: redis, logger }) : createMemoryTokenStore();
@@ -114,6 +119,7 @@ export async function startGateway(
         lockTtlMs: config.tokens.lockTtlMs,
         lockWaitMs: config.tokens.lockWaitMs,
         loginMinIntervalMs: config.tokens.loginMinIntervalMs,
+        loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
         keyPrefix: config.redis.keyPrefix,
         encryptionKey: config.tokens.encryptionKey,
       },
@@ -152,7 +158,11 @@ export async function startGateway(
         ttl > 0
           ? {
               store: redis
-                ? createRedisAnswerCache(redis, answerCachePrefix(config.redis.keyPrefix, upstream.baseUrl))
+                ? createRedisAnswerCache(
+                    redis,
+                    answerCachePrefix(config.redis.keyPrefix, upstream.baseUrl),
+                    createRecordSeal(createTokenCipher(encryptionKey), metrics.storeRecordsRejected),
+                  )
                 : createMemoryAnswerCache(),
               ttlSeconds: ttl,
             }

@@ -86,6 +86,7 @@ export const envSchema = z.object({
   TOKEN_LOCK_TTL_MS: int(1000, 120_000).default(15_000),
   TOKEN_LOCK_WAIT_MS: int(100, 120_000).default(5_000),
   TOKEN_LOGIN_MIN_INTERVAL_MS: int(0, 3_600_000).default(20_000),
+  TOKEN_LOGIN_MAX_INTERVAL_MS: int(0, 86_400_000).default(900_000),
 
   REDIS_URL: z
     .string()

@@ -72,6 +72,8 @@ export interface GatewayConfig {
     readonly lockWaitMs: number;
     /** Fleet-wide minimum spacing of login attempts after the upstream refused one (account-lock protection). */
     readonly loginMinIntervalMs: number;
+    /** Each further refusal doubles the spacing, up to this. */
+    readonly loginMaxIntervalMs: number;
   };
   readonly redis: {
     readonly topology: RedisTopology;

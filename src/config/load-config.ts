@@ -8,6 +8,9 @@ import { parseHostPorts } from './parsers';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
 
+/** Production never retries a refused login faster than this (SPEC §7). */
+export const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
+
 export const DEFAULT_CLIENTS_FILE = 'config/clients.json';
 export const LOCAL_CLIENTS_FILE = 'config/clients.local.json';
 
@@ -94,6 +97,14 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)',
     );
   }
+  if (env.TOKEN_LOGIN_MAX_INTERVAL_MS < env.TOKEN_LOGIN_MIN_INTERVAL_MS)
+    fail('TOKEN_LOGIN_MAX_INTERVAL_MS', 'must be at least TOKEN_LOGIN_MIN_INTERVAL_MS');
+  if (production && env.TOKEN_LOGIN_MIN_INTERVAL_MS < PRODUCTION_MIN_LOGIN_INTERVAL_MS) {
+    fail(
+      'TOKEN_LOGIN_MIN_INTERVAL_MS',
+      `must be at least ${PRODUCTION_MIN_LOGIN_INTERVAL_MS} in production (refused logins retried faster can lock the merchant account)`,
+    );
+  }
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
   }
@@ -146,6 +157,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       lockTtlMs: env.TOKEN_LOCK_TTL_MS,
       lockWaitMs: env.TOKEN_LOCK_WAIT_MS,
       loginMinIntervalMs: env.TOKEN_LOGIN_MIN_INTERVAL_MS,
+      loginMaxIntervalMs: env.TOKEN_LOGIN_MAX_INTERVAL_MS,
     },
     redis: {
       topology,

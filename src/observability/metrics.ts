@@ -75,6 +75,13 @@ export function createMetrics() {
       help: '1 when the shared token store (Redis) answers, 0 when the replica runs on memory alone.',
       registers,
     }),
+    storeRecordsRejected: new Counter({
+      name: 'store_records_rejected_total',
+      help: 'Records read from Redis that did not open or parse (tampered, forged, another key) and were ignored.',
+      labelNames: ['kind'] as const,
+      registers,
+    }),
+    tokenBackoff: backoffGauge(registers),
     storeErrors: new Counter({
       name: 'token_store_errors_total',
       help: 'Failed token store operations (each fell back to memory or the token endpoint).',
@@ -96,6 +103,31 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+/** Milliseconds left of each token-endpoint back-off, read when metrics are scraped. */
+export type BackoffReader = () => { refusal: number; transient: number };
+
+/** upstream_token_backoff_seconds{kind}: computed at scrape time, since it falls with every passing second. */
+function backoffGauge(registers: Registry[]) {
+  let read: BackoffReader = () => ({ refusal: 0, transient: 0 });
+  new Gauge({
+    name: 'upstream_token_backoff_seconds',
+    help: 'Seconds before the token endpoints may be called again: after a refused login (refusal) or a transient failure (transient).',
+    labelNames: ['kind'] as const,
+    registers,
+    collect() {
+      const left = read();
+      this.set({ kind: 'refusal' }, left.refusal / 1000);
+      this.set({ kind: 'transient' }, left.transient / 1000);
+    },
+  });
+  return {
+    /** The token manager tells the gauge where to read its back-off. */
+    readFrom(reader: BackoffReader): void {
+      read = reader;
+    },
+  };
+}
 
 /**
  * http_requests_total: every answered request is one observation of the latency histogram with the same labels, so

@@ -1,6 +1,7 @@
 // A short cache of upstream answers (plan reads), shared through Redis when there is one; off by default.
 import type { UpstreamAnswer } from '../upstream/forwarder';
 import { createExpiringMap } from './expiring-map';
+import type { RecordSeal } from './record-seal';
 import type { RedisClient } from './redis-connection';
 
 export interface AnswerCache {
@@ -20,25 +21,47 @@ const encode = (answer: UpstreamAnswer): string =>
     h: answer.headers,
     b: answer.body.toString('base64'),
   } satisfies StoredAnswer);
-const decode = (raw: string): UpstreamAnswer => {
-  const stored = JSON.parse(raw) as StoredAnswer;
-  return { status: stored.s, headers: stored.h, body: Buffer.from(stored.b, 'base64') };
+/** The answer from its JSON text, or undefined unless every field has its shape (it came from Redis). */
+const decode = (text: string): UpstreamAnswer | undefined => {
+  try {
+    const stored = JSON.parse(text) as Partial<StoredAnswer> | null;
+    const headers = stored?.h;
+    if (
+      !stored ||
+      !Number.isInteger(stored.s) ||
+      (stored.s as number) < 100 ||
+      (stored.s as number) > 599 ||
+      typeof stored.b !== 'string' ||
+      typeof headers !== 'object' ||
+      headers === null ||
+      Array.isArray(headers) ||
+      !Object.values(headers).every((v) => typeof v === 'string')
+    )
+      return undefined;
+    return { status: stored.s as number, headers, body: Buffer.from(stored.b, 'base64') };
+  } catch {
+    return undefined;
+  }
 };
 
-/** Redis errors are misses: a cache must never turn a Redis outage into a caller error. */
-export function createRedisAnswerCache(redis: RedisClient, prefix: string): AnswerCache {
+/**
+ * Redis errors are misses: a cache must never turn a Redis outage into a caller error. Entries are sealed
+ * (`seal`: AES-256-GCM with the Redis key name as associated data when TOKEN_ENCRYPTION_KEY is set); one that
+ * does not open is a miss, counted, and never served.
+ */
+export function createRedisAnswerCache(redis: RedisClient, prefix: string, seal: RecordSeal): AnswerCache {
   return {
     async get(key) {
       try {
         const raw = await redis.get(prefix + key);
-        return raw ? decode(raw) : undefined;
+        return raw ? seal.open('plan_cache', raw, prefix + key, decode) : undefined;
       } catch {
         return undefined;
       }
     },
     async set(key, answer, ttlSeconds) {
       try {
-        await redis.set(prefix + key, encode(answer), 'EX', ttlSeconds);
+        await redis.set(prefix + key, seal.seal(encode(answer), prefix + key), 'EX', ttlSeconds);
       } catch {
         // a missed write only costs a later upstream call
       }

@@ -27,6 +27,9 @@ export function createMemoryTokenStore(options: MemoryTokenStoreOptions = {}): T
     kind: 'memory',
     get: async (key) => read(key),
     set: async (key, value, ttlMs) => write(key, value, ttlMs),
+    async delete(...keys) {
+      for (const key of keys) entries.delete(key);
+    },
     compareAndDelete: async (key, expected) => compareAndDelete(key, expected),
     async acquireLock(key, owner, ttlMs) {
       if (read(key) !== undefined) return false;

@@ -55,6 +55,9 @@ export function createRedisTokenStore({ client, logger }: RedisTokenStoreOptions
     async set(key, value, ttlMs) {
       await client.set(key, value, 'PX', Math.max(1, Math.ceil(ttlMs)));
     },
+    async delete(...keys) {
+      if (keys.length > 0) await client.del(...keys);
+    },
     async compareAndDelete(key, expected) {
       return Number(await client.eval(COMPARE_AND_DELETE, 1, key, expected)) === 1;
     },

@@ -13,6 +13,8 @@ export interface TokenStore {
   get(key: string): Promise<string | undefined>;
   /** Stores `value` for `ttlMs` milliseconds. */
   set(key: string, value: string, ttlMs: number): Promise<void>;
+  /** Deletes the keys (all in one hash slot). */
+  delete(...keys: string[]): Promise<void>;
   /** Deletes `key` only while it still holds exactly `expected` (atomic); true when it deleted. */
   compareAndDelete(key: string, expected: string): Promise<boolean>;
   /** Takes the lock when nobody holds it (SET NX PX); true when `owner` now holds it for `ttlMs`. */

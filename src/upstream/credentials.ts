@@ -1,16 +1,17 @@
 // The upstream credentials: inline values, or files (secret mounts) re-read on change and on demand (SIGHUP).
-import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import type { CredentialSettings } from '../config/gateway-config';
+import { credentialFingerprint } from './credential-fingerprint';
 import type { UpstreamCredentials } from './token-client';
 
 export interface Credentials extends UpstreamCredentials {
   /**
-   * A short fingerprint of username and password, stored next to cached tokens so tokens obtained with older
-   * credentials are recognised and dropped. Truncated on purpose: it tells versions apart, it does not identify.
+   * A short fingerprint of username and password (an HMAC with a key derived from TOKEN_ENCRYPTION_KEY), stored next
+   * to cached tokens and refusals so those of older credentials are recognised and ignored. Truncated on purpose:
+   * it tells versions apart, it does not identify.
    */
   readonly fingerprint: string;
 }
@@ -33,11 +34,12 @@ export interface CredentialSourceOptions {
   readonly pollIntervalMs?: number;
   /** Delay that coalesces a burst of watch events (a secret update swaps several files). Default 100 ms. */
   readonly debounceMs?: number;
+  /** deriveKey(TOKEN_ENCRYPTION_KEY, 'credential-fingerprint'); absent without an encryption key. */
+  readonly fingerprintKey?: Buffer;
 }
 
-export function credentialsOf(username: string, password: string): Credentials {
-  const fingerprint = createHash('sha256').update(`${username}\n${password}`).digest('hex').slice(0, 12);
-  return { username, password, fingerprint };
+export function credentialsOf(username: string, password: string, fingerprintKey?: Buffer): Credentials {
+  return { username, password, fingerprint: credentialFingerprint(username, password, fingerprintKey) };
 }
 
 /**
@@ -58,15 +60,16 @@ export async function createCredentialSource(
     inline: string | undefined,
   ): Promise<string | undefined> => (file ? (await readFile(file, 'utf8')).trim() : inline);
 
-  const readAll = async (): Promise<Credentials | undefined> => {
+  const readAll = async (): Promise<UpstreamCredentials | undefined> => {
     const [username, password] = await Promise.all([
       readValue(settings.usernameFile, settings.username),
       readValue(settings.passwordFile, settings.password),
     ]);
-    return username && password ? credentialsOf(username, password) : undefined;
+    return username && password ? { username, password } : undefined;
   };
 
-  let current = await readAll();
+  const first = await readAll();
+  let current = first && credentialsOf(first.username, first.password, options.fingerprintKey);
   if (!current) throw new Error('upstream credentials are missing (UPSTREAM_USERNAME / UPSTREAM_PASSWORD)');
 
   let reading: Promise<boolean> | undefined;
@@ -82,10 +85,12 @@ export async function createCredentialSource(
           );
           return false;
         }
-        if (next.fingerprint === current?.fingerprint) return false;
-        current = next;
+        // Compared as read: the fingerprint is only computed for a change (it may be a slow hash).
+        if (next.username === current?.username && next.password === current.password) return false;
+        const changed = credentialsOf(next.username, next.password, options.fingerprintKey);
+        current = changed;
         logger.info({ event: 'credentials.reload', result: 'changed' }, 'upstream credentials changed');
-        for (const listener of listeners) listener(next);
+        for (const listener of listeners) listener(changed);
         return true;
       } catch (error) {
         logger.warn(
@@ -146,8 +151,12 @@ export async function createCredentialSource(
 }
 
 /** A fixed credential pair (tests, local mode with the simulator's development credentials). */
-export function staticCredentialSource(username: string, password: string): CredentialSource {
-  const credentials = credentialsOf(username, password);
+export function staticCredentialSource(
+  username: string,
+  password: string,
+  fingerprintKey?: Buffer,
+): CredentialSource {
+  const credentials = credentialsOf(username, password, fingerprintKey);
   return {
     current: () => credentials,
     reload: async () => false,

@@ -125,7 +125,7 @@ export class FleetLock {
       const shared = await cache.read(turn.keys);
       if (shared === DOWN) return DOWN;
       if (turn.accept(shared.pair)) return shared.pair;
-      backoff.throwIfRefused(shared.refusal, turn.credentials.fingerprint);
+      backoff.throwIfBlocked(shared);
     }
     return undefined;
   }

@@ -1,138 +1,194 @@
-// Fleet-wide backoff after the upstream refused the gateway (credentials 401, IP 403): protects the account.
-import { GatewayError, isGatewayError } from '../http/gateway-error';
+// Fleet-wide back-offs of the token endpoints: a long one after refusals (401/403), a short one after transient failures.
+import { type ErrorReason, GatewayError, isGatewayError } from '../http/gateway-error';
+import { type BackoffPolicy, type BackoffRecord, BackoffTrack } from './backoff-track';
+
+export type { BackoffRecord } from './backoff-track';
 
 export type RefusalReason = 'UPSTREAM_AUTH_FAILED' | 'UPSTREAM_IP_NOT_WHITELISTED';
+const REFUSAL_REASONS: readonly string[] = ['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITELISTED'];
+const TRANSIENT_REASONS: readonly string[] = ['UPSTREAM_UNAVAILABLE', 'UPSTREAM_TIMEOUT'];
 
-/** The last refusal, kept in memory and in the store next to the pair (no secret in it). */
-export interface Refusal {
-  readonly reason: RefusalReason;
-  /** Epoch milliseconds of the refused call. */
-  readonly at: number;
-  /** Fingerprint of the credentials that were refused: a credential change ends the backoff. */
-  readonly credentials: string;
+/** The two kinds of shared failure record. */
+export type FailureKind = 'refusal' | 'transient';
+
+/** The failure records read from the store (absent, or ignored when they did not open). */
+export interface SharedFailures {
+  readonly refusal?: BackoffRecord;
+  readonly transient?: BackoffRecord;
+}
+
+export interface LoginBackoffSettings {
+  /** TOKEN_LOGIN_MIN_INTERVAL_MS. */
+  readonly loginMinIntervalMs: number;
+  /** TOKEN_LOGIN_MAX_INTERVAL_MS. */
+  readonly loginMaxIntervalMs: number;
+  readonly transientMinMs: number;
+  readonly transientMaxMs: number;
 }
 
 export function isRefusal(error: unknown): error is GatewayError & { reason: RefusalReason } {
-  return (
-    error instanceof GatewayError &&
-    (error.reason === 'UPSTREAM_AUTH_FAILED' || error.reason === 'UPSTREAM_IP_NOT_WHITELISTED')
-  );
+  return isGatewayError(error) && REFUSAL_REASONS.includes(error.reason);
 }
 
-export function encodeRefusal(refusal: Refusal): string {
-  return JSON.stringify(refusal);
+export function encodeFailure(record: BackoffRecord): string {
+  return JSON.stringify(record);
 }
 
-export function decodeRefusal(raw: string | undefined): Refusal | undefined {
-  if (!raw) return undefined;
+/** A record of `kind` from its JSON text, or undefined when it is not one (never a throw). */
+export function decodeFailure(text: string, kind: FailureKind): BackoffRecord | undefined {
   try {
-    const value = JSON.parse(raw) as Partial<Refusal>;
+    const value = JSON.parse(text) as Partial<BackoffRecord>;
+    const reasons = kind === 'refusal' ? REFUSAL_REASONS : TRANSIENT_REASONS;
     if (
-      (value.reason === 'UPSTREAM_AUTH_FAILED' || value.reason === 'UPSTREAM_IP_NOT_WHITELISTED') &&
-      typeof value.at === 'number' &&
-      typeof value.credentials === 'string'
+      typeof value.reason === 'string' &&
+      reasons.includes(value.reason) &&
+      Number.isFinite(value.at) &&
+      Number.isFinite(value.waitMs) &&
+      Number.isFinite(value.streak) &&
+      (kind === 'transient' || typeof value.credentials === 'string')
     ) {
-      return { reason: value.reason, at: value.at, credentials: value.credentials };
+      const { reason, at, waitMs, streak, credentials } = value as BackoffRecord;
+      return { reason, at, waitMs, streak, credentials };
     }
   } catch {
-    // unreadable: no backoff
+    // not JSON: not a record
   }
   return undefined;
 }
 
-/** Milliseconds the fleet must still wait before the next login attempt (0 when it may try). */
-export function backoffRemaining(
-  refusal: Refusal | undefined,
-  credentials: string,
-  now: number,
-  minIntervalMs: number,
-): number {
-  if (!refusal || refusal.credentials !== credentials) return 0;
-  return Math.max(0, refusal.at + minIntervalMs - now);
-}
-
-const DETAIL: Record<RefusalReason, string> = {
+const DETAIL = {
   UPSTREAM_AUTH_FAILED:
     'The upstream refused the gateway credentials (check UPSTREAM_USERNAME / UPSTREAM_PASSWORD); retrying later.',
   UPSTREAM_IP_NOT_WHITELISTED:
     "The upstream refused the gateway's IP address: ask the provider to whitelist the gateway's egress IP.",
-};
+  UPSTREAM_TIMEOUT: 'The upstream token endpoint did not answer in time; retrying shortly.',
+  UPSTREAM_UNAVAILABLE: 'The upstream token endpoint is unavailable; retrying shortly.',
+} as const satisfies Partial<Record<ErrorReason, string>>;
+type BackoffReason = keyof typeof DETAIL;
 
-/** The error every caller gets, without an upstream call, while the backoff lasts. */
-export function refusalError(reason: RefusalReason, remainingMs: number): GatewayError {
-  return new GatewayError(reason, DETAIL[reason], {
+/** The error every caller gets, without an upstream call, while a back-off lasts. */
+export function backoffError(reason: string, remainingMs: number): GatewayError {
+  const known: BackoffReason = reason in DETAIL ? (reason as BackoffReason) : 'UPSTREAM_UNAVAILABLE';
+  return new GatewayError(known, DETAIL[known], {
     headers: { 'Retry-After': String(Math.max(1, Math.ceil(remainingMs / 1000))) },
   });
 }
 
+/** The Retry-After of a 429 from the token endpoint, in milliseconds (0 when absent or unreadable). */
+function retryAfterMs(error: unknown): number {
+  const value = isGatewayError(error) ? error.headers['Retry-After'] : undefined;
+  const seconds = value === undefined ? Number.NaN : Number(value);
+  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 0;
+}
+
 /**
- * The refusal this replica knows of (its own or the fleet's) and the last token-endpoint failure it reports.
- * It belongs to the current credentials: a change of credentials starts clean.
+ * The back-offs this replica knows of (its own failures and the fleet's shared records). The refusal belongs to
+ * the current credentials: a change of credentials starts it clean. Memory keeps them when the store is down.
  */
 export class LoginBackoff {
-  private refusal?: Refusal;
+  private readonly refusals: BackoffTrack;
+  private readonly transients: BackoffTrack;
   private failure?: string;
 
   constructor(
     private fingerprint: string,
-    private readonly now: () => number,
-    private readonly minIntervalMs: number,
-  ) {}
+    now: () => number,
+    random: () => number,
+    settings: LoginBackoffSettings,
+  ) {
+    const login: BackoffPolicy = {
+      minMs: settings.loginMinIntervalMs,
+      maxMs: settings.loginMaxIntervalMs,
+      ceilingMs: settings.loginMaxIntervalMs,
+    };
+    // A 429's Retry-After is honoured up to the login maximum, beyond the short transient cap.
+    const transient: BackoffPolicy = {
+      minMs: settings.transientMinMs,
+      maxMs: settings.transientMaxMs,
+      ceilingMs: Math.max(settings.transientMaxMs, settings.loginMaxIntervalMs),
+    };
+    this.refusals = new BackoffTrack(login, now, random);
+    this.transients = new BackoffTrack(transient, now, random);
+  }
 
   /** The reason of the last failure until a success (or new credentials) clears it. */
   get lastFailure(): string | undefined {
     return this.failure;
   }
 
-  /** Remembers a failed call; answers the error so it can be thrown on. */
-  failed(error: unknown): unknown {
-    this.failure = isGatewayError(error) ? error.reason : 'UPSTREAM_UNAVAILABLE';
-    return error;
+  /** The records this replica shares after a failure of its own. */
+  get records(): SharedFailures {
+    return { refusal: this.refusals.current, transient: this.transients.current };
   }
 
-  refused(refusal: Refusal): void {
-    this.refusal = refusal;
-    this.failure = refusal.reason;
+  /** Records a refusal of the current credentials; answers the record to share with the fleet. */
+  refused(reason: RefusalReason): BackoffRecord {
+    this.failure = reason;
+    return this.refusals.failed(reason, this.fingerprint);
+  }
+
+  /** Records a transient failure (a 429's Retry-After lengthens the wait); answers the record to share. */
+  unavailable(error: unknown): BackoffRecord {
+    const reason =
+      isGatewayError(error) && TRANSIENT_REASONS.includes(error.reason)
+        ? error.reason
+        : 'UPSTREAM_UNAVAILABLE';
+    this.failure = reason;
+    return this.transients.failed(reason, undefined, retryAfterMs(error));
   }
 
   /** A token was obtained: nothing to back off from. */
-  clear(): void {
-    this.refusal = undefined;
+  succeeded(): void {
+    this.refusals.clear();
+    this.transients.clear();
     this.failure = undefined;
   }
 
+  /** New credentials are tried at once; a transient outage of the token endpoint is not theirs to end. */
   credentialsChanged(fingerprint: string): void {
     this.fingerprint = fingerprint;
-    this.clear();
+    this.refusals.clear();
+    if (this.failure && REFUSAL_REASONS.includes(this.failure)) this.failure = undefined;
   }
 
-  /** Milliseconds before the current credentials may be tried again. */
+  /** Takes in the fleet's records (a refusal only when it is of the current credentials). */
+  observe(shared: SharedFailures): void {
+    if (shared.refusal?.credentials === this.fingerprint) this.refusals.observe(shared.refusal);
+    this.transients.observe(shared.transient);
+    const blocking = this.blockingRecord();
+    if (blocking) this.failure = blocking.reason;
+  }
+
+  /** As observe, and throws the back-off to the callers of this flight. */
+  throwIfBlocked(shared: SharedFailures): void {
+    this.observe(shared);
+    const blocked = this.blocked();
+    if (blocked) throw blocked;
+  }
+
+  /** Milliseconds left of each back-off (the gauge). */
+  remainingByKind(): Record<FailureKind, number> {
+    return { refusal: this.refusals.remaining(), transient: this.transients.remaining() };
+  }
+
+  /** Milliseconds before the token endpoints may be called again. */
   remaining(): number {
-    return this.left(this.refusal, this.fingerprint);
+    return Math.max(this.refusals.remaining(), this.transients.remaining());
   }
 
-  /** The error to answer without an upstream call while the backoff of the current credentials lasts. */
+  /** The error to answer without an upstream call while a back-off lasts. */
   blocked(): GatewayError | undefined {
-    const refusal = this.refusal;
-    if (!refusal) return undefined;
-    const left = this.left(refusal, this.fingerprint);
-    return left > 0 ? refusalError(refusal.reason, left) : undefined;
+    const left = this.refusals.remaining();
+    if (left > 0) return backoffError((this.refusals.current as BackoffRecord).reason, left);
+    const transientLeft = this.transients.remaining();
+    if (transientLeft > 0)
+      return backoffError((this.transients.current as BackoffRecord).reason, transientLeft);
+    return undefined;
   }
 
-  /** Takes over a refusal another replica shared, while it still runs for `fingerprint`. */
-  adopt(refusal: Refusal | undefined, fingerprint: string): void {
-    if (refusal && this.left(refusal, fingerprint) > 0) this.refused(refusal);
-  }
-
-  /** As adopt, and throws the refusal to the callers of this flight. */
-  throwIfRefused(refusal: Refusal | undefined, fingerprint: string): void {
-    const left = this.left(refusal, fingerprint);
-    if (!refusal || left <= 0) return;
-    this.refused(refusal);
-    throw refusalError(refusal.reason, left);
-  }
-
-  private left(refusal: Refusal | undefined, fingerprint: string): number {
-    return backoffRemaining(refusal, fingerprint, this.now(), this.minIntervalMs);
+  private blockingRecord(): BackoffRecord | undefined {
+    if (this.refusals.remaining() > 0) return this.refusals.current;
+    if (this.transients.remaining() > 0) return this.transients.current;
+    return undefined;
   }
 }

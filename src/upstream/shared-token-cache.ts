@@ -2,17 +2,26 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
+import type { RecordSeal } from '../store/record-seal';
 import type { TokenStore } from '../store/token-store';
 import type { Clock } from './clock';
-import { decodeRefusal, encodeRefusal, type Refusal } from './login-backoff';
-import type { TokenCipher } from './token-cipher';
+import {
+  type BackoffRecord,
+  decodeFailure,
+  encodeFailure,
+  type FailureKind,
+  type SharedFailures,
+} from './login-backoff';
 import type { TokenPair } from './token-pair';
 
 /** Store names of one credential's pair. They share the hash tag in braces: one Redis Cluster slot. */
 export interface TokenKeys {
   readonly pair: string;
   readonly lock: string;
+  /** The last refusal of the credentials (401/403): the long back-off. */
   readonly failure: string;
+  /** The last transient failure of the token endpoints (5xx, timeout, 429): the short back-off. */
+  readonly transient: string;
   readonly channel: string;
 }
 
@@ -23,14 +32,14 @@ export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: 
     pair: `${base}:pair`,
     lock: `${base}:lock`,
     failure: `${base}:failure`,
+    transient: `${base}:transient`,
     channel: `${base}:changed`,
   };
 }
 
-export interface SharedState {
+export interface SharedState extends SharedFailures {
   readonly raw?: string;
   readonly pair?: TokenPair;
-  readonly refusal?: Refusal;
 }
 
 /** A store call that failed (or was skipped while the store is down). */
@@ -46,7 +55,7 @@ const SLOW_STORE_FAILURE_MS = 100;
 
 export interface SharedTokenCacheDeps {
   readonly store: TokenStore;
-  readonly cipher: TokenCipher;
+  readonly seal: RecordSeal;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly metrics: Pick<Metrics, 'storeHealthy' | 'storeErrors'>;
@@ -55,7 +64,7 @@ export interface SharedTokenCacheDeps {
 
 export class SharedTokenCache {
   private readonly store: TokenStore;
-  private readonly cipher: TokenCipher;
+  private readonly seal: RecordSeal;
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly metrics: SharedTokenCacheDeps['metrics'];
@@ -65,7 +74,7 @@ export class SharedTokenCache {
 
   constructor(deps: SharedTokenCacheDeps) {
     this.store = deps.store;
-    this.cipher = deps.cipher;
+    this.seal = deps.seal;
     this.clock = deps.clock;
     this.logger = deps.logger;
     this.metrics = deps.metrics;
@@ -78,16 +87,16 @@ export class SharedTokenCache {
   }
 
   /**
-   * The stored pair and refusal. When `rejected` is the stored access token, that exact stored value is
+   * The stored pair and failure records. When `rejected` is the stored access token, that exact stored value is
    * compare-and-deleted: a newer pair written meanwhile by another replica survives.
    */
   async read(keys: TokenKeys, rejected?: string): Promise<SharedState | Down> {
     const values = await this.call('get', () =>
-      Promise.all([this.store.get(keys.pair), this.store.get(keys.failure)]),
+      Promise.all([this.store.get(keys.pair), this.store.get(keys.failure), this.store.get(keys.transient)]),
     );
     if (values === DOWN) return DOWN;
-    const [raw, rawRefusal] = values;
-    const pair = raw === undefined ? undefined : this.decode(raw, keys.pair);
+    const [raw, rawRefusal, rawTransient] = values;
+    const pair = raw === undefined ? undefined : this.seal.open('token_pair', raw, keys.pair, decodePair);
     if (raw !== undefined && pair === undefined) {
       this.logger.warn(
         { event: 'token.store.unreadable' },
@@ -97,22 +106,43 @@ export class SharedTokenCache {
     if (raw !== undefined && pair !== undefined && rejected !== undefined && pair.access === rejected) {
       await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.pair, raw));
     }
-    return { raw, pair, refusal: decodeRefusal(rawRefusal) };
+    return {
+      raw,
+      pair,
+      refusal: this.openFailure('refusal', rawRefusal, keys.failure),
+      transient: this.openFailure('transient', rawTransient, keys.transient),
+    };
   }
 
-  /** Stores the pair for as long as its refresh token lives and tells the other replicas. */
+  /**
+   * Stores the pair for as long as its refresh token lives, ends the fleet's back-offs (a token was obtained)
+   * and tells the other replicas.
+   */
   async write(keys: TokenKeys, pair: TokenPair): Promise<void> {
     const ttl = pair.refreshExpiresAt - this.clock.now();
     if (ttl <= 0) return;
-    const raw = this.encode(pair, keys.pair);
+    const raw = this.seal.seal(JSON.stringify(pair), keys.pair);
     const written = await this.call('set', () => this.store.set(keys.pair, raw, ttl));
-    if (written !== DOWN) await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
+    if (written === DOWN) return;
+    await this.call('delete', () => this.store.delete(keys.failure, keys.transient));
+    await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
   }
 
-  /** Shares a refusal for `ttlMs`, so no replica asks the upstream again before then. */
-  async writeRefusal(keys: TokenKeys, refusal: Refusal, ttlMs: number): Promise<void> {
-    const written = await this.call('set', () => this.store.set(keys.failure, encodeRefusal(refusal), ttlMs));
-    if (written !== DOWN) await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_REFUSED));
+  /**
+   * Shares a failure for `ttlMs` (longer than its wait: the streak outlives the wait, so the next failure waits
+   * longer); a refusal is announced so the other replicas stop at once.
+   */
+  async writeFailure(
+    keys: TokenKeys,
+    kind: FailureKind,
+    record: BackoffRecord,
+    ttlMs: number,
+  ): Promise<void> {
+    const key = kind === 'refusal' ? keys.failure : keys.transient;
+    const raw = this.seal.seal(encodeFailure(record), key);
+    const written = await this.call('set', () => this.store.set(key, raw, ttlMs));
+    if (written !== DOWN && kind === 'refusal')
+      await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_REFUSED));
   }
 
   /**
@@ -147,33 +177,40 @@ export class SharedTokenCache {
     if (ok) this.logger.info({ event: 'token.store.recovered' }, 'token store reachable again');
   }
 
-  private encode(pair: TokenPair, key: string): string {
-    return this.cipher.seal(JSON.stringify(pair), key);
+  private openFailure(kind: FailureKind, raw: string | undefined, key: string): BackoffRecord | undefined {
+    if (raw === undefined) return undefined;
+    const recordKind = kind === 'refusal' ? 'login_refusal' : 'login_transient';
+    const record = this.seal.open(recordKind, raw, key, (text) => decodeFailure(text, kind));
+    if (!record)
+      this.logger.warn(
+        { event: 'token.store.unreadable', kind: recordKind },
+        'a shared record cannot be read; ignoring it',
+      );
+    return record;
   }
+}
 
-  private decode(raw: string, key: string): TokenPair | undefined {
-    const text = this.cipher.open(raw, key);
-    if (text === undefined) return undefined;
-    try {
-      const value = JSON.parse(text) as Partial<TokenPair>;
-      if (
-        typeof value.access === 'string' &&
-        typeof value.refresh === 'string' &&
-        typeof value.accessExpiresAt === 'number' &&
-        typeof value.refreshExpiresAt === 'number' &&
-        typeof value.credentials === 'string'
-      ) {
-        return {
-          access: value.access,
-          refresh: value.refresh,
-          accessExpiresAt: value.accessExpiresAt,
-          refreshExpiresAt: value.refreshExpiresAt,
-          credentials: value.credentials,
-        };
-      }
-    } catch {
-      // not JSON: treated as absent
+/** The pair from its JSON text, or undefined when it is not one. */
+function decodePair(text: string): TokenPair | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<TokenPair>;
+    if (
+      typeof value.access === 'string' &&
+      typeof value.refresh === 'string' &&
+      typeof value.accessExpiresAt === 'number' &&
+      typeof value.refreshExpiresAt === 'number' &&
+      typeof value.credentials === 'string'
+    ) {
+      return {
+        access: value.access,
+        refresh: value.refresh,
+        accessExpiresAt: value.accessExpiresAt,
+        refreshExpiresAt: value.refreshExpiresAt,
+        credentials: value.credentials,
+      };
     }
-    return undefined;
+  } catch {
+    // not JSON: treated as absent
   }
+  return undefined;
 }

@@ -39,6 +39,15 @@ const DETAIL = {
   badAnswer: 'The upstream token endpoint gave an unexpected answer.',
 };
 
+/** Retry-After as whole seconds: delta-seconds or an HTTP date; 0 when absent or unreadable. */
+export function retryAfterSeconds(value: string | null, now = Date.now()): number {
+  if (!value) return 0;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const date = Date.parse(trimmed);
+  return Number.isNaN(date) ? 0 : Math.max(0, Math.ceil((date - now) / 1000));
+}
+
 export function createTokenClient(options: TokenClientOptions): TokenClient {
   const doFetch = options.fetch ?? fetch;
   const headers = {
@@ -78,7 +87,11 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
       throw new GatewayError('UPSTREAM_AUTH_FAILED', refused);
     if (response.status === 403) throw new GatewayError('UPSTREAM_IP_NOT_WHITELISTED', DETAIL.ipRefused);
     if (!response.ok) {
-      throw new GatewayError('UPSTREAM_UNAVAILABLE', `${DETAIL.unreachable} (HTTP ${response.status})`);
+      // A 429's Retry-After (seconds) travels with the error: the token manager's back-off honours it.
+      const retryAfter = response.status === 429 ? retryAfterSeconds(response.headers.get('retry-after')) : 0;
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', `${DETAIL.unreachable} (HTTP ${response.status})`, {
+        headers: retryAfter > 0 ? { 'Retry-After': String(retryAfter) } : undefined,
+      });
     }
     const { access, refresh } = (answer ?? {}) as { access?: unknown; refresh?: unknown };
     if (

@@ -2,10 +2,11 @@
 import type { Logger } from 'pino';
 import { GatewayError, isGatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
+import type { BackoffRecord } from './backoff-track';
 import type { Clock } from './clock';
 import type { Credentials } from './credentials';
 import { ACCESS_FALLBACK_SECONDS, REFRESH_FALLBACK_SECONDS, tokenExpiresAt } from './jwt-expiry';
-import { isRefusal, type LoginBackoff, type Refusal, type RefusalReason } from './login-backoff';
+import { type FailureKind, isRefusal, type LoginBackoff } from './login-backoff';
 import type { SharedTokenCache, TokenKeys } from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import type { TokenPair } from './token-pair';
@@ -19,16 +20,23 @@ export interface TokenEndpointDeps {
   readonly metrics: Pick<Metrics, 'tokenRequests'>;
   /** A refresh token this close to its end is not used: a login is surer. */
   readonly skewMs: number;
-  /** How long a refusal is shared with the fleet (TOKEN_LOGIN_MIN_INTERVAL_MS). */
-  readonly loginMinIntervalMs: number;
 }
+
+/** How long a shared failure record outlives its wait: the streak, and so the growing wait, survives between tries. */
+const STREAK_MEMORY_MS: Record<FailureKind, number> = { refusal: 24 * 3_600_000, transient: 10 * 60_000 };
 
 export class TokenEndpoint {
   constructor(private readonly deps: TokenEndpointDeps) {}
 
-  /** The refresh token first (unless it is near its end); the credentials when it is refused. */
+  /**
+   * The refresh token first (unless it is near its end); the credentials when it is refused. Every failure is
+   * remembered here and shared with the fleet: a refusal starts (or lengthens) the login back-off, anything else
+   * the short transient one; the caller gets the back-off's error with its Retry-After.
+   */
   async fetch(keys: TokenKeys, credentials: Credentials, base?: TokenPair): Promise<TokenPair> {
     const { client, backoff, clock } = this.deps;
+    const blocked = backoff.blocked();
+    if (blocked) throw blocked;
     if (base && base.refreshExpiresAt - clock.now() > this.deps.skewMs) {
       const started = clock.now();
       try {
@@ -37,16 +45,11 @@ export class TokenEndpoint {
         return this.pairOf(answer.access, answer.refresh, credentials, base);
       } catch (error) {
         this.recordCall('refresh', resultOf(error), started);
-        if (isGatewayError(error) && error.reason === 'UPSTREAM_IP_NOT_WHITELISTED') {
-          await this.recordRefusal(error.reason, keys, credentials);
-          throw error;
-        }
-        if (!isGatewayError(error) || error.reason !== 'UPSTREAM_AUTH_FAILED') throw backoff.failed(error);
-        // The refresh token was refused (expired, revoked, rotated away): log in.
+        // A refused refresh token (expired, revoked, rotated away) is no refusal of the gateway: log in.
+        if (!isGatewayError(error) || error.reason !== 'UPSTREAM_AUTH_FAILED')
+          throw await this.failed(error, keys);
       }
     }
-    const blocked = backoff.blocked();
-    if (blocked) throw blocked;
     const started = clock.now();
     try {
       const answer = await client.login(credentials);
@@ -54,8 +57,7 @@ export class TokenEndpoint {
       return this.pairOf(answer.access, answer.refresh, credentials);
     } catch (error) {
       this.recordCall('login', resultOf(error), started);
-      if (isRefusal(error)) await this.recordRefusal(error.reason, keys, credentials);
-      throw backoff.failed(error);
+      throw await this.failed(error, keys);
     }
   }
 
@@ -89,17 +91,15 @@ export class TokenEndpoint {
     else this.deps.logger.warn(entry, `token ${kind} failed`);
   }
 
-  /** Remembers a refusal here and for the fleet, so nobody asks the upstream again before the interval ends. */
-  private async recordRefusal(
-    reason: RefusalReason,
-    keys: TokenKeys,
-    credentials: Credentials,
-  ): Promise<void> {
-    const refusal: Refusal = { reason, at: this.deps.clock.now(), credentials: credentials.fingerprint };
-    this.deps.backoff.refused(refusal);
-    const ttl = this.deps.loginMinIntervalMs;
-    if (ttl <= 0) return;
-    await this.deps.cache.writeRefusal(keys, refusal, ttl);
+  /** Remembers a failure here and for the fleet; answers what the callers of this flight get. */
+  private async failed(error: unknown, keys: TokenKeys): Promise<unknown> {
+    const { backoff, cache } = this.deps;
+    const refused = isRefusal(error);
+    const kind: FailureKind = refused ? 'refusal' : 'transient';
+    const record: BackoffRecord = refused ? backoff.refused(error.reason) : backoff.unavailable(error);
+    if (record.waitMs > 0)
+      await cache.writeFailure(keys, kind, record, record.waitMs + STREAK_MEMORY_MS[kind]);
+    return backoff.blocked() ?? error;
   }
 }
 

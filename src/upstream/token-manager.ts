@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
+import { createRecordSeal } from '../store/record-seal';
 import type { TokenStore } from '../store/token-store';
 import { type Clock, systemClock } from './clock';
 import type { CredentialSource, Credentials } from './credentials';
@@ -36,9 +37,15 @@ export interface TokenManagerSettings {
   readonly lockWaitMs: number;
   /** After a refused login (401) or IP (403), no replica tries again for this long (TOKEN_LOGIN_MIN_INTERVAL_MS). */
   readonly loginMinIntervalMs: number;
+  /** Each further refusal doubles the wait up to this (TOKEN_LOGIN_MAX_INTERVAL_MS). Default 15 min. */
+  readonly loginMaxIntervalMs?: number;
+  /** The first wait after a transient token-endpoint failure (5xx, timeout, 429). Default 1 s. */
+  readonly transientMinMs?: number;
+  /** The longest transient wait (a 429's Retry-After may ask for more). Default 30 s. */
+  readonly transientMaxMs?: number;
   /** REDIS_KEY_PREFIX. */
   readonly keyPrefix: string;
-  /** TOKEN_ENCRYPTION_KEY (32 bytes): the cached pair is sealed with AES-256-GCM. */
+  /** TOKEN_ENCRYPTION_KEY (32 bytes): the cached pair and the failure records are sealed with AES-256-GCM. */
   readonly encryptionKey?: Buffer;
   /** A token is no longer handed out this long before its `exp`. Default min(5 s, skew / 2). */
   readonly expiryMarginMs?: number;
@@ -53,10 +60,13 @@ export interface TokenManagerDeps {
   readonly client: TokenClient;
   readonly credentials: CredentialSource;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'tokenRequests' | 'tokenSource' | 'storeHealthy' | 'storeErrors'>;
+  readonly metrics: Pick<
+    Metrics,
+    'tokenRequests' | 'tokenSource' | 'storeHealthy' | 'storeErrors' | 'storeRecordsRejected' | 'tokenBackoff'
+  >;
   readonly settings: TokenManagerSettings;
   readonly clock?: Clock;
-  /** [0, 1) for the refresh jitter; Math.random by default. */
+  /** [0, 1) for the refresh and back-off jitter; Math.random by default. */
   readonly random?: () => number;
 }
 
@@ -103,26 +113,29 @@ class FleetTokenManager implements TokenProvider {
     this.memoryHits = metrics.tokenSource.labels('memory');
     this.credentials = deps.credentials.current();
     this.keys = this.keysFor(this.credentials);
-    const cipher = createTokenCipher(settings.encryptionKey);
+    const seal = createRecordSeal(createTokenCipher(settings.encryptionKey), metrics.storeRecordsRejected);
     const storeRetryMs = settings.storeRetryMs ?? 2_000;
-    const cache = new SharedTokenCache({ store, cipher, clock, logger, metrics, storeRetryMs });
-    const backoff = new LoginBackoff(
-      this.credentials.fingerprint,
-      () => clock.now(),
-      settings.loginMinIntervalMs,
-    );
+    const cache = new SharedTokenCache({ store, seal, clock, logger, metrics, storeRetryMs });
+    const random = deps.random ?? Math.random;
+    const backoff = new LoginBackoff(this.credentials.fingerprint, () => clock.now(), random, {
+      loginMinIntervalMs: settings.loginMinIntervalMs,
+      loginMaxIntervalMs: Math.max(settings.loginMinIntervalMs, settings.loginMaxIntervalMs ?? 900_000),
+      transientMinMs: settings.transientMinMs ?? 1_000,
+      transientMaxMs: settings.transientMaxMs ?? 30_000,
+    });
+    metrics.tokenBackoff.readFrom(() => backoff.remainingByKind());
     const stopped = () => this.stopped;
     // The helpers share the store, its guard, the backoff and the observability of this manager.
     const common = { store, cache, backoff, clock, logger, metrics, stopped };
     this.cache = cache;
     this.backoff = backoff;
-    const { loginMinIntervalMs, lockTtlMs, lockWaitMs } = settings;
-    this.endpoint = new TokenEndpoint({ ...common, client: deps.client, skewMs, loginMinIntervalMs });
+    const { lockTtlMs, lockWaitMs } = settings;
+    this.endpoint = new TokenEndpoint({ ...common, client: deps.client, skewMs });
     this.lock = new FleetLock({ ...common, lockTtlMs, lockWaitMs, pollMs: settings.pollIntervalMs ?? 50 });
     this.refresher = new RefreshScheduler({
       clock,
       logger,
-      random: deps.random ?? Math.random,
+      random,
       skewMs,
       current: () => this.pair,
       usableUntil: () => this.usableUntil,
@@ -219,7 +232,7 @@ class FleetTokenManager implements TokenProvider {
     if (shared !== DOWN) {
       if (accept(shared.pair)) return this.adopt(shared.pair, 'redis');
       latest = newest(latest, shared.pair, credentials.fingerprint);
-      this.backoff.throwIfRefused(shared.refusal, credentials.fingerprint);
+      this.backoff.throwIfBlocked(shared);
       const token = await this.lock.withFleetLock({
         keys,
         credentials,
@@ -229,7 +242,7 @@ class FleetTokenManager implements TokenProvider {
           const again = await this.cache.read(keys, rejected);
           if (again !== DOWN) {
             if (accept(again.pair)) return this.adopt(again.pair, 'redis');
-            this.backoff.throwIfRefused(again.refusal, credentials.fingerprint);
+            this.backoff.throwIfBlocked(again);
           }
           const fresher = again === DOWN ? latest : newest(latest, again.pair, credentials.fingerprint);
           this.logger.debug({ event: 'token.lock', result: 'acquired', kind }, 'token lock acquired');
@@ -264,7 +277,7 @@ class FleetTokenManager implements TokenProvider {
       this.pair = pair;
       this.usableUntil = pair.accessExpiresAt - this.marginMs;
       this.memo = Promise.resolve(tokenOf(pair, 'memory'));
-      this.backoff.clear();
+      this.backoff.succeeded();
       this.refresher.schedule();
     }
     return tokenOf(pair, source);
@@ -302,7 +315,7 @@ class FleetTokenManager implements TokenProvider {
         this.adopt(pair, 'redis');
         this.logger.debug({ event: 'token.adopt' }, 'adopted the pair another replica obtained');
       } else {
-        this.backoff.adopt(shared.refusal, credentials.fingerprint);
+        this.backoff.observe(shared);
       }
     } finally {
       this.rereading = false;

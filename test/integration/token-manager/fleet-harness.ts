@@ -1,7 +1,7 @@
 // Several token managers in one process, each with its own ioredis client: a fleet of replicas, minus HTTP.
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createMetrics } from '../../../src/observability/metrics';
+import { createMetrics, type Metrics } from '../../../src/observability/metrics';
 import type { SimulatorOptions } from '../../../src/simulator/options';
 import { SEED_PLAN_ID } from '../../../src/simulator/plans';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
@@ -21,6 +21,7 @@ export interface Replica {
   readonly manager: TokenProvider;
   readonly redis: RedisClient;
   readonly store: TokenStore;
+  readonly metrics: Metrics;
 }
 
 export interface FleetOptions {
@@ -80,15 +81,16 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
     }) as RedisClient;
     redis.on('error', () => undefined);
     const store = createRedisTokenStore({ client: redis, logger });
+    const metrics = createMetrics();
     const manager = createTokenManager({
       store,
       client,
       credentials: options.credentials?.() ?? staticCredentialSource(USERNAME, PASSWORD),
       logger,
-      metrics: createMetrics(),
+      metrics,
       settings,
     });
-    replicas.push({ manager, redis, store });
+    replicas.push({ manager, redis, store, metrics });
   }
   await Promise.all(replicas.map((r) => waitReady(r.redis)));
   await Promise.all(replicas.map((r) => r.manager.start()));

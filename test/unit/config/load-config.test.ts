@@ -155,6 +155,24 @@ describe('loadConfig', () => {
       ).toBe(true);
     });
 
+    it('refuses a login back-off minimum below 5 s (and accepts 5 s)', () => {
+      const env = {
+        ...upstreamEnv,
+        NODE_ENV: 'production',
+        REDIS_URL: 'rediss://redis:6380',
+        TOKEN_ENCRYPTION_KEY: KEY,
+      };
+      expect(problemsOf({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '4999' })).toEqual([
+        expect.objectContaining({
+          variable: 'TOKEN_LOGIN_MIN_INTERVAL_MS',
+          message: expect.stringMatching(/5000/),
+        }),
+      ]);
+      expect(loadConfig({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '5000' }).tokens.loginMinIntervalMs).toBe(
+        5_000,
+      );
+    });
+
     it('accepts a complete production configuration', () => {
       const config = loadConfig({
         ...upstreamEnv,
@@ -164,6 +182,22 @@ describe('loadConfig', () => {
       });
       expect(config.tokens.encryptionKey?.length).toBe(32);
     });
+  });
+
+  it('the login back-off runs from 20 s to 15 min by default; a maximum below the minimum is refused', () => {
+    const config = loadConfig({ ...upstreamEnv, UPSTREAM_BASE_URL: 'https://api.example.com' });
+    expect(config.tokens.loginMinIntervalMs).toBe(20_000);
+    expect(config.tokens.loginMaxIntervalMs).toBe(900_000);
+    expect(
+      problemsOf({
+        ...upstreamEnv,
+        TOKEN_LOGIN_MIN_INTERVAL_MS: '60000',
+        TOKEN_LOGIN_MAX_INTERVAL_MS: '30000',
+      }),
+    ).toEqual([expect.objectContaining({ variable: 'TOKEN_LOGIN_MAX_INTERVAL_MS' })]);
+    expect(problemsOf({ TOKEN_LOGIN_MAX_INTERVAL_MS: '15min' })).toEqual([
+      expect.objectContaining({ variable: 'TOKEN_LOGIN_MAX_INTERVAL_MS' }),
+    ]);
   });
 
   it('reads secrets from *_FILE variables', () => {

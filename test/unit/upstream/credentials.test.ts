@@ -1,6 +1,8 @@
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, renameSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Credentials, createCredentialSource } from '../../../src/upstream/credentials';
+import { type Credentials, createCredentialSource, credentialsOf } from '../../../src/upstream/credentials';
+import { deriveKey } from '../../../src/upstream/derived-keys';
 import { tempDir } from '../../support/temp-dir';
 import { captureLogger } from './token-fakes';
 
@@ -93,5 +95,35 @@ describe('credential source', () => {
     writeFileSync(join(dir, 'username'), 'carol');
     await waitUntil(() => source.current().username === 'carol');
     source.close();
+  });
+});
+
+describe('credential fingerprint', () => {
+  const plainHash = (u: string, p: string) => createHash('sha256').update(`${u}\n${p}`).digest('hex');
+
+  it('with an encryption key: an HMAC under the derived key, the same on every replica, no plain hash', () => {
+    const master = randomBytes(32);
+    const onReplicaA = credentialsOf('merchant', 'S3cret', deriveKey(master, 'credential-fingerprint'));
+    const onReplicaB = credentialsOf('merchant', 'S3cret', deriveKey(master, 'credential-fingerprint'));
+    expect(onReplicaB.fingerprint).toBe(onReplicaA.fingerprint);
+    expect(plainHash('merchant', 'S3cret')).not.toContain(onReplicaA.fingerprint);
+    // Without the key nobody can recompute it, so a guess cannot be tested against what Redis holds.
+    const otherKey = credentialsOf(
+      'merchant',
+      'S3cret',
+      deriveKey(randomBytes(32), 'credential-fingerprint'),
+    );
+    expect(otherKey.fingerprint).not.toBe(onReplicaA.fingerprint);
+    expect(
+      credentialsOf('merchant', 'S3cret2', deriveKey(master, 'credential-fingerprint')).fingerprint,
+    ).not.toBe(onReplicaA.fingerprint);
+  });
+
+  it('without a key: a salted slow hash, stable across replicas, not the plain hash, different per username', () => {
+    const a = credentialsOf('merchant', 'S3cret');
+    expect(credentialsOf('merchant', 'S3cret').fingerprint).toBe(a.fingerprint);
+    expect(a.fingerprint).toMatch(/^[0-9a-f]{16}$/);
+    expect(plainHash('merchant', 'S3cret')).not.toContain(a.fingerprint);
+    expect(credentialsOf('merchant-2', 'S3cret').fingerprint).not.toBe(a.fingerprint);
   });
 });

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { GatewayError } from '../../../src/http/gateway-error';
-import { createTokenClient } from '../../../src/upstream/token-client';
+import { createTokenClient, retryAfterSeconds } from '../../../src/upstream/token-client';
 
 const CREDENTIALS = { username: 'merchant-user', password: 'hunter2-password' };
 
@@ -20,6 +20,28 @@ async function failure(promise: Promise<unknown>): Promise<GatewayError> {
 }
 
 describe('token client', () => {
+  it('carries a 429 Retry-After (seconds or HTTP date) on the error for the back-off; never on a 5xx', async () => {
+    const answer = (status: number, retryAfter?: string) =>
+      (async () =>
+        new Response('{}', {
+          status,
+          headers: retryAfter ? { 'retry-after': retryAfter } : {},
+        })) as unknown as typeof fetch;
+    const login = (fake: typeof fetch) =>
+      failure(
+        createTokenClient({ baseUrl: 'https://up.test', timeoutMs: 1000, fetch: fake }).login(CREDENTIALS),
+      );
+    const limited = await login(answer(429, '120'));
+    expect(limited.reason).toBe('UPSTREAM_UNAVAILABLE');
+    expect(limited.headers['Retry-After']).toBe('120');
+    expect((await login(answer(429, 'soon'))).headers['Retry-After']).toBeUndefined();
+    expect((await login(answer(503, '120'))).headers['Retry-After']).toBeUndefined();
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    expect(retryAfterSeconds('Thu, 01 Jan 2026 00:01:30 GMT', now)).toBe(90);
+    expect(retryAfterSeconds('Wed, 31 Dec 2025 00:00:00 GMT', now)).toBe(0);
+    expect(retryAfterSeconds(null, now)).toBe(0);
+  });
+
   it('logs in and refreshes with JSON bodies on the two endpoints', async () => {
     const seen: { url: string; body: unknown; headers: Headers }[] = [];
     const fake = (async (url: string, init: RequestInit) => {

@@ -1,10 +1,12 @@
 // Fakes for token-manager unit tests: a fake clock, a fake token endpoint and quiet observability.
+import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { createMetrics } from '../../../src/observability/metrics';
 import type { CredentialSource, Credentials, CredentialsListener } from '../../../src/upstream/credentials';
 import { credentialsOf } from '../../../src/upstream/credentials';
+import { deriveKey } from '../../../src/upstream/derived-keys';
 import type { TokenClient, TokenResponse, UpstreamCredentials } from '../../../src/upstream/token-client';
 import type { Clock, ClockTimer } from '../../../src/upstream/token-manager';
 
@@ -160,19 +162,22 @@ export class FakeTokenClient implements TokenClient {
   }
 }
 
+/** One fingerprint key for every fake replica of this process, as the fleet derives it from its shared encryption key. */
+export const FINGERPRINT_KEY = deriveKey(randomBytes(32), 'credential-fingerprint');
+
 /** Credentials a test can change, as a rotated secret mount would. */
 export class FakeCredentialSource implements CredentialSource {
   private listeners = new Set<CredentialsListener>();
   private value: Credentials;
   constructor(username = 'merchant', password = 'secret') {
-    this.value = credentialsOf(username, password);
+    this.value = credentialsOf(username, password, FINGERPRINT_KEY);
   }
   current = () => this.value;
   async reload() {
     return false;
   }
   change(username: string, password: string): void {
-    this.value = credentialsOf(username, password);
+    this.value = credentialsOf(username, password, FINGERPRINT_KEY);
     for (const listener of this.listeners) listener(this.value);
   }
   onChange(listener: CredentialsListener) {

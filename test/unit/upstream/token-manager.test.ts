@@ -82,6 +82,7 @@ function brokenStore(): TokenStore {
     kind: 'redis',
     get: fail,
     set: fail,
+    delete: fail,
     compareAndDelete: fail,
     acquireLock: fail,
     releaseLock: fail,
@@ -346,7 +347,7 @@ describe('token manager: refusals back off fleet-wide', () => {
   it.each(['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITELISTED'] as const)(
     'after %s, calls fail fast without asking the upstream until the interval ends',
     async (reason) => {
-      const f = fleet();
+      const f = fleet({ random: 0 });
       f.client.failWith = new GatewayError(reason, 'refused');
       const [a, b] = [f.replica(), f.replica()];
       for (const r of [a, b]) await r.start();
@@ -360,8 +361,12 @@ describe('token manager: refusals back off fleet-wide', () => {
       await f.clock.advance(20_000);
       await expect(b.getAccessToken()).rejects.toMatchObject({ reason });
       expect(f.client.loginFailures).toBe(2);
-      f.client.failWith = undefined;
+      // The second refusal doubles the wait.
       await f.clock.advance(20_001);
+      await expect(a.getAccessToken()).rejects.toMatchObject({ reason });
+      expect(f.client.loginFailures).toBe(2);
+      f.client.failWith = undefined;
+      await f.clock.advance(20_000);
       await expect(a.getAccessToken()).resolves.toMatchObject({ source: 'upstream' });
       expect(a.status().lastFailure).toBeUndefined();
     },
