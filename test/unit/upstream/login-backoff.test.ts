@@ -84,7 +84,7 @@ async function constantTraffic(
   onAnswer: (error: unknown) => void = () => undefined,
 ): Promise<void> {
   const probes = replicas.map((tokens) =>
-    createReadiness({ tokens, storeKind: 'redis', circuitState: () => 'closed' }),
+    createReadiness({ tokens, storeKind: 'redis', circuitStates: () => ({ plan: 'closed' }) }),
   );
   for (let t = 0; t < durationMs; t += stepMs) {
     for (const [i, replica] of replicas.entries()) {
