@@ -151,7 +151,11 @@ export async function startGateway(
           : undefined,
     });
 
-    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true });
+    const registry = loadClientRegistry(config.callers.clientsFile, {
+      logger,
+      watch: true,
+      refuseDevelopmentKey: config.production,
+    });
     closers.push(() => registry.close());
     const guards = callerGuards(config, registry, redis, logger, metrics);
 
@@ -170,7 +174,7 @@ export async function startGateway(
       plans,
       readiness,
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
-      serveMetrics: config.server.metricsPort === undefined,
+      serveMetrics: config.server.metricsOnMainPort,
     });
 
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
