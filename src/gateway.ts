@@ -91,13 +91,16 @@ export async function startGateway(
     const tokenStore = redis ? createRedisTokenStore({ client: redis, logger }) : createMemoryTokenStore();
     // Closes its pub/sub connection (a duplicate of `redis`) before `redis` itself quits.
     closers.push(() => tokenStore.close());
+    const tokenClient = createTokenClient({
+      baseUrl: upstream.baseUrl,
+      timeoutMs: config.upstream.timeoutMs,
+      headers: config.upstream.staticHeaders,
+      extraCa: config.upstream.extraCa,
+    });
+    closers.push(() => tokenClient.close?.());
     const tokens = createTokenManager({
       store: tokenStore,
-      client: createTokenClient({
-        baseUrl: upstream.baseUrl,
-        timeoutMs: config.upstream.timeoutMs,
-        headers: config.upstream.staticHeaders,
-      }),
+      client: tokenClient,
       credentials,
       logger,
       metrics,
@@ -125,7 +128,9 @@ export async function startGateway(
         logger.warn({ circuit: state }, 'upstream circuit state changed');
       },
     });
-    const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
+    const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets, {
+      extraCa: config.upstream.extraCa,
+    });
     closers.push(() => agent.destroy());
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,

@@ -8,6 +8,7 @@ import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
 import { CircuitOpenError, type UpstreamCircuit, UpstreamFailure } from './circuit-breaker';
 import { allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { tlsFailureOf } from './tls-failure';
 import type { TokenProvider, TokenSource } from './token-provider';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -169,6 +170,12 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
           const attempt = req && runningAttempt(req);
           if (!req || !attempt) return;
           observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          const tls = tlsFailureOf(error);
+          if (tls)
+            deps.logger.warn(
+              { route: attempt.call.exchange.route, ...tls },
+              `upstream TLS failure: ${tls.cause}`,
+            );
           fail(
             attempt,
             attempt.timedOut
