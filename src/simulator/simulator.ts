@@ -48,6 +48,8 @@ export interface RunningSimulator extends SimulatorControl {
   port: number;
   /** TLS handshakes completed so far (0 over plain HTTP): keep-alive reuse shows as few handshakes. */
   secureConnections(): number;
+  /** Presents another certificate to new connections (a provider's renewal, or a broken one); HTTPS only. */
+  useCertificate(tls: { cert: string; key: string }): void;
   /** Stops listening and destroys open (keep-alive) connections. */
   close(): Promise<void>;
 }
@@ -124,6 +126,10 @@ export async function startSimulator(
     url: `${resolved.tls ? 'https' : 'http'}://${urlHost(resolved.host)}:${port}`,
     port,
     secureConnections: () => secureConnections,
+    useCertificate(tls) {
+      if (!('setSecureContext' in server)) throw new Error('the simulator serves plain HTTP');
+      (server as import('node:https').Server).setSecureContext(tls);
+    },
     close() {
       dispose();
       return new Promise<void>((resolve, reject) => {
