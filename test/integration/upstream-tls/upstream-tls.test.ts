@@ -95,14 +95,16 @@ describe('over TLS with UPSTREAM_CA_FILE', () => {
     expect(afterLogin).toBe(1);
 
     for (let round = 0; round < 3; round += 1) {
+      const before = simulator.secureConnections();
       // POSTs: concurrent identical GETs would be coalesced into one upstream call.
       const answers = await Promise.all(Array.from({ length: 40 }, () => validate(gateway)));
       expect(answers.map((a) => a.status)).toEqual(Array(40).fill(200));
       await Promise.all(answers.map((a) => a.arrayBuffer()));
+      // 40 concurrent calls over at most 4 pooled sockets: at most one handshake per socket, none per call
+      // (even if an idle socket aged out between rounds on a loaded machine).
+      expect(simulator.secureConnections() - before).toBeLessThanOrEqual(maxSockets);
     }
     expect(simulator.stats().validations).toBe(120);
-    // 120 calls over at most 4 pooled sockets: each socket did one handshake, and no call made its own.
-    expect(simulator.secureConnections() - afterLogin).toBeLessThanOrEqual(maxSockets);
     expect(simulator.stats().logins).toBe(1);
   });
 
