@@ -36,6 +36,7 @@ export const SECRET_VARIABLES = [
 export const FILE_VARIABLES = SECRET_VARIABLES;
 
 export const envSchema = z.object({
+  /** Unset with UPSTREAM_BASE_URL counts as production (secure by default; see production-rules.ts). */
   NODE_ENV: z.enum(['development', 'production', 'test']).optional(),
   /** Default: 0.0.0.0, or 127.0.0.1 in local mode (a development key must not be reachable from the network). */
   HOST: z.string().min(1).optional(),
