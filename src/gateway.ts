@@ -103,13 +103,16 @@ export async function startGateway(
     const tokenStore = redis ? createRedisTokenStore({ client: redis, logger }) : createMemoryTokenStore();
     // Closes its pub/sub connection (a duplicate of `redis`) before `redis` itself quits.
     closers.push(() => tokenStore.close());
+    const tokenClient = createTokenClient({
+      baseUrl: upstream.baseUrl,
+      timeoutMs: config.upstream.timeoutMs,
+      headers: config.upstream.staticHeaders,
+      extraCa: config.upstream.extraCa,
+    });
+    closers.push(() => tokenClient.close?.());
     const tokens = createTokenManager({
       store: tokenStore,
-      client: createTokenClient({
-        baseUrl: upstream.baseUrl,
-        timeoutMs: config.upstream.timeoutMs,
-        headers: config.upstream.staticHeaders,
-      }),
+      client: tokenClient,
       credentials,
       logger,
       metrics,
@@ -139,7 +142,9 @@ export async function startGateway(
       },
     });
     for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
-    const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
+    const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets, {
+      extraCa: config.upstream.extraCa,
+    });
     closers.push(() => agent.destroy());
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,
@@ -169,7 +174,12 @@ export async function startGateway(
           : undefined,
     });
 
-    const registry = loadClientRegistry(config.callers.clientsFile, { logger, watch: true, metrics });
+    const registry = loadClientRegistry(config.callers.clientsFile, {
+      logger,
+      watch: true,
+      metrics,
+      refuseDevelopmentKey: config.production,
+    });
     closers.push(() => registry.close());
     const guards = callerGuards(config, registry, redis, logger, metrics);
 
@@ -190,7 +200,7 @@ export async function startGateway(
       readiness,
       documentReference: createDocumentReference(config.tokens.encryptionKey),
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
-      serveMetrics: config.server.metricsPort === undefined,
+      serveMetrics: config.server.metricsOnMainPort,
     });
 
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):

@@ -1,4 +1,5 @@
 // The process entry point: read the config once, start the gateway, handle signals.
+import { DEVELOPMENT_API_KEY } from './callers/development-key';
 import { ConfigError } from './config/config-error';
 import { loadConfig } from './config/load-config';
 import { type RunningGateway, startGateway } from './gateway';
@@ -47,8 +48,8 @@ function printLocalModeHelp(url: string): void {
       '',
       `Payments BFF gateway in LOCAL MODE on ${url} (upstream: the bundled simulator; answers carry X-Upstream: simulator)`,
       'Try it:',
-      `  curl -H 'X-API-Key: local-dev-key' localhost:${port}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
-      `  curl -H 'X-API-Key: local-dev-key' -H 'Content-Type: application/json' \\`,
+      `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' localhost:${port}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
+      `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' -H 'Content-Type: application/json' \\`,
       `       -d '{"country":"ARG","document":{"id":"20-17254359-7","type":"CUIT"}}' localhost:${port}/api/validation/document`,
       '',
       '',

@@ -54,6 +54,8 @@ export function featuredGatewayEnv(
 ): Record<string, string> {
   return {
     UPSTREAM_BASE_URL: settings.upstream,
+    // A plain-http upstream on loopback: the production rules (NODE_ENV unset with an upstream) would refuse it.
+    NODE_ENV: 'test',
     UPSTREAM_ALLOW_HTTP: 'true',
     UPSTREAM_USERNAME: settings.username,
     UPSTREAM_PASSWORD: settings.password,

@@ -4,6 +4,7 @@ import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { z } from 'zod';
 import type { Caller } from './caller';
+import { DEVELOPMENT_KEY_HASH } from './development-key';
 import { type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
 
 export interface ClientRegistry {
@@ -54,6 +55,12 @@ export interface LoadClientRegistryOptions {
   readonly metrics?: RegistryMetrics;
   /** Epoch ms; for tests. */
   readonly now?: () => number;
+  /** Production: a registry holding the public development key is refused, at start and on every reload. */
+  readonly refuseDevelopmentKey?: boolean;
+}
+
+export interface ParseRegistryOptions {
+  readonly refuseDevelopmentKey?: boolean;
 }
 
 /** Invalid registry content; the message names the file, the client and the field, never a key or hash. */
@@ -93,7 +100,11 @@ export function normalizeOrigin(origin: string): string {
 }
 
 /** Parses and validates registry text; throws ClientRegistryError listing every problem. */
-export function parseClientRegistry(text: string, file: string): RegistrySnapshot {
+export function parseClientRegistry(
+  text: string,
+  file: string,
+  options: ParseRegistryOptions = {},
+): RegistrySnapshot {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -106,7 +117,7 @@ export function parseClientRegistry(text: string, file: string): RegistrySnapsho
       file,
       parsed.error.issues.map((issue) => describe(issue, raw)),
     );
-  return buildSnapshot(parsed.data, file);
+  return buildSnapshot(parsed.data, file, options);
 }
 
 /** "client "checkout-web" (clients[0]) keys[1]: must be ..." — zod messages never include the offending value. */
@@ -121,7 +132,11 @@ function describe(issue: z.core.$ZodIssue, raw: unknown): string {
   return `${id}(clients[${index}])${field ? ` ${field.replace(/^\./, '')}` : ''}: ${issue.message}`;
 }
 
-function buildSnapshot(registry: ClientRegistryFile, file: string): RegistrySnapshot {
+function buildSnapshot(
+  registry: ClientRegistryFile,
+  file: string,
+  options: ParseRegistryOptions,
+): RegistrySnapshot {
   const problems: string[] = [];
   const byHash = new Map<string, KeyRecord>();
   const byId = new Map<string, Caller>();
@@ -143,6 +158,13 @@ function buildSnapshot(registry: ClientRegistryFile, file: string): RegistrySnap
     for (const origin of clientOrigins) origins.add(origin);
     entry.keys.forEach((key, index) => {
       const hex = key.slice('sha256:'.length).toLowerCase();
+      if (options.refuseDevelopmentKey && hex === DEVELOPMENT_KEY_HASH) {
+        problems.push(
+          `client "${entry.id}" keys[${index}] is the public development key of config/clients.local.json, ` +
+            'refused in production: remove it and issue a real key with `npm run client-key`',
+        );
+        return;
+      }
       const owner = byHash.get(hex);
       if (owner) {
         problems.push(
@@ -167,7 +189,8 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
   const { logger, metrics } = options;
   const now = options.now ?? Date.now;
   let lastText = readFileSync(file, 'utf8');
-  let snapshot = parseClientRegistry(lastText, file);
+  const parseOptions = { refuseDevelopmentKey: options.refuseDevelopmentKey };
+  let snapshot = parseClientRegistry(lastText, file, parseOptions);
   let refusedText: string | undefined;
   let health: RegistryHealth = {};
   metrics?.registryStaleSince.set(0);
@@ -210,7 +233,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     if (text === lastText) return current();
     if (text === refusedText) return false;
     try {
-      snapshot = parseClientRegistry(text, file);
+      snapshot = parseClientRegistry(text, file, parseOptions);
     } catch (error) {
       refusedText = text;
       const problems = error instanceof ClientRegistryError ? error.problems : [(error as Error).message];

@@ -42,11 +42,14 @@ export const REPLACED_VARIABLES: Readonly<Record<string, string>> = {
 };
 
 export const envSchema = z.object({
+  /** Unset with UPSTREAM_BASE_URL counts as production (secure by default; see production-rules.ts). */
   NODE_ENV: z.enum(['development', 'production', 'test']).optional(),
   /** Default: 0.0.0.0, or 127.0.0.1 in local mode (a development key must not be reachable from the network). */
   HOST: z.string().min(1).optional(),
   PORT: int(0, 65535).default(8080),
   METRICS_PORT: int(0, 65535).optional(),
+  /** Production serves /metrics on PORT only when this says so (otherwise METRICS_PORT is required). */
+  METRICS_ON_MAIN_PORT: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FILE: z.string().min(1).optional(),
 
@@ -67,6 +70,8 @@ export const envSchema = z.object({
   UPSTREAM_PASSWORD: z.string().min(1).optional(),
   UPSTREAM_USERNAME_FILE: z.string().min(1).optional(),
   UPSTREAM_PASSWORD_FILE: z.string().min(1).optional(),
+  /** PEM file of extra CAs trusted for the upstream, on top of the default roots. */
+  UPSTREAM_CA_FILE: z.string().min(1).optional(),
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
   UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
@@ -98,6 +103,8 @@ export const envSchema = z.object({
   REDIS_PASSWORD: z.string().optional(),
   REDIS_PASSWORD_FILE: z.string().min(1).optional(),
   REDIS_TLS: bool.default(false),
+  /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
+  REDIS_ALLOW_PLAINTEXT: bool.default(false),
   REDIS_KEY_PREFIX: z.string().default('bff:'),
   ALLOW_MEMORY_STORE: bool.default(false),
 

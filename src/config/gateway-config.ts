@@ -45,6 +45,8 @@ export interface GatewayConfig {
     readonly host: string;
     readonly port: number;
     readonly metricsPort?: number;
+    /** /metrics on PORT: no METRICS_PORT (production requires METRICS_ON_MAIN_PORT=true for that). */
+    readonly metricsOnMainPort: boolean;
     readonly bodyLimitBytes: number;
     readonly headersTimeoutMs: number;
     readonly requestTimeoutMs: number;
@@ -59,6 +61,8 @@ export interface GatewayConfig {
     /** Absent in local mode until the simulator has started and its URL is known. */
     readonly baseUrl?: string;
     readonly timeoutMs: number;
+    /** PEM certificates of UPSTREAM_CA_FILE, trusted for the upstream on top of the default roots. */
+    readonly extraCa?: readonly string[];
     readonly staticHeaders: Readonly<Record<string, string>>;
     readonly maxSockets: number;
     readonly circuit: CircuitSettings;
@@ -79,6 +83,8 @@ export interface GatewayConfig {
     readonly topology: RedisTopology;
     readonly password?: string;
     readonly tls: boolean;
+    /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
+    readonly allowPlaintext?: boolean;
     readonly keyPrefix: string;
     readonly allowMemoryStore: boolean;
   };

@@ -1,15 +1,14 @@
 // Reads the environment once (and the *_FILE secrets it points to), validates it and returns a frozen config.
+import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology } from './gateway-config';
 import { parseHostPorts } from './parsers';
+import { checkProductionRules, isProduction, productionNote } from './production-rules';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
-
-/** Production never retries a refused login faster than this (SPEC §7). */
-export const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
 
 export const DEFAULT_CLIENTS_FILE = 'config/clients.json';
 export const LOCAL_CLIENTS_FILE = 'config/clients.local.json';
@@ -63,9 +62,10 @@ function withFileSecrets(
 }
 
 function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): GatewayConfig | undefined {
-  const production = env.NODE_ENV === 'production';
+  const production = isProduction(env);
   const mode = env.UPSTREAM_BASE_URL ? 'upstream' : 'local';
   const fail = (variable: string, message: string) => problems.push({ variable, message });
+  const why = production ? productionNote(env) : '';
 
   if (mode === 'local' && production) {
     fail(
@@ -74,7 +74,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     );
   }
   if (env.UPSTREAM_BASE_URL?.startsWith('http:')) {
-    if (production) fail('UPSTREAM_BASE_URL', 'must be https in production');
+    if (production) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
     else if (!env.UPSTREAM_ALLOW_HTTP)
       fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
   }
@@ -88,23 +88,21 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (production && usesRedis && !env.TOKEN_ENCRYPTION_KEY) {
     fail(
       'TOKEN_ENCRYPTION_KEY',
-      'is required in production with Redis (the cached upstream tokens are encrypted)',
+      `is required in production with Redis (the cached upstream tokens are encrypted)${why}`,
     );
   }
   if (production && !usesRedis && !env.ALLOW_MEMORY_STORE) {
     fail(
       'REDIS_URL',
-      'is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)',
+      `is required in production (or REDIS_SENTINELS / REDIS_CLUSTER_NODES, or ALLOW_MEMORY_STORE=true)${why}`,
     );
   }
   if (env.TOKEN_LOGIN_MAX_INTERVAL_MS < env.TOKEN_LOGIN_MIN_INTERVAL_MS)
     fail('TOKEN_LOGIN_MAX_INTERVAL_MS', 'must be at least TOKEN_LOGIN_MIN_INTERVAL_MS');
-  if (production && env.TOKEN_LOGIN_MIN_INTERVAL_MS < PRODUCTION_MIN_LOGIN_INTERVAL_MS) {
-    fail(
-      'TOKEN_LOGIN_MIN_INTERVAL_MS',
-      `must be at least ${PRODUCTION_MIN_LOGIN_INTERVAL_MS} in production (refused logins retried faster can lock the merchant account)`,
-    );
-  }
+  if (production) checkProductionRules(env, topology, fail);
+  if (env.METRICS_PORT !== undefined && env.METRICS_ON_MAIN_PORT)
+    fail('METRICS_ON_MAIN_PORT', 'contradicts METRICS_PORT: set one of them');
+  const upstreamCa = env.UPSTREAM_CA_FILE ? readCaFile(env.UPSTREAM_CA_FILE, fail) : undefined;
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
   }
@@ -122,6 +120,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       host: env.HOST ?? (mode === 'local' ? '127.0.0.1' : '0.0.0.0'),
       port: env.PORT,
       metricsPort: env.METRICS_PORT,
+      metricsOnMainPort: env.METRICS_PORT === undefined,
       bodyLimitBytes: env.BODY_LIMIT_BYTES,
       headersTimeoutMs: env.SERVER_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: env.SERVER_REQUEST_TIMEOUT_MS,
@@ -135,6 +134,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     upstream: {
       baseUrl: env.UPSTREAM_BASE_URL?.replace(/\/+$/, ''),
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
+      extraCa: upstreamCa,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
       circuit: {
@@ -163,6 +163,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       topology,
       password: env.REDIS_PASSWORD || undefined,
       tls: env.REDIS_TLS,
+      allowPlaintext: env.REDIS_ALLOW_PLAINTEXT,
       keyPrefix: env.REDIS_KEY_PREFIX,
       allowMemoryStore: env.ALLOW_MEMORY_STORE,
     },
@@ -183,6 +184,28 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
           : undefined,
     },
   };
+}
+
+/** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */
+function readCaFile(file: string, fail: (variable: string, message: string) => void): string[] | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    fail('UPSTREAM_CA_FILE', 'names a file that cannot be read (a PEM file of the CA certificates to trust)');
+    return undefined;
+  }
+  const pems = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  try {
+    for (const pem of pems) new X509Certificate(pem);
+  } catch {
+    pems.length = 0;
+  }
+  if (pems.length === 0) {
+    fail('UPSTREAM_CA_FILE', 'holds no valid PEM certificate (-----BEGIN CERTIFICATE-----)');
+    return undefined;
+  }
+  return pems;
 }
 
 function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {

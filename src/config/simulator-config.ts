@@ -1,4 +1,5 @@
 // SIMULATOR_* variables: one schema, the documented defaults, and errors that name variables, never values.
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { normaliseIp } from '../simulator/ip-allow-list';
@@ -53,6 +54,9 @@ export const simulatorEnvSchema = z.object({
   SIMULATOR_REFRESH_TTL_SECONDS: int(1, 31_536_000, 'must be a whole number of seconds from 1').optional(),
   SIMULATOR_ALLOWED_IPS: ipList.optional(),
   SIMULATOR_ROTATE_REFRESH: bool.optional(),
+  /** PEM certificate (chain) and key: the simulator serves HTTPS, like the provider. Both or neither. */
+  SIMULATOR_TLS_CERT_FILE: z.string().min(1).optional(),
+  SIMULATOR_TLS_KEY_FILE: z.string().min(1).optional(),
 });
 
 /**
@@ -76,6 +80,7 @@ export function loadSimulatorConfig(env: NodeJS.ProcessEnv): SimulatorOptions {
     throw new ConfigError(problems);
   }
   const v = parsed.data;
+  const tls = readTls(v.SIMULATOR_TLS_CERT_FILE, v.SIMULATOR_TLS_KEY_FILE);
   return Object.freeze({
     host: v.SIMULATOR_HOST ?? SIMULATOR_DEFAULTS.host,
     port: v.SIMULATOR_PORT ?? SIMULATOR_DEFAULTS.port,
@@ -85,5 +90,28 @@ export function loadSimulatorConfig(env: NodeJS.ProcessEnv): SimulatorOptions {
     refreshTtlSeconds: v.SIMULATOR_REFRESH_TTL_SECONDS ?? SIMULATOR_DEFAULTS.refreshTtlSeconds,
     allowedIps: Object.freeze(v.SIMULATOR_ALLOWED_IPS ?? [...SIMULATOR_DEFAULTS.allowedIps]),
     rotateRefresh: v.SIMULATOR_ROTATE_REFRESH ?? SIMULATOR_DEFAULTS.rotateRefresh,
+    ...(tls ? { tls } : {}),
   });
+}
+
+/** The certificate and key files, read once; one without the other, or an unreadable file, is refused. */
+function readTls(certFile?: string, keyFile?: string): SimulatorOptions['tls'] {
+  if (!certFile && !keyFile) return undefined;
+  const problems: { variable: string; message: string }[] = [];
+  const read = (variable: string, file: string | undefined): string => {
+    if (!file) {
+      problems.push({ variable, message: 'is required with the other SIMULATOR_TLS_* file' });
+      return '';
+    }
+    try {
+      return readFileSync(file, 'utf8');
+    } catch {
+      problems.push({ variable, message: 'names a file that cannot be read' });
+      return '';
+    }
+  };
+  const cert = read('SIMULATOR_TLS_CERT_FILE', certFile);
+  const key = read('SIMULATOR_TLS_KEY_FILE', keyFile);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return Object.freeze({ cert, key });
 }

@@ -5,6 +5,7 @@ import type { GatewayConfig } from '../config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../config/simulator-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
 import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../upstream/jwt-expiry';
+import { upstreamCa } from '../upstream/upstream-trust';
 import type { StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;
@@ -78,7 +79,12 @@ export interface TokenTarget {
  */
 export function requestUpstreamToken(
   target: TokenTarget,
-  options: { timeoutMs: number; headers?: Readonly<Record<string, string>> },
+  options: {
+    timeoutMs: number;
+    headers?: Readonly<Record<string, string>>;
+    /** UPSTREAM_CA_FILE's certificates: the doctor trusts what the gateway trusts. */
+    extraCa?: readonly string[];
+  },
 ): Promise<TokenAttempt> {
   const url = new URL('/api/token/', `${target.baseUrl}/`);
   const shown = target.label ?? new URL(target.baseUrl).origin;
@@ -98,6 +104,7 @@ export function requestUpstreamToken(
           'content-length': Buffer.byteLength(body),
         },
         agent: false,
+        ...(url.protocol === 'https:' && options.extraCa ? { ca: upstreamCa(options.extraCa) } : {}),
       },
       (res: IncomingMessage) => {
         localAddress = res.socket?.localAddress ?? localAddress;

@@ -11,7 +11,11 @@ async function main(): Promise<number> {
     loadConfig: () => loadConfig(process.env),
     checkStore: checkRedisStore,
     async requestToken(config) {
-      const options = { timeoutMs: config.upstream.timeoutMs, headers: config.upstream.staticHeaders };
+      const options = {
+        timeoutMs: config.upstream.timeoutMs,
+        headers: config.upstream.staticHeaders,
+        extraCa: config.upstream.extraCa,
+      };
       if (config.mode === 'local' || !config.upstream.baseUrl) {
         // Local mode talks to the bundled simulator: start it here, as the gateway would.
         const simulator = await startSimulator({ host: '127.0.0.1', port: 0 });

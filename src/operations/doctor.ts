@@ -2,6 +2,7 @@
 import { isIP } from 'node:net';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
+import { describeTlsCode } from '../upstream/tls-failure';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -133,14 +134,6 @@ export function diagnoseStore(check: StoreCheck): DoctorStep {
   };
 }
 
-const TLS_CODES = new Set([
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'EPROTO',
-]);
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA']);
 const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
 
@@ -171,17 +164,13 @@ export function diagnoseToken(attempt: TokenAttempt): DoctorStep {
         detail: `connection refused by ${at} (ECONNREFUSED): nothing listens there`,
         fix: 'check the host and port of UPSTREAM_BASE_URL (is it the Payment Service API, is it up?)',
       };
-    if (
-      code.startsWith('CERT_') ||
-      code.startsWith('ERR_TLS_') ||
-      code.startsWith('ERR_SSL_') ||
-      TLS_CODES.has(code)
-    )
+    const tls = describeTlsCode(code);
+    if (tls)
       return {
         title,
         state: 'fail',
-        detail: `TLS failure talking to ${at} (${code})`,
-        fix: 'the certificate is not trusted here (expired, self-signed, wrong host, or a TLS-intercepting proxy): add the proxy CA with NODE_EXTRA_CA_CERTS; never disable verification',
+        detail: `TLS failure talking to ${at}: ${tls.cause} (${code})`,
+        fix: tls.fix,
       };
     if (code === 'ECONNRESET' || code === 'EPIPE')
       return {

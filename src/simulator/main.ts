@@ -23,6 +23,7 @@ async function main(): Promise<void> {
       refreshTtlSeconds: options.refreshTtlSeconds,
       allowedIps: options.allowedIps,
       rotateRefresh: options.rotateRefresh,
+      tls: options.tls !== undefined,
     },
     `Payment API simulator listening on ${simulator.url} (controls under ${simulator.url}/__simulator/)`,
   );

@@ -16,4 +16,6 @@ export interface SimulatorOptions {
   readonly allowedIps: readonly string[];
   /** simplejwt ROTATE_REFRESH_TOKENS + BLACKLIST_AFTER_ROTATION: a refresh returns a new refresh token and retires the old one. */
   readonly rotateRefresh: boolean;
+  /** Serve HTTPS with this PEM certificate (chain) and key; absent: plain HTTP. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }

@@ -1,5 +1,6 @@
 // The simulator's composition root: an Express app and its control handle, and a server that runs them.
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
 import { SIMULATOR_DEFAULTS } from '../config/simulator-config';
@@ -45,6 +46,10 @@ export interface RunningSimulator extends SimulatorControl {
   /** `http://127.0.0.1:<port>` (or the configured host when it is not a wildcard). */
   url: string;
   port: number;
+  /** TLS handshakes completed so far (0 over plain HTTP): keep-alive reuse shows as few handshakes. */
+  secureConnections(): number;
+  /** Presents another certificate to new connections (a provider's renewal, or a broken one); HTTPS only. */
+  useCertificate(tls: { cert: string; key: string }): void;
   /** Stops listening and destroys open (keep-alive) connections. */
   close(): Promise<void>;
 }
@@ -97,7 +102,17 @@ export async function startSimulator(
 ): Promise<RunningSimulator> {
   const resolved: SimulatorOptions = { ...SIMULATOR_DEFAULTS, ...options };
   const { app, control, dispose } = createSimulatorApp(resolved, deps);
-  const server = createServer(app);
+  let secureConnections = 0;
+  let server: Server;
+  if (resolved.tls) {
+    const https = createHttpsServer({ cert: resolved.tls.cert, key: resolved.tls.key }, app);
+    https.on('secureConnection', () => {
+      secureConnections += 1;
+    });
+    // A client refusing the certificate ends the handshake: not the simulator's error to report.
+    https.on('tlsClientError', () => undefined);
+    server = https;
+  } else server = createServer(app);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(resolved.port, resolved.host, () => {
@@ -108,8 +123,13 @@ export async function startSimulator(
   const { port } = server.address() as AddressInfo;
   return {
     ...control,
-    url: `http://${urlHost(resolved.host)}:${port}`,
+    url: `${resolved.tls ? 'https' : 'http'}://${urlHost(resolved.host)}:${port}`,
     port,
+    secureConnections: () => secureConnections,
+    useCertificate(tls) {
+      if (!('setSecureContext' in server)) throw new Error('the simulator serves plain HTTP');
+      (server as import('node:https').Server).setSecureContext(tls);
+    },
     close() {
       dispose();
       return new Promise<void>((resolve, reject) => {

@@ -13,6 +13,7 @@ import {
   UpstreamFailure,
 } from './circuit-breaker';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { tlsFailureOf } from './tls-failure';
 import type { TokenProvider, TokenSource } from './token-provider';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -178,6 +179,12 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
           const attempt = req && runningAttempt(req);
           if (!req || !attempt) return;
           observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          const tls = tlsFailureOf(error);
+          if (tls)
+            deps.logger.warn(
+              { route: attempt.call.exchange.route, ...tls },
+              `upstream TLS failure: ${tls.cause}`,
+            );
           fail(
             attempt,
             attempt.timedOut

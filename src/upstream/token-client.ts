@@ -1,5 +1,7 @@
 // Calls the upstream token endpoints (login and refresh) and turns every failure into a GatewayError reason.
+import { Agent, fetch as undiciFetch } from 'undici';
 import { GatewayError } from '../http/gateway-error';
+import { upstreamCa } from './upstream-trust';
 
 export interface TokenResponse {
   readonly access: string;
@@ -17,6 +19,8 @@ export interface TokenClient {
   login(credentials: UpstreamCredentials): Promise<TokenResponse>;
   /** Rejects with UPSTREAM_AUTH_FAILED when the refresh token is invalid or expired (then log in instead). */
   refresh(refreshToken: string): Promise<TokenResponse>;
+  /** Closes its own connection pool, if it made one (UPSTREAM_CA_FILE). */
+  close?(): Promise<void>;
 }
 
 export interface TokenClientOptions {
@@ -25,6 +29,8 @@ export interface TokenClientOptions {
   readonly timeoutMs: number;
   /** Configured static upstream headers (e.g. `x-version`). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** UPSTREAM_CA_FILE's certificates: trusted on top of the default roots, as the forwarder's agent does. */
+  readonly extraCa?: readonly string[];
   /** Injectable for tests; the global fetch (undici, keep-alive connections) by default. */
   readonly fetch?: typeof fetch;
 }
@@ -49,7 +55,15 @@ export function retryAfterSeconds(value: string | null, now = Date.now()): numbe
 }
 
 export function createTokenClient(options: TokenClientOptions): TokenClient {
-  const doFetch = options.fetch ?? fetch;
+  const ca = upstreamCa(options.extraCa);
+  // The global fetch takes no CA: with one, undici's own fetch on a pool that trusts it (the same roots + file).
+  const dispatcher = ca && !options.fetch ? new Agent({ connect: { ca } }) : undefined;
+  const doFetch: typeof fetch =
+    options.fetch ??
+    (dispatcher
+      ? (((url: string, init: RequestInit) =>
+          undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch)
+      : fetch);
   const headers = {
     ...options.headers,
     'content-type': 'application/json',
@@ -115,5 +129,8 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
       return answer;
     },
     refresh: (refreshToken) => call('/api/token/refresh/', { refresh: refreshToken }, DETAIL.refreshRefused),
+    close: async () => {
+      await dispatcher?.close();
+    },
   };
 }

@@ -8,6 +8,7 @@ import type { Credentials } from './credentials';
 import { ACCESS_FALLBACK_SECONDS, REFRESH_FALLBACK_SECONDS, tokenExpiresAt } from './jwt-expiry';
 import { type FailureKind, isRefusal, type LoginBackoff } from './login-backoff';
 import type { SharedTokenCache, TokenKeys } from './shared-token-cache';
+import { tlsFailureOf } from './tls-failure';
 import type { TokenClient } from './token-client';
 import type { TokenPair } from './token-pair';
 
@@ -44,7 +45,7 @@ export class TokenEndpoint {
         this.recordCall('refresh', 'success', started);
         return this.pairOf(answer.access, answer.refresh, credentials, base);
       } catch (error) {
-        this.recordCall('refresh', resultOf(error), started);
+        this.recordCall('refresh', resultOf(error), started, error);
         // A refused refresh token (expired, revoked, rotated away) is no refusal of the gateway: log in.
         if (!isGatewayError(error) || error.reason !== 'UPSTREAM_AUTH_FAILED')
           throw await this.failed(error, keys);
@@ -56,7 +57,7 @@ export class TokenEndpoint {
       this.recordCall('login', 'success', started);
       return this.pairOf(answer.access, answer.refresh, credentials);
     } catch (error) {
-      this.recordCall('login', resultOf(error), started);
+      this.recordCall('login', resultOf(error), started, error);
       throw await this.failed(error, keys);
     }
   }
@@ -83,11 +84,17 @@ export class TokenEndpoint {
     };
   }
 
-  private recordCall(kind: 'login' | 'refresh', result: string, started: number): void {
+  private recordCall(kind: 'login' | 'refresh', result: string, started: number, error?: unknown): void {
     this.deps.metrics.tokenRequests.inc({ kind, result });
     const durationMs = this.deps.clock.now() - started;
     const entry = { event: `token.${kind}`, result, durationMs };
-    if (result === 'success') this.deps.logger.info(entry, `token ${kind} succeeded`);
+    if (result === 'success') {
+      this.deps.logger.info(entry, `token ${kind} succeeded`);
+      return;
+    }
+    // A TLS refusal is an operator's problem with a known fix: name it (code, cause, fix; never a token).
+    const tls = tlsFailureOf(error);
+    if (tls) this.deps.logger.warn({ ...entry, tls }, `token ${kind} failed: ${tls.cause}`);
     else this.deps.logger.warn(entry, `token ${kind} failed`);
   }
 

@@ -1,8 +1,18 @@
 // Keep-alive connection pools toward the upstream, tuned once at start.
 import { Agent as HttpAgent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
+import { upstreamCa } from './upstream-trust';
 
-export function createUpstreamAgent(baseUrl: string, maxSockets: number): HttpAgent {
+export interface UpstreamAgentTrust {
+  /** UPSTREAM_CA_FILE's certificates, trusted on top of the default roots. */
+  readonly extraCa?: readonly string[];
+}
+
+export function createUpstreamAgent(
+  baseUrl: string,
+  maxSockets: number,
+  trust: UpstreamAgentTrust = {},
+): HttpAgent {
   const options = {
     keepAlive: true,
     keepAliveMsecs: 1_000,
@@ -13,5 +23,7 @@ export function createUpstreamAgent(baseUrl: string, maxSockets: number): HttpAg
     // Stay below the usual 5 s server-side keep-alive so the upstream never closes a socket we are about to reuse.
     timeout: 4_000,
   };
-  return baseUrl.startsWith('https:') ? new HttpsAgent(options) : new HttpAgent(options);
+  if (!baseUrl.startsWith('https:')) return new HttpAgent(options);
+  const ca = upstreamCa(trust.extraCa);
+  return new HttpsAgent(ca ? { ...options, ca } : options);
 }

@@ -472,6 +472,9 @@ describe('the sandbox and production overlays', () => {
   test('production reaches nothing over plain http', () => {
     const { text, env } = get('production');
     expect(env.UPSTREAM_ALLOW_HTTP ?? 'false').toBe('false');
+    // Redis over TLS: the production rules' plaintext opt-out is the sandbox's alone.
+    expect(env.REDIS_ALLOW_PLAINTEXT ?? 'false').toBe('false');
+    expect(env.REDIS_TLS).toBe('true');
     expect(text).not.toMatch(/http:\/\//);
   });
 });

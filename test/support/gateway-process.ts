@@ -17,7 +17,10 @@ export interface GatewayProcess {
 }
 
 export interface GatewayProcessOptions {
-  /** Gateway environment; PORT and HOST are chosen here. The parent's environment is NOT inherited. */
+  /**
+   * Gateway environment; PORT and HOST are chosen here. The parent's environment is NOT inherited. NODE_ENV is
+   * `test` unless given (an upstream with NODE_ENV unset is production); `NODE_ENV: ''` leaves it unset.
+   */
   readonly env: Record<string, string>;
   /** Wait until /readyz answers 200 (default) or only until the port serves /healthz. */
   readonly waitUntil?: 'ready' | 'live';
@@ -35,6 +38,7 @@ export async function startGatewayProcess(options: GatewayProcessOptions): Promi
       HOST: '127.0.0.1',
       PORT: String(port),
       LOG_LEVEL: 'info',
+      NODE_ENV: 'test',
       ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -19,7 +19,8 @@ export async function startTestGateway(env: Record<string, string>): Promise<Tes
       done();
     },
   });
-  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', ...env });
+  // NODE_ENV=test: an upstream with NODE_ENV unset is production, which refuses the plain-http simulator.
+  const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', NODE_ENV: 'test', ...env });
   const gateway = await startGateway(config, { logStream });
   return {
     url: gateway.url,

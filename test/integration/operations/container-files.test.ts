@@ -1,7 +1,10 @@
 // No Docker engine runs here: the Dockerfile, docker-compose.yml and the nginx config are parsed and checked.
-import { existsSync, readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'yaml';
+import { loadConfig } from '../../../src/config/load-config';
+import { tempDir } from '../../support/temp-dir';
 
 const ROOT = resolve(__dirname, '..', '..', '..');
 const read = (path: string) => readFileSync(resolve(ROOT, path), 'utf8');
@@ -159,6 +162,30 @@ describe('docker-compose.yml', () => {
     expect(((simulator?.environment ?? {}) as Record<string, string>).SIMULATOR_HOST).toBe('0.0.0.0');
     for (const [name, service] of Object.entries(services))
       if (name !== 'simulator') expect(service.profiles).toBeUndefined();
+  });
+
+  test("each replica's environment passes the gateway's configuration loader under the production rules", () => {
+    // Compose interpolation of ${NAME:-default}, with the operator's one required setting (README).
+    const operator: Record<string, string> = { UPSTREAM_BASE_URL: 'https://api.payments.example' };
+    const secrets = tempDir('bff-compose-secrets-');
+    for (const name of gateways) {
+      const env: Record<string, string> = {};
+      for (const [key, raw] of Object.entries(envOf(name))) {
+        const value = String(raw).replace(
+          /\$\{(\w+):-([^}]*)\}/g,
+          (_m, variable: string, fallback: string) => operator[variable] ?? fallback,
+        );
+        // The secrets, faked as files (the loader reads them as the gateway would).
+        if (key.endsWith('_FILE')) {
+          const file = resolve(secrets, key);
+          writeFileSync(file, key.startsWith('TOKEN') ? randomBytes(32).toString('base64') : 'x');
+          env[key] = file;
+        } else env[key] = value;
+      }
+      const config = loadConfig(env, { cwd: ROOT });
+      expect(config.production).toBe(true);
+      expect(config.server.metricsOnMainPort).toBe(false);
+    }
   });
 
   test('the local env file points the gateways at the simulator in development mode', () => {

@@ -27,6 +27,8 @@ function runDoctor(env: Record<string, string>): Promise<{ code: number | null; 
 }
 
 const upstreamEnv = (url: string, password = PASSWORD) => ({
+  // A plain-http simulator: production rules (NODE_ENV unset with an upstream) would refuse it.
+  NODE_ENV: 'test',
   UPSTREAM_BASE_URL: url,
   UPSTREAM_ALLOW_HTTP: 'true',
   UPSTREAM_USERNAME: USERNAME,

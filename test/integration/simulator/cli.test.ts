@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { request } from 'node:https';
 import { resolve } from 'node:path';
 import { freePort, waitFor } from '../../support/ports';
+import { createTestPki } from '../../support/test-certificates';
 
 const ROOT = resolve(__dirname, '../../..');
 
@@ -44,6 +46,44 @@ describe('npm run simulator (src/simulator/main.ts)', () => {
     }
     const [code, signal] = await exited;
     expect({ code, signal }).toEqual({ code: 0, signal: null });
+  });
+
+  it('serves HTTPS with SIMULATOR_TLS_CERT_FILE and SIMULATOR_TLS_KEY_FILE', async () => {
+    const pki = await createTestPki();
+    const { certFile, keyFile } = pki.files(pki.good);
+    const port = await freePort();
+    const { child, output } = runCli({
+      SIMULATOR_PORT: String(port),
+      SIMULATOR_TLS_CERT_FILE: certFile,
+      SIMULATOR_TLS_KEY_FILE: keyFile,
+    });
+    const exited = once(child, 'exit');
+    const status = () =>
+      new Promise<number | string>((done) => {
+        const req = request(`https://127.0.0.1:${port}/__simulator/stats`, { ca: pki.caPem }, (res) => {
+          res.resume();
+          done(res.statusCode ?? 0);
+        });
+        req.on('error', (error: NodeJS.ErrnoException) => done(error.code ?? 'error'));
+        req.end();
+      });
+    try {
+      await waitFor(async () => (await status()) === 200, { timeoutMs: 20_000, what: 'the HTTPS simulator' });
+      expect(output()).toContain(`https://127.0.0.1:${port}`);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    await exited;
+  });
+
+  it('exits 1 when only one of the TLS files is given', async () => {
+    const { child, output } = runCli({
+      SIMULATOR_PORT: '0',
+      SIMULATOR_TLS_CERT_FILE: '/nonexistent/cert.pem',
+    });
+    const [code] = await once(child, 'exit');
+    expect(code).toBe(1);
+    expect(output()).toContain('SIMULATOR_TLS_KEY_FILE');
   });
 
   it('exits 1 naming a bad variable, never printing the password', async () => {

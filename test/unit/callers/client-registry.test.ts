@@ -293,3 +293,50 @@ describe('client registry staleness (a failed reload is loud)', () => {
     expect(observed.failures).toEqual(['invalid', 'invalid']);
   });
 });
+
+describe('the development key in production', () => {
+  const devEntry = { id: 'ops-shortcut', keys: [hash('local-dev-key')], scopes: ['plans:read'] };
+
+  test('is refused at load in any registry, naming the client and the fix but no key', () => {
+    const { file } = tempFile(registryText([mobile, devEntry]));
+    let message = '';
+    try {
+      loadClientRegistry(file, { logger: memoryLogger(), watch: false, refuseDevelopmentKey: true });
+    } catch (error) {
+      expect(error).toBeInstanceOf(ClientRegistryError);
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/client "ops-shortcut" keys\[0\] is the public development key/);
+    expect(message).toMatch(/npm run client-key/);
+    expect(message).not.toContain('local-dev-key');
+    expect(message).not.toContain(hash('local-dev-key').slice(7));
+    // The shipped development registry is refused the same way; outside production it loads.
+    const local = join(__dirname, '..', '..', '..', 'config', 'clients.local.json');
+    expect(() =>
+      loadClientRegistry(local, { logger: memoryLogger(), watch: false, refuseDevelopmentKey: true }),
+    ).toThrow(/development key/);
+    const accepted = loadClientRegistry(file, { logger: memoryLogger(), watch: false });
+    expect(accepted.findByApiKey('local-dev-key')?.id).toBe('ops-shortcut');
+  });
+
+  test('is refused on reload too: the previous registry keeps serving', async () => {
+    const { file } = tempFile(registryText([mobile]));
+    const logger = memoryLogger();
+    const registry = loadClientRegistry(file, {
+      logger,
+      watch: true,
+      pollIntervalMs: 100,
+      refuseDevelopmentKey: true,
+    });
+    try {
+      writeFileSync(file, registryText([mobile, devEntry]));
+      expect(registry.reload()).toBe(false);
+      expect(registry.findByApiKey('local-dev-key')).toBeUndefined();
+      expect(registry.findByApiKey('mobile-key')?.id).toBe('mobile-backend');
+      const refusal = logger.lines.find((line) => line.level === 'error');
+      expect(JSON.stringify(refusal)).toMatch(/development key/);
+    } finally {
+      registry.close();
+    }
+  });
+});

@@ -1,5 +1,7 @@
+import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { rootCertificates } from 'node:tls';
 import { ConfigError } from '../../../src/config/config-error';
 import { loadConfig } from '../../../src/config/load-config';
 import { tempDir } from '../../support/temp-dir';
@@ -9,6 +11,14 @@ const upstreamEnv = {
   UPSTREAM_BASE_URL: 'https://api.payments.example.com',
   UPSTREAM_USERNAME: 'merchant-user',
   UPSTREAM_PASSWORD: 'S3cret-Passw0rd!',
+};
+/** An upstream outside production: NODE_ENV must say so (unset with an upstream is production). */
+const testEnv = { ...upstreamEnv, NODE_ENV: 'test' } as const;
+/** Everything production asks for besides the upstream. */
+const productionReady = {
+  REDIS_URL: 'rediss://redis:6380',
+  TOKEN_ENCRYPTION_KEY: KEY,
+  METRICS_PORT: '9464',
 };
 
 function problemsOf(env: NodeJS.ProcessEnv): { variable: string; message: string }[] {
@@ -35,7 +45,7 @@ describe('loadConfig', () => {
   });
 
   it('uses the upstream and the production registry when UPSTREAM_BASE_URL is set', () => {
-    const config = loadConfig({ ...upstreamEnv, REDIS_URL: 'redis://127.0.0.1:6379' });
+    const config = loadConfig({ ...testEnv, REDIS_URL: 'redis://127.0.0.1:6379' });
     expect(config.mode).toBe('upstream');
     expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
     expect(config.server.host).toBe('0.0.0.0');
@@ -101,17 +111,17 @@ describe('loadConfig', () => {
   });
 
   it('requires https for the upstream unless UPSTREAM_ALLOW_HTTP is set', () => {
-    expect(problemsOf({ ...upstreamEnv, UPSTREAM_BASE_URL: 'http://127.0.0.1:4010' })).toEqual([
+    expect(problemsOf({ ...testEnv, UPSTREAM_BASE_URL: 'http://127.0.0.1:4010' })).toEqual([
       expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' }),
     ]);
     expect(
-      loadConfig({ ...upstreamEnv, UPSTREAM_BASE_URL: 'http://127.0.0.1:4010', UPSTREAM_ALLOW_HTTP: 'true' })
+      loadConfig({ ...testEnv, UPSTREAM_BASE_URL: 'http://127.0.0.1:4010', UPSTREAM_ALLOW_HTTP: 'true' })
         .upstream.baseUrl,
     ).toBe('http://127.0.0.1:4010');
   });
 
   it('requires credentials with an upstream', () => {
-    const problems = problemsOf({ UPSTREAM_BASE_URL: 'https://api.payments.example.com' });
+    const problems = problemsOf({ UPSTREAM_BASE_URL: 'https://api.payments.example.com', NODE_ENV: 'test' });
     expect(problems.map((p) => p.variable).sort()).toEqual(['UPSTREAM_PASSWORD', 'UPSTREAM_USERNAME']);
   });
 
@@ -129,10 +139,10 @@ describe('loadConfig', () => {
     it('refuses http upstreams even with UPSTREAM_ALLOW_HTTP', () => {
       const problems = problemsOf({
         ...upstreamEnv,
+        ...productionReady,
         NODE_ENV: 'production',
         UPSTREAM_BASE_URL: 'http://api.example.com',
         UPSTREAM_ALLOW_HTTP: 'true',
-        ALLOW_MEMORY_STORE: 'true',
       });
       expect(problems).toEqual([expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' })]);
     });
@@ -140,19 +150,17 @@ describe('loadConfig', () => {
     it('requires TOKEN_ENCRYPTION_KEY with Redis', () => {
       const problems = problemsOf({
         ...upstreamEnv,
+        ...productionReady,
         NODE_ENV: 'production',
-        REDIS_URL: 'rediss://redis:6380',
+        TOKEN_ENCRYPTION_KEY: '',
       });
       expect(problems).toEqual([expect.objectContaining({ variable: 'TOKEN_ENCRYPTION_KEY' })]);
     });
 
     it('requires Redis unless ALLOW_MEMORY_STORE=true', () => {
-      expect(problemsOf({ ...upstreamEnv, NODE_ENV: 'production' })).toEqual([
-        expect.objectContaining({ variable: 'REDIS_URL' }),
-      ]);
-      expect(
-        loadConfig({ ...upstreamEnv, NODE_ENV: 'production', ALLOW_MEMORY_STORE: 'true' }).production,
-      ).toBe(true);
+      const noRedis = { ...upstreamEnv, NODE_ENV: 'production', METRICS_PORT: '9464' };
+      expect(problemsOf(noRedis)).toEqual([expect.objectContaining({ variable: 'REDIS_URL' })]);
+      expect(loadConfig({ ...noRedis, ALLOW_MEMORY_STORE: 'true' }).production).toBe(true);
     });
 
     it('refuses a login back-off minimum below 5 s (and accepts 5 s)', () => {
@@ -174,13 +182,128 @@ describe('loadConfig', () => {
     });
 
     it('accepts a complete production configuration', () => {
-      const config = loadConfig({
-        ...upstreamEnv,
-        NODE_ENV: 'production',
-        REDIS_URL: 'rediss://redis:6380',
-        TOKEN_ENCRYPTION_KEY: KEY,
-      });
+      const config = loadConfig({ ...upstreamEnv, ...productionReady, NODE_ENV: 'production' });
       expect(config.tokens.encryptionKey?.length).toBe(32);
+      expect(config.server.metricsOnMainPort).toBe(false);
+    });
+  });
+
+  describe('secure by default: an upstream with NODE_ENV unset is production', () => {
+    it('applies the production rules, and says why in each refusal', () => {
+      const problems = problemsOf({ ...upstreamEnv, UPSTREAM_BASE_URL: 'http://api.example.com' });
+      expect(problems.map((p) => p.variable).sort()).toEqual([
+        'METRICS_PORT',
+        'REDIS_URL',
+        'UPSTREAM_BASE_URL',
+      ]);
+      for (const problem of problems) expect(problem.message).toMatch(/NODE_ENV=development or test/);
+      expect(loadConfig({ ...upstreamEnv, ...productionReady }).production).toBe(true);
+    });
+
+    it('only an explicit development or test opts out; local mode stays non-production', () => {
+      for (const NODE_ENV of ['development', 'test'])
+        expect(loadConfig({ ...upstreamEnv, NODE_ENV, REDIS_URL: 'redis://r:6379' }).production).toBe(false);
+      expect(loadConfig({}).production).toBe(false);
+      expect(loadConfig({ NODE_ENV: '' }).mode).toBe('local');
+    });
+
+    it('refuses http OIDC issuer and JWKS URLs, naming each variable', () => {
+      const problems = problemsOf({
+        ...upstreamEnv,
+        ...productionReady,
+        OIDC_ISSUER: 'http://sso.example.com',
+        OIDC_AUDIENCE: 'payments-bff',
+        OIDC_JWKS_URL: 'http://sso.example.com/jwks',
+      });
+      expect(problems.map((p) => p.variable).sort()).toEqual(['OIDC_ISSUER', 'OIDC_JWKS_URL']);
+      expect(problems[0]?.message).toMatch(/https/);
+      const https = {
+        OIDC_ISSUER: 'https://sso.example.com',
+        OIDC_AUDIENCE: 'payments-bff',
+        OIDC_JWKS_URL: 'https://sso.example.com/jwks',
+      };
+      expect(loadConfig({ ...upstreamEnv, ...productionReady, ...https }).callers.oidc?.jwksUrl).toBe(
+        https.OIDC_JWKS_URL,
+      );
+      expect(
+        loadConfig({ ...testEnv, OIDC_ISSUER: 'http://127.0.0.1:9000', OIDC_AUDIENCE: 'x' }).callers.oidc,
+      ).toBeDefined();
+    });
+
+    it('needs METRICS_PORT, or an explicit METRICS_ON_MAIN_PORT=true, and not both', () => {
+      const env = { ...upstreamEnv, ...productionReady, METRICS_PORT: '' };
+      const [problem] = problemsOf(env);
+      expect(problem).toMatchObject({ variable: 'METRICS_PORT' });
+      expect(problem?.message).toMatch(/set METRICS_PORT.*METRICS_ON_MAIN_PORT=true/);
+      expect(loadConfig({ ...env, METRICS_ON_MAIN_PORT: 'true' }).server.metricsOnMainPort).toBe(true);
+      expect(problemsOf({ ...env, METRICS_PORT: '9464', METRICS_ON_MAIN_PORT: 'true' })).toEqual([
+        expect.objectContaining({ variable: 'METRICS_ON_MAIN_PORT' }),
+      ]);
+      // Outside production /metrics stays on the main port without asking.
+      expect(loadConfig(testEnv).server.metricsOnMainPort).toBe(true);
+    });
+
+    it.each([
+      ['a redis:// URL', { REDIS_URL: 'redis://redis:6379' }, 'REDIS_URL', /rediss:\/\//],
+      [
+        'Sentinel without TLS',
+        { REDIS_URL: '', REDIS_SENTINELS: 's1:26379', REDIS_SENTINEL_NAME: 'mymaster' },
+        'REDIS_TLS',
+        /REDIS_TLS=true/,
+      ],
+      [
+        'Cluster without TLS',
+        { REDIS_URL: '', REDIS_CLUSTER_NODES: 'n1:7000' },
+        'REDIS_TLS',
+        /REDIS_TLS=true/,
+      ],
+    ])('refuses Redis without TLS (%s) unless REDIS_ALLOW_PLAINTEXT=true', (_name, redis, variable, fix) => {
+      const env = { ...upstreamEnv, ...productionReady, ...redis };
+      const [problem, ...others] = problemsOf(env);
+      expect(others).toEqual([]);
+      expect(problem).toMatchObject({ variable });
+      expect(problem?.message).toMatch(fix);
+      expect(problem?.message).toMatch(/REDIS_ALLOW_PLAINTEXT=true/);
+      expect(loadConfig({ ...env, REDIS_ALLOW_PLAINTEXT: 'true' }).redis.allowPlaintext).toBe(true);
+      expect(loadConfig({ ...env, REDIS_TLS: 'true' }).production).toBe(true);
+    });
+
+    it('never names a secret value in a refusal', () => {
+      const redisPassword = 'redis-pa55word-in-url';
+      let message = '';
+      try {
+        loadConfig({ ...upstreamEnv, ...productionReady, REDIS_URL: `redis://:${redisPassword}@redis:6379` });
+      } catch (error) {
+        message = (error as Error).message;
+      }
+      expect(message).toContain('REDIS_URL');
+      expect(message).not.toContain(redisPassword);
+      expect(message).not.toContain(upstreamEnv.UPSTREAM_PASSWORD);
+      expect(message).not.toContain(KEY);
+    });
+  });
+
+  describe('UPSTREAM_CA_FILE', () => {
+    it('reads the PEM certificates once and refuses an unreadable or non-PEM file', () => {
+      const dir = tempDir('cfg-ca-');
+      const pem = rootCertificates[0] as string;
+      expect(() => new X509Certificate(pem)).not.toThrow();
+      writeFileSync(join(dir, 'ca.pem'), `${pem}\n${pem}\n`);
+      writeFileSync(join(dir, 'junk.pem'), 'not a certificate');
+      const config = loadConfig({ ...testEnv, UPSTREAM_CA_FILE: join(dir, 'ca.pem') });
+      expect(config.upstream.extraCa).toEqual([pem.trim(), pem.trim()]);
+      expect(problemsOf({ ...testEnv, UPSTREAM_CA_FILE: join(dir, 'missing.pem') })).toEqual([
+        expect.objectContaining({
+          variable: 'UPSTREAM_CA_FILE',
+          message: expect.stringMatching(/cannot be read/),
+        }),
+      ]);
+      expect(problemsOf({ ...testEnv, UPSTREAM_CA_FILE: join(dir, 'junk.pem') })).toEqual([
+        expect.objectContaining({
+          variable: 'UPSTREAM_CA_FILE',
+          message: expect.stringMatching(/no valid PEM/),
+        }),
+      ]);
     });
   });
 
@@ -206,6 +329,7 @@ describe('loadConfig', () => {
     writeFileSync(join(dir, 'pass'), 'file-pass\n');
     writeFileSync(join(dir, 'key'), `${KEY}\n`);
     const config = loadConfig({
+      NODE_ENV: 'test',
       UPSTREAM_BASE_URL: 'https://api.example.com',
       UPSTREAM_USERNAME_FILE: join(dir, 'user'),
       UPSTREAM_PASSWORD_FILE: join(dir, 'pass'),

@@ -78,6 +78,18 @@ describe('diagnoseToken', () => {
     expect(step.fix).toBeTruthy();
   });
 
+  test.each([
+    ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', /set UPSTREAM_CA_FILE to the provider's CA/],
+    ['SELF_SIGNED_CERT_IN_CHAIN', /set UPSTREAM_CA_FILE/],
+    ['CERT_HAS_EXPIRED', /the provider's certificate expired/],
+    ['ERR_TLS_CERT_ALTNAME_INVALID', /UPSTREAM_BASE_URL host does not match the certificate/],
+  ])('TLS %s gets its own fix', (code, fix) => {
+    const step = diagnoseToken(failure(code));
+    expect(step.detail).toContain(code);
+    expect(step.fix).toMatch(fix);
+    expect(step.fix).toMatch(/^(?!.*NODE_TLS_REJECT_UNAUTHORIZED)/);
+  });
+
   test('our own timeout is a timeout whatever the code', () => {
     expect(diagnoseToken(failure(undefined, true)).detail).toContain('did not answer within 10000 ms');
   });

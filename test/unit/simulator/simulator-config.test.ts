@@ -1,9 +1,12 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ConfigError } from '../../../src/config/config-error';
 import {
   loadSimulatorConfig,
   SIMULATOR_DEFAULT_PASSWORD,
   SIMULATOR_DEFAULT_USERNAME,
 } from '../../../src/config/simulator-config';
+import { tempDir } from '../../support/temp-dir';
 
 describe('loadSimulatorConfig', () => {
   it('uses the documented defaults when nothing is set', () => {
@@ -69,5 +72,33 @@ describe('loadSimulatorConfig', () => {
     expect(message).not.toContain('hunter2-secret');
     expect(message).not.toContain('not-an-ip');
     expect(message).not.toContain('SIMULATOR_PASSWORD');
+  });
+
+  it('reads SIMULATOR_TLS_CERT_FILE and SIMULATOR_TLS_KEY_FILE together, or refuses', () => {
+    const dir = tempDir('bff-sim-tls-');
+    writeFileSync(join(dir, 'cert.pem'), 'CERT');
+    writeFileSync(join(dir, 'key.pem'), 'KEY');
+    expect(
+      loadSimulatorConfig({
+        SIMULATOR_TLS_CERT_FILE: join(dir, 'cert.pem'),
+        SIMULATOR_TLS_KEY_FILE: join(dir, 'key.pem'),
+      }).tls,
+    ).toEqual({ cert: 'CERT', key: 'KEY' });
+    expect(loadSimulatorConfig({}).tls).toBeUndefined();
+    const problems = (env: NodeJS.ProcessEnv) => {
+      try {
+        loadSimulatorConfig(env);
+      } catch (error) {
+        return (error as ConfigError).problems.map((p) => p.variable);
+      }
+      return [];
+    };
+    expect(problems({ SIMULATOR_TLS_CERT_FILE: join(dir, 'cert.pem') })).toEqual(['SIMULATOR_TLS_KEY_FILE']);
+    expect(
+      problems({
+        SIMULATOR_TLS_CERT_FILE: join(dir, 'missing.pem'),
+        SIMULATOR_TLS_KEY_FILE: join(dir, 'key.pem'),
+      }),
+    ).toEqual(['SIMULATOR_TLS_CERT_FILE']);
   });
 });
