@@ -87,24 +87,24 @@ describe('loadConfig', () => {
   });
 
   it('reads the circuit settings, with defaults', () => {
-    expect(loadConfig(upstreamEnv).upstream.circuit).toEqual({
+    expect(loadConfig(testEnv).upstream.circuit).toEqual({
       failureRatio: 0.5,
       windowMs: 10_000,
       minimumCalls: 20,
       resetMs: 10_000,
     });
-    const tuned = loadConfig({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '0.8', CIRCUIT_MINIMUM_CALLS: '50' });
+    const tuned = loadConfig({ ...testEnv, CIRCUIT_FAILURE_RATIO: '0.8', CIRCUIT_MINIMUM_CALLS: '50' });
     expect(tuned.upstream.circuit).toMatchObject({ failureRatio: 0.8, minimumCalls: 50 });
   });
 
   it('refuses a failure ratio outside (0, 1), and names the replaced CIRCUIT_FAILURE_THRESHOLD', () => {
-    expect(problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '1' }).map((p) => p.variable)).toEqual([
+    expect(problemsOf({ ...testEnv, CIRCUIT_FAILURE_RATIO: '1' }).map((p) => p.variable)).toEqual([
       'CIRCUIT_FAILURE_RATIO',
     ]);
-    expect(problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_RATIO: '50%' }).map((p) => p.variable)).toEqual([
+    expect(problemsOf({ ...testEnv, CIRCUIT_FAILURE_RATIO: '50%' }).map((p) => p.variable)).toEqual([
       'CIRCUIT_FAILURE_RATIO',
     ]);
-    const [replaced, ...rest] = problemsOf({ ...upstreamEnv, CIRCUIT_FAILURE_THRESHOLD: '5' });
+    const [replaced, ...rest] = problemsOf({ ...testEnv, CIRCUIT_FAILURE_THRESHOLD: '5' });
     expect(rest).toEqual([]);
     expect(replaced?.variable).toBe('CIRCUIT_FAILURE_THRESHOLD');
     expect(replaced?.message).toContain('CIRCUIT_FAILURE_RATIO');
@@ -169,6 +169,7 @@ describe('loadConfig', () => {
         NODE_ENV: 'production',
         REDIS_URL: 'rediss://redis:6380',
         TOKEN_ENCRYPTION_KEY: KEY,
+        METRICS_PORT: '9464',
       };
       expect(problemsOf({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '4999' })).toEqual([
         expect.objectContaining({
@@ -308,12 +309,12 @@ describe('loadConfig', () => {
   });
 
   it('the login back-off runs from 20 s to 15 min by default; a maximum below the minimum is refused', () => {
-    const config = loadConfig({ ...upstreamEnv, UPSTREAM_BASE_URL: 'https://api.example.com' });
+    const config = loadConfig({ ...testEnv, UPSTREAM_BASE_URL: 'https://api.example.com' });
     expect(config.tokens.loginMinIntervalMs).toBe(20_000);
     expect(config.tokens.loginMaxIntervalMs).toBe(900_000);
     expect(
       problemsOf({
-        ...upstreamEnv,
+        ...testEnv,
         TOKEN_LOGIN_MIN_INTERVAL_MS: '60000',
         TOKEN_LOGIN_MAX_INTERVAL_MS: '30000',
       }),
