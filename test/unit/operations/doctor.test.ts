@@ -154,7 +154,10 @@ describe('diagnoseClients', () => {
       {
         kind: 'invalid',
         file,
-        problems: ['client "web" (clients[0]) keys[0]: must be "sha256:" …', 'client "web" appears more than once'],
+        problems: [
+          'client "web" (clients[0]) keys[0]: must be "sha256:" …',
+          'client "web" appears more than once',
+        ],
       },
       false,
     );
