@@ -600,7 +600,7 @@ describe('the files under deploy/k8s and the README section', () => {
   test('comments about rotation say which secrets reload and which need a restart', () => {
     for (const file of ['base/deployment.yaml', 'extras/external-secret.yaml']) {
       const text = readFileSync(join(K8S_DIR, file), 'utf8');
-      expect({ file, restart: /encryption key[^]*Redis password[^]*restart/i.test(text) }).toEqual({
+      expect({ file, restart: /encryption key[\s\S]*Redis password[\s\S]*restart/i.test(text) }).toEqual({
         file,
         restart: true,
       });
