@@ -282,7 +282,10 @@ function callerGuards(
   };
 }
 
-/** Timeouts against slow clients (slowloris, trickled bodies) and a keep-alive below typical LB idle timeouts. */
+/**
+ * Timeouts against slow clients (slowloris, trickled bodies), and a keep-alive timeout ABOVE the idle timeout of the
+ * load balancer in front, so that the balancer, not the gateway, closes idle connections (no 502 on reuse).
+ */
 function hardenServer(server: Server, config: GatewayConfig): Server {
   server.headersTimeout = config.server.headersTimeoutMs;
   server.requestTimeout = config.server.requestTimeoutMs;

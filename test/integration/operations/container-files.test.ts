@@ -2,6 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'yaml';
+import { loadConfig } from '../../../src/config/load-config';
 
 const ROOT = resolve(__dirname, '..', '..', '..');
 const read = (path: string) => readFileSync(resolve(ROOT, path), 'utf8');
@@ -177,8 +178,34 @@ describe('docker-compose.yml', () => {
   });
 });
 
+/** nginx durations (`55s`, `1m`, `500ms`; a bare number is seconds) in milliseconds. */
+function nginxMs(value: string): number {
+  const match = /^(\d+)(ms|s|m)?$/.exec(value);
+  if (!match) throw new Error(`not an nginx duration: ${value}`);
+  return Number(match[1]) * ({ ms: 1, s: 1000, m: 60_000 }[match[2] ?? 's'] ?? 1000);
+}
+
 describe('nginx load balancer config', () => {
   const nginx = read('config/nginx.conf');
+
+  test('nginx drops idle upstream connections before the gateways do (by the compose value and the default)', () => {
+    const upstream = /upstream\s+\w+\s*\{([^}]*)\}/.exec(nginx)?.[1] ?? '';
+    // Unset, nginx keeps idle upstream connections 60 s: it must be explicit, and shorter.
+    const idle = /keepalive_timeout\s+(\w+);/.exec(upstream)?.[1];
+    expect(idle).toBeDefined();
+    const nginxIdleMs = nginxMs(idle as string);
+    const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    for (const name of ['gateway-1', 'gateway-2']) {
+      const gatewayIdleMs = Number(compose.services[name]?.environment?.SERVER_KEEP_ALIVE_TIMEOUT_MS);
+      expect({ name, gatewayOutlastsNginx: gatewayIdleMs > nginxIdleMs }).toEqual({
+        name,
+        gatewayOutlastsNginx: true,
+      });
+    }
+    expect(loadConfig({}).server.keepAliveTimeoutMs).toBeGreaterThan(nginxIdleMs);
+  });
 
   test('the upstream block lists both replicas and the server proxies to it', () => {
     const upstream = /upstream\s+(\w+)\s*\{([^}]*)\}/.exec(nginx);
