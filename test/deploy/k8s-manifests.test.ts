@@ -98,7 +98,7 @@ function render(overlay: Overlay): string {
       throw new Error(
         `\`${KUBECTL}\` is not on the PATH. These tests render the kustomize overlays with \`kubectl kustomize\`. ` +
           'Install it with `apt-get install -y kubernetes-client` (Debian, provides kubectl) or `apt-get install -y kubectl` ' +
-          '(Kubernetes apt repository); .ci/run does this for you.',
+          '(Kubernetes apt repository); `npm test` does this for you when run as root.',
       );
     }
     throw new Error(
