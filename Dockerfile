@@ -1,9 +1,17 @@
 # syntax=docker/dockerfile:1
 # Payments BFF gateway: a build stage that compiles the TypeScript, and a small non-root runtime stage that holds
-# only production dependencies, the compiled code and the non-secret config/. Secrets come at run time as files.
+# only production dependencies, the compiled code and the production client registry. Secrets come at run time as
+# files. Left out on purpose: config/clients.local.json (the development key), the compose and nginx files.
+
+# One base image for both stages, pinned to an exact release: the Node the project pins (package.json devDependency
+# `node`) on Debian bookworm. Not yet pinned to a digest: no published digest of this tag could be verified from
+# where this file was written (no registry access). Pin it where you build, and both stages follow:
+#   docker buildx imagetools inspect node:24.21.0-bookworm-slim   # prints the index digest
+#   docker build --build-arg NODE_IMAGE=node:24.21.0-bookworm-slim@sha256:<digest> .
+ARG NODE_IMAGE=node:24.21.0-bookworm-slim
 
 # --- build ------------------------------------------------------------------------------------------------------
-FROM node:24-bookworm-slim AS build
+FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 # Install scripts are skipped: the compiler needs none of them (the pinned `node` devDependency would otherwise
 # download a second Node binary into the build stage).
@@ -14,14 +22,15 @@ COPY src ./src
 RUN npx tsc -p tsconfig.json
 
 # --- runtime ----------------------------------------------------------------------------------------------------
-FROM node:24-slim AS runtime
+FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
     PORT=8080
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist/src ./dist/src
-COPY config ./config
+# The production registry (ships empty) and its schema only: never clients.local.json.
+COPY config/clients.json config/clients.schema.json ./config/
 # uid/gid 10001: the Kubernetes manifests (deploy/k8s) run the pod as this user with runAsNonRoot.
 RUN groupadd --system --gid 10001 gateway \
  && useradd --system --uid 10001 --gid gateway --no-create-home --shell /usr/sbin/nologin gateway
@@ -30,5 +39,6 @@ EXPOSE 8080
 # No curl in the slim image: Node's own fetch probes liveness (the process serves; no dependency checked).
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-# SIGTERM reaches node directly (exec form): readiness 503, drain, close Redis, exit 0.
+# SIGTERM reaches node directly (exec form, node is PID 1): the gateway handles it from its first line on, also
+# during start-up (readiness 503, drain, close Redis, exit 0).
 CMD ["node", "dist/src/main.js"]

@@ -52,7 +52,10 @@ export interface GatewayOptions {
 }
 
 export interface RunningGateway {
+  /** A URL this host reaches the gateway on: loopback when it is bound to every interface. */
   readonly url: string;
+  /** Where the socket is really bound, as the OS reports it (`0.0.0.0:8080` means every interface). */
+  readonly listenAddress: string;
   readonly metricsUrl?: string;
   readonly logger: Logger;
   readonly metrics: Metrics;
@@ -206,7 +209,7 @@ export async function startGateway(
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
-    const url = await listen(server, config.server.host, config.server.port);
+    const { url, address: listenAddress } = await listen(server, config.server.host, config.server.port);
     closers.push(() => closeServer(server, 0));
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
@@ -216,12 +219,13 @@ export async function startGateway(
         if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
         else res.writeHead(404, { 'cache-control': 'no-store' }).end();
       });
-      metricsUrl = await listen(metricsServer, config.server.host, config.server.metricsPort);
+      metricsUrl = (await listen(metricsServer, config.server.host, config.server.metricsPort)).url;
     }
 
     let shuttingDown: Promise<void> | undefined;
     return {
       url,
+      listenAddress,
       metricsUrl,
       logger,
       metrics,
@@ -308,7 +312,10 @@ function callerGuards(
   };
 }
 
-/** Timeouts against slow clients (slowloris, trickled bodies) and a keep-alive below typical LB idle timeouts. */
+/**
+ * Timeouts against slow clients (slowloris, trickled bodies), and a keep-alive timeout ABOVE the idle timeout of the
+ * load balancer in front, so that the balancer, not the gateway, closes idle connections (no 502 on reuse).
+ */
 function hardenServer(server: Server, config: GatewayConfig): Server {
   server.headersTimeout = config.server.headersTimeoutMs;
   server.requestTimeout = config.server.requestTimeoutMs;
@@ -317,14 +324,24 @@ function hardenServer(server: Server, config: GatewayConfig): Server {
   return server;
 }
 
-function listen(server: Server, host: string, port: number): Promise<string> {
+/** The bound address as the OS reports it, and a URL this host can connect to (loopback for a wildcard bind). */
+function listen(server: Server, host: string, port: number): Promise<{ url: string; address: string }> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
       server.off('error', reject);
-      const address = server.address() as AddressInfo;
-      const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-      resolve(`http://${shownHost === '0.0.0.0' ? '127.0.0.1' : shownHost}:${address.port}`);
+      const bound = server.address() as AddressInfo;
+      const ipv6 = bound.family === 'IPv6';
+      const address = `${ipv6 ? `[${bound.address}]` : bound.address}:${bound.port}`;
+      const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
+      const reachable = wildcard
+        ? ipv6
+          ? '[::1]'
+          : '127.0.0.1'
+        : ipv6
+          ? `[${bound.address}]`
+          : bound.address;
+      resolve({ url: `http://${reachable}:${bound.port}`, address });
     });
   });
 }

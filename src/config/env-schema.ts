@@ -61,7 +61,13 @@ export const envSchema = z.object({
   BODY_LIMIT_BYTES: int(64, 1024 * 1024).default(16 * 1024),
   SERVER_HEADERS_TIMEOUT_MS: int(1000, 120_000).default(10_000),
   SERVER_REQUEST_TIMEOUT_MS: int(1000, 300_000).default(30_000),
-  SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 120_000).default(5_000),
+  /**
+   * How long an idle client connection stays open. Longer than the idle timeout of whatever sits in front (60 s for
+   * nginx's upstream keepalive_timeout and AWS ALB): the proxy must close an idle connection first, or it reuses one
+   * the gateway is closing and the request fails with 502. Node >= 18 counts headersTimeout from a request's first
+   * byte, not across idle time, so it need not exceed this.
+   */
+  SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(65_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
 
   UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),

@@ -1,14 +1,31 @@
 // The doctor's real probes: a Redis PING on the configured topology and one POST /api/token/ to the upstream.
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { ClientRegistryError, loadClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../config/simulator-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
 import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../upstream/jwt-expiry';
 import { upstreamCa } from '../upstream/upstream-trust';
-import type { StoreCheck, TokenAttempt } from './doctor';
+import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;
+
+const silentRegistryLogger = { info: () => undefined, error: () => undefined };
+
+/** Loads CLIENTS_FILE with the gateway's own loader (same schema, same duplicate checks), once, unwatched. */
+export function checkClientRegistry(config: GatewayConfig): ClientsCheck {
+  const file = config.callers.clientsFile;
+  try {
+    const registry = loadClientRegistry(file, { logger: silentRegistryLogger, watch: false });
+    const clients = registry.size;
+    registry.close();
+    return { kind: 'loaded', file, clients };
+  } catch (error) {
+    if (error instanceof ClientRegistryError) return { kind: 'invalid', file, problems: error.problems };
+    return { kind: 'unreadable', file, code: (error as NodeJS.ErrnoException).code ?? 'error' };
+  }
+}
 
 /** Connects with the gateway's own settings, waits for `ready`, PINGs, disconnects. Never prints the password. */
 export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck> {

@@ -1,14 +1,20 @@
-// `npm run doctor`: prints each check with ✓/✗ and its fix; exits 0 only when every check passes.
+// `npm run doctor`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails (warnings pass).
 import { pino } from 'pino';
 import { loadConfig } from '../config/load-config';
 import { startSimulator } from '../simulator/simulator';
 import { createCredentialSource } from '../upstream/credentials';
 import { formatReport, runDoctor } from './doctor';
-import { checkRedisStore, localSimulatorTarget, requestUpstreamToken } from './doctor-checks';
+import {
+  checkClientRegistry,
+  checkRedisStore,
+  localSimulatorTarget,
+  requestUpstreamToken,
+} from './doctor-checks';
 
 async function main(): Promise<number> {
   const report = await runDoctor({
     loadConfig: () => loadConfig(process.env),
+    checkClients: checkClientRegistry,
     checkStore: checkRedisStore,
     async requestToken(config) {
       const options = {

@@ -7,7 +7,8 @@ import { describeTlsCode } from '../upstream/tls-failure';
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
   readonly title: string;
-  readonly state: 'pass' | 'fail' | 'skipped';
+  /** `warn`: the gateway runs, but not as the operator probably wants (the report still passes). */
+  readonly state: 'pass' | 'warn' | 'fail' | 'skipped';
   readonly detail: string;
   readonly fix?: string;
 }
@@ -39,9 +40,16 @@ export type TokenAttempt =
       readonly timeoutMs: number;
     };
 
+/** What loading CLIENTS_FILE with the gateway's own loader gave. Never holds a key hash. */
+export type ClientsCheck =
+  | { readonly kind: 'loaded'; readonly file: string; readonly clients: number }
+  | { readonly kind: 'unreadable'; readonly file: string; readonly code: string }
+  | { readonly kind: 'invalid'; readonly file: string; readonly problems: readonly string[] };
+
 export interface DoctorDeps {
   /** Reads and validates the environment; throws a ConfigError naming each bad variable. */
   loadConfig(): GatewayConfig;
+  checkClients(config: GatewayConfig): ClientsCheck;
   checkStore(config: GatewayConfig): Promise<StoreCheck>;
   requestToken(config: GatewayConfig): Promise<TokenAttempt>;
 }
@@ -51,9 +59,14 @@ export interface DoctorReport {
   readonly steps: readonly DoctorStep[];
 }
 
-const TITLES = { config: 'configuration', store: 'token store', token: 'upstream token request' } as const;
+const TITLES = {
+  config: 'configuration',
+  clients: 'client registry',
+  store: 'token store',
+  token: 'upstream token request',
+} as const;
 
-/** Runs the three checks in order; a bad configuration skips the other two (they would only repeat it). */
+/** Runs the four checks in order; a bad configuration skips the others (they would only repeat it). */
 export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   const steps: DoctorStep[] = [];
   let config: GatewayConfig;
@@ -61,28 +74,35 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
     config = deps.loadConfig();
   } catch (error) {
     steps.push(diagnoseConfigError(error));
-    for (const title of [TITLES.store, TITLES.token])
+    for (const title of [TITLES.clients, TITLES.store, TITLES.token])
       steps.push({ title, state: 'skipped', detail: 'needs a valid configuration' });
     return { ok: false, steps };
   }
   steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
+  steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
   steps.push(diagnoseToken(await deps.requestToken(config)));
-  return { ok: steps.every((step) => step.state === 'pass'), steps };
+  return { ok: steps.every((step) => step.state === 'pass' || step.state === 'warn'), steps };
 }
 
-/** The printed report: `✓`/`✗`/`-` a line, the fix indented under a failure, and the verdict last. */
+/** The printed report: `✓`/`!`/`✗`/`-` a line, the fix indented under it, and the verdict last. */
 export function formatReport(report: DoctorReport): string {
-  const mark = { pass: '✓', fail: '✗', skipped: '-' } as const;
+  const mark = { pass: '✓', warn: '!', fail: '✗', skipped: '-' } as const;
   const lines = ['payments-bff doctor', ''];
   for (const step of report.steps) {
     lines.push(`${mark[step.state]} ${step.title}: ${step.detail}`);
     if (step.fix) lines.push(`    fix: ${step.fix}`);
   }
-  const failed = report.steps.filter((step) => step.state !== 'pass').length;
+  const failed = report.steps.filter((step) => step.state === 'fail' || step.state === 'skipped').length;
+  const warned = report.steps.filter((step) => step.state === 'warn').length;
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
   lines.push(
     '',
-    report.ok ? 'All checks passed.' : `${failed} check${failed === 1 ? '' : 's'} did not pass.`,
+    !report.ok
+      ? `${plural(failed, 'check')} did not pass.`
+      : warned > 0
+        ? `No check failed; ${plural(warned, 'warning')} above.`
+        : 'All checks passed.',
   );
   return `${lines.join('\n')}\n`;
 }
@@ -91,6 +111,42 @@ function describeConfig(config: GatewayConfig): string {
   const topology = config.redis.topology.kind === 'none' ? 'no Redis' : `Redis ${config.redis.topology.kind}`;
   const mode = config.mode === 'local' ? 'local mode (bundled simulator)' : 'upstream mode';
   return `valid (${mode}, ${config.production ? 'production' : 'non-production'}, ${topology})`;
+}
+
+/** The registry as the gateway would load it: missing or invalid stops the gateway; empty lets nobody in. */
+export function diagnoseClients(check: ClientsCheck, oidcConfigured: boolean): DoctorStep {
+  const title = TITLES.clients;
+  if (check.kind === 'unreadable')
+    return {
+      title,
+      state: 'fail',
+      detail: `${check.file} cannot be read (${check.code}): the gateway refuses to start without it`,
+      fix:
+        check.code === 'ENOENT'
+          ? 'create the file (`npm run client-key -- <clientId> [scopes…]` prints an entry) or point CLIENTS_FILE at it'
+          : 'make CLIENTS_FILE a file the gateway user can read',
+    };
+  if (check.kind === 'invalid')
+    return {
+      title,
+      state: 'fail',
+      detail: `${check.file} is invalid, the gateway refuses to start with it: ${check.problems.join('; ')}`,
+      fix: 'correct the entries named above (format: config/clients.schema.json); `npm run client-key` prints valid entries',
+    };
+  if (check.clients === 0)
+    return {
+      title,
+      state: 'warn',
+      detail: `${check.file} lists no client: nobody is let in with an API key${
+        oidcConfigured ? ' (SSO bearer tokens still are)' : ', and without OIDC nobody is let in at all'
+      }`,
+      fix: 'add clients: `npm run client-key -- <clientId> [scopes…]` prints a key and the entry to paste',
+    };
+  return {
+    title,
+    state: 'pass',
+    detail: `${check.file}: ${check.clients} client${check.clients === 1 ? '' : 's'}`,
+  };
 }
 
 export function diagnoseConfigError(error: unknown): DoctorStep {

@@ -98,7 +98,7 @@ function render(overlay: Overlay): string {
       throw new Error(
         `\`${KUBECTL}\` is not on the PATH. These tests render the kustomize overlays with \`kubectl kustomize\`. ` +
           'Install it with `apt-get install -y kubernetes-client` (Debian, provides kubectl) or `apt-get install -y kubectl` ' +
-          '(Kubernetes apt repository); .ci/run does this for you.',
+          '(Kubernetes apt repository); `npm test` does this for you when run as root.',
       );
     }
     throw new Error(
@@ -210,9 +210,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     }
   });
 
-  test('runs 3 replicas, rolls out without unavailability and spreads over zones and nodes', () => {
+  test('leaves the replica count to the HPA, rolls out without unavailability and spreads over zones and nodes', () => {
     const { deployment, pod } = get(overlay);
-    expect(deployment.spec?.replicas).toBe(3);
+    // A `replicas:` beside the HPA would shrink a grown fleet on every apply.
+    expect(deployment.spec?.replicas).toBeUndefined();
+    expect(deployment.metadata?.annotations?.['ignore-check.kube-linter.io/minimum-three-replicas']).toMatch(
+      /HorizontalPodAutoscaler/,
+    );
     expect(deployment.spec?.strategy?.type).toBe('RollingUpdate');
     expect(deployment.spec?.strategy?.rollingUpdate?.maxUnavailable).toBe(0);
     expect(Number(deployment.spec?.strategy?.rollingUpdate?.maxSurge)).toBeGreaterThanOrEqual(1);
@@ -223,8 +227,35 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       'kubernetes.io/hostname',
       'topology.kubernetes.io/zone',
     ]);
-    for (const constraint of spread)
+    for (const constraint of spread) {
       expect(selects(constraint.labelSelector?.matchLabels, podLabels)).toBe(true);
+      // Nodes the pods cannot run on (tainted, cordoned) must not count with their 0 replicas.
+      expect({ [constraint.topologyKey]: constraint.nodeTaintsPolicy }).toEqual({
+        [constraint.topologyKey]: 'Honor',
+      });
+    }
+    const byKey = (key: string) => spread.find((c) => c.topologyKey === key);
+    expect(byKey('kubernetes.io/hostname')?.whenUnsatisfiable).toBe('DoNotSchedule');
+    expect(byKey('topology.kubernetes.io/zone')?.whenUnsatisfiable).toBe('ScheduleAnyway');
+  });
+
+  test('a 3-node rollout with a surge pod fits the node spread once tainted nodes are left out', () => {
+    const { deployment, pod } = get(overlay);
+    const [hpa] = all<IHorizontalPodAutoscaler>(overlay, 'HorizontalPodAutoscaler');
+    const hostname = pod.topologySpreadConstraints?.find((c) => c.topologyKey === 'kubernetes.io/hostname');
+    const maxSkew = hostname?.maxSkew ?? 0;
+    const surge = Number(deployment.spec?.strategy?.rollingUpdate?.maxSurge);
+    // Three schedulable nodes holding minReplicas, and one tainted control-plane node with none.
+    const schedulable = [0, 0, 0];
+    for (let i = 0; i < (hpa?.spec?.minReplicas ?? 0); i++)
+      schedulable[i % 3] = (schedulable[i % 3] ?? 0) + 1;
+    const counted = hostname?.nodeTaintsPolicy === 'Honor' ? schedulable : [...schedulable, 0];
+    // The scheduler's rule: a node fits when its count + 1 - the global minimum <= maxSkew.
+    const fits = (counts: number[]) =>
+      schedulable.some((count) => count + 1 - Math.min(...counts) <= maxSkew);
+    for (let pod = 0; pod < surge; pod++) expect(fits(counted)).toBe(true);
+    // The same rule with the tainted node counted is what stalled rollouts before (Ignore, the default).
+    expect(fits([...schedulable, 0])).toBe(false);
   });
 
   test('probes liveness on /healthz and readiness on /readyz at the port the gateway listens on', () => {
@@ -361,6 +392,8 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     expect(selects(pdb?.spec?.selector?.matchLabels, podLabels)).toBe(true);
     const keepsTwo = Number(pdb?.spec?.minAvailable) >= 2 || pdb?.spec?.maxUnavailable === 1;
     expect(keepsTwo).toBe(true);
+    // Unready pods (the provider refusing every replica) must not block node drains.
+    expect(pdb?.spec?.unhealthyPodEvictionPolicy).toBe('AlwaysAllow');
   });
 
   test('exposes port 80 on a ClusterIP Service that forwards to the gateway port', () => {
@@ -420,8 +453,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       expect(rule.to?.length).toBeGreaterThan(0);
       for (const peer of rule.to ?? []) {
         if (isDns(peer)) expect(ports.every((p) => p === 53)).toBe(true);
-        else if (isRedis(peer)) expect(ports.every((p) => p === 6379 || p === 26379)).toBe(true);
-        else if (isProvider(peer)) expect(ports).toEqual([443]);
+        else if (isRedis(peer)) {
+          expect(ports.every((p) => p === 6379 || p === 26379)).toBe(true);
+          // Never "any namespace": only the namespace of this environment's Redis.
+          expect(peer.namespaceSelector?.matchLabels?.['kubernetes.io/metadata.name']).toBe(
+            redisNamespace(overlay),
+          );
+        } else if (isProvider(peer)) expect(ports).toEqual([443]);
         else throw new Error(`${overlay}: egress to an unexpected peer ${JSON.stringify(peer)}`);
         allowed.add(isDns(peer) ? 'dns' : isRedis(peer) ? 'redis' : 'provider');
       }
@@ -456,7 +494,65 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
   });
 });
 
+/** The namespace of the overlay's Redis, from its DNS names (`<svc>.<ns>.svc...`, `<pod>.<svc>.<ns>.svc...`). */
+function redisNamespace(overlay: Overlay): string {
+  const { env } = get(overlay);
+  const hosts = [
+    ...(env.REDIS_URL ? [new URL(env.REDIS_URL).hostname] : []),
+    ...(env.REDIS_SENTINELS ?? '').split(',').flatMap((s) => (s ? [s.split(':')[0] as string] : [])),
+  ];
+  const namespaces = new Set(
+    hosts.map((host) => {
+      const labels = host.split('.');
+      return labels[labels.indexOf('svc') - 1] ?? '';
+    }),
+  );
+  expect(namespaces.size).toBe(1);
+  return [...namespaces][0] as string;
+}
+
+/** Whether the NetworkPolicies of `overlay` let its gateway pods open `port` to a pod (matchLabels selectors only). */
+function egressAllowed(
+  overlay: Overlay,
+  target: { namespace: string; labels: Record<string, string>; port: number },
+): boolean {
+  const { deployment } = get(overlay);
+  const podLabels = deployment.spec?.template.metadata?.labels;
+  const ownNamespace = deployment.metadata?.namespace;
+  const namespaceLabels = { 'kubernetes.io/metadata.name': target.namespace };
+  const matches = (selector: { matchLabels?: Record<string, string> } | undefined, labels: object) =>
+    Object.entries(selector?.matchLabels ?? {}).every(
+      ([key, value]) => (labels as Record<string, string>)[key] === value,
+    );
+  return all<INetworkPolicy>(overlay, 'NetworkPolicy')
+    .filter((p) => selects(p.spec?.podSelector.matchLabels, podLabels))
+    .flatMap((p) => p.spec?.egress ?? [])
+    .some(
+      (rule) =>
+        (rule.ports ?? []).some((p) => Number(p.port) === target.port) &&
+        (rule.to ?? []).some((peer) => {
+          if (peer.ipBlock) return false;
+          const namespaceOk = peer.namespaceSelector
+            ? matches(peer.namespaceSelector, namespaceLabels)
+            : target.namespace === ownNamespace;
+          return namespaceOk && (!peer.podSelector || matches(peer.podSelector, target.labels));
+        }),
+    );
+}
+
 describe('the sandbox and production overlays', () => {
+  test("each reaches its own Redis and never the other environment's", () => {
+    const redis = { labels: { 'app.kubernetes.io/name': 'redis' }, port: 6379 };
+    const sandboxRedis = redisNamespace('sandbox');
+    const productionRedis = redisNamespace('production');
+    expect(sandboxRedis).not.toBe(productionRedis);
+    expect(egressAllowed('sandbox', { ...redis, namespace: sandboxRedis })).toBe(true);
+    expect(egressAllowed('production', { ...redis, namespace: productionRedis })).toBe(true);
+    expect(egressAllowed('sandbox', { ...redis, namespace: productionRedis })).toBe(false);
+    expect(egressAllowed('production', { ...redis, namespace: sandboxRedis })).toBe(false);
+    expect(egressAllowed('sandbox', { ...redis, port: 26379, namespace: productionRedis })).toBe(false);
+  });
+
   test('use different namespaces, credentials and upstream URLs', () => {
     const [sandbox, production] = OVERLAYS.map(get) as [Rendered, Rendered];
     expect(sandbox.deployment.metadata?.namespace).not.toBe(production.deployment.metadata?.namespace);
@@ -502,6 +598,37 @@ describe('the files under deploy/k8s and the README section', () => {
 
   test('the README section on Kubernetes holds no secret literal', () => {
     expect(secretFindings(kubernetesSection())).toEqual([]);
+  });
+
+  test('comments about rotation say which secrets reload and which need a restart', () => {
+    for (const file of ['base/deployment.yaml', 'extras/external-secret.yaml']) {
+      const text = readFileSync(join(K8S_DIR, file), 'utf8');
+      expect({ file, restart: /encryption key[\s\S]*Redis password[\s\S]*restart/i.test(text) }).toEqual({
+        file,
+        restart: true,
+      });
+    }
+  });
+
+  test('kube-linter checks that do not apply are switched off on the object, each with a reason', () => {
+    const { deployment, container } = get('production');
+    const annotations = deployment.metadata?.annotations ?? {};
+    const ignored = Object.entries(annotations).filter(([key]) =>
+      key.startsWith('ignore-check.kube-linter.io/'),
+    );
+    for (const [, reason] of ignored) expect(reason.length).toBeGreaterThan(20);
+    // env-var-secret fires on names like *_PASSWORD_FILE: here they hold file paths, never a secret.
+    const secretNamed = (container.env ?? []).filter((v) => /secret|password|token/i.test(v.name));
+    expect(secretNamed.length).toBeGreaterThan(0);
+    for (const variable of secretNamed) expect(variable.value).toMatch(/^\/var\/run\/secrets\//);
+    expect(Object.keys(annotations)).toEqual(
+      expect.arrayContaining([
+        'ignore-check.kube-linter.io/env-var-secret',
+        'ignore-check.kube-linter.io/no-anti-affinity',
+      ]),
+    );
+    // no-anti-affinity is off because the topology spread does that job.
+    expect(deployment.spec?.template.spec?.topologySpreadConstraints?.length).toBeGreaterThan(0);
   });
 
   test('the optional ExternalSecret fills exactly the keys the production pods read', () => {

@@ -7,6 +7,7 @@ import { writeClientsFile } from '../support/clients-file';
 import { startTestGateway, type TestGateway } from '../support/in-process-gateway';
 import { assertNoSecrets } from '../support/leak-scan';
 import { runLoad } from '../support/load';
+import { waitFor } from '../support/ports';
 
 const KEY = `slow-key-${randomBytes(12).toString('hex')}`;
 const USERNAME = 'slow-merchant';
@@ -176,6 +177,31 @@ describe('slow clients', () => {
     expect(health.status).toBe(200);
     answers.push(await health.text());
   }, 30_000);
+
+  test('an idle keep-alive connection outlives SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS', async () => {
+    // Node >= 18 counts those timeouts from a request's first byte, not across idle time: a balancer's idle
+    // connection is kept for SERVER_KEEP_ALIVE_TIMEOUT_MS (65 s), so headersTimeout need not exceed it.
+    const { port } = new URL(gw.url);
+    const socket = connect({ host: '127.0.0.1', port: Number(port) });
+    let received = '';
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+    });
+    socket.on('close', () => {
+      closed = true;
+    });
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    const ask = () => socket.write('GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n');
+    const answers = () => received.match(/HTTP\/1\.1 200 /g)?.length ?? 0;
+    ask();
+    await waitFor(() => answers() === 1, { what: 'the first answer' });
+    await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS + CHECK_SLACK_MS));
+    expect(closed).toBe(false);
+    ask();
+    await waitFor(() => answers() === 2, { what: 'the second answer on the same connection' });
+    socket.destroy();
+  });
 
   test('leak scan: nothing secret in the logs or the answers', () => {
     assertNoSecrets(

@@ -19,7 +19,7 @@ export default function globalSetup(): void {
     throw new Error(
       'redis-server is not on the PATH. The integration tests start real Redis instances on ephemeral ports. ' +
         'Install it with `apt-get install -y redis-server` (Debian/Ubuntu) or `brew install redis` (macOS); ' +
-        '.ci/run does this for you.',
+        '`npm test` installs it as root (its pretest step); `npx jest` skips that step.',
     );
   }
   // Workers inherit it: every temp dir of the run goes under it, and global-teardown.ts removes it.

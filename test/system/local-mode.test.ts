@@ -60,8 +60,29 @@ describe('local mode', () => {
     expect(gateway.logs()).toContain(`curl -H 'X-API-Key: local-dev-key' localhost:${gateway.port}`);
   });
 
+  it('says where it really listens: loopback, in the banner and the log, with no exposure warning', () => {
+    expect(gateway.logs()).toContain(`LOCAL MODE, listening on 127.0.0.1:${gateway.port}`);
+    expect(gateway.logs()).toContain(`"listen":"127.0.0.1:${gateway.port}"`);
+    expect(gateway.logs()).not.toContain('reachable from the network');
+  });
+
   it('stops cleanly on SIGTERM', async () => {
     expect(await gateway.stop('SIGTERM')).toBe(0);
+  });
+});
+
+describe('local mode with HOST widened to every interface', () => {
+  it('prints the real bind address (not 127.0.0.1) and warns that the development key is reachable', async () => {
+    const gateway = await startGatewayProcess({ env: { HOST: '0.0.0.0' }, waitUntil: 'live' });
+    try {
+      const logs = gateway.logs();
+      expect(logs).toContain(`LOCAL MODE, listening on 0.0.0.0:${gateway.port}`);
+      expect(logs).toContain(`WARNING: 0.0.0.0:${gateway.port} is reachable from the network`);
+      expect(logs).toContain(`"listen":"0.0.0.0:${gateway.port}"`);
+      expect(logs).toMatch(/"level":40[^\n]*the development key is reachable from the network/);
+    } finally {
+      expect(await gateway.stop('SIGTERM')).toBe(0);
+    }
   });
 });
 

@@ -1,10 +1,11 @@
 // SIGTERM on a real gateway process: readiness 503, no new connections, the in-flight call still answers, exit 0.
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { freePort, waitFor } from '../support/ports';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
 import { tempDir } from '../support/temp-dir';
 
@@ -150,5 +151,94 @@ describe('graceful shutdown on SIGTERM', () => {
     expect(took).toBeGreaterThanOrEqual(900);
     expect(took).toBeLessThan(4_000);
     expect(typeof (await inFlight)).toBe('string');
+  });
+});
+
+/** `unshare --pid` works here (root, or a user namespace allowed): the gateway can run as PID 1 as in a container. */
+function canRunAsPid1(): boolean {
+  try {
+    execFileSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('SIGTERM during start-up', () => {
+  let simulator: RunningSimulator;
+  beforeAll(async () => {
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+  const started: ChildProcess[] = [];
+  afterEach(() => {
+    // A gateway that ignored the signal must not outlive its test (unshare --kill-child takes its child along).
+    for (const child of started.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  afterAll(async () => {
+    await simulator?.close();
+  });
+
+  /** A gateway whose start-up waits for a Redis that is not there (REDIS_START_WAIT_MS: 2 s). */
+  async function startingGateway(asPid1: boolean) {
+    const env = {
+      PATH: process.env.PATH ?? '',
+      ...processEnv(simulator.url, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` }),
+      HOST: '127.0.0.1',
+      PORT: String(await freePort()),
+    };
+    const main = [process.execPath, '--import', 'tsx', 'src/main.ts'];
+    const [command, ...args] = asPid1
+      ? ['unshare', '--pid', '--fork', '--kill-child', '--mount-proc', ...main]
+      : main;
+    const child = spawn(command as string, args, {
+      cwd: resolve(__dirname, '..', '..'),
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    started.push(child);
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    // Bounded: a process that ignores the signal resolves as still running instead of hanging the test.
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null } | 'still running'>(
+      (done) => {
+        child.once('exit', (code, signal) => done({ code, signal }));
+        setTimeout(() => done('still running'), 10_000).unref();
+      },
+    );
+    // The first Redis connection error is logged while start-up waits for Redis: the process is mid-start.
+    await waitFor(async () => output.includes('redis unreachable'), {
+      timeoutMs: 15_000,
+      what: 'the gateway to reach its Redis wait',
+      intervalMs: 20,
+    });
+    return { child, exited, output: () => output };
+  }
+
+  test('stops the process at once, before it ever listens, and exits 0', async () => {
+    const gateway = await startingGateway(false);
+    gateway.child.kill('SIGTERM');
+    // Without a handler Node dies of the signal (code null); with it, the gateway says why and exits 0.
+    expect(await gateway.exited).toEqual({ code: 0, signal: null });
+    expect(gateway.output()).toContain('SIGTERM during start-up: stopping at once');
+    expect(gateway.output()).not.toContain('gateway listening');
+  });
+
+  const pid1 = canRunAsPid1() ? test : test.skip;
+  pid1('as PID 1 (a container without an init): the signal is not ignored', async () => {
+    const gateway = await startingGateway(true);
+    // The node process is unshare's child and PID 1 of its own namespace: the kernel drops a signal sent to
+    // a namespace's init from outside unless init has a handler for it.
+    const children = readFileSync(`/proc/${gateway.child.pid}/task/${gateway.child.pid}/children`, 'utf8');
+    const nodePid = Number(children.trim().split(/\s+/)[0]);
+    expect(nodePid).toBeGreaterThan(0);
+    process.kill(nodePid, 'SIGTERM');
+    expect(await gateway.exited).toEqual({ code: 0, signal: null });
+    expect(gateway.output()).toContain('SIGTERM during start-up: stopping at once');
+    expect(gateway.output()).not.toContain('gateway listening');
   });
 });

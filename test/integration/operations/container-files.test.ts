@@ -47,14 +47,52 @@ function stages(instructions: Instruction[]): Instruction[][] {
 
 const SECRET_NAME = /PASSWORD|SECRET|TOKEN|KEY|CREDENTIAL|USERNAME/i;
 
+/** The image of a FROM line, with the global ARG defaults (ARGs before the first FROM) filled in. */
+function baseImage(from: Instruction, instructions: Instruction[]): string {
+  const args = new Map<string, string>();
+  for (const instruction of instructions) {
+    if (instruction.keyword === 'FROM') break;
+    const [name = '', value = ''] = instruction.args.split('=', 2);
+    if (instruction.keyword === 'ARG') args.set(name, value);
+  }
+  const image = from.args.split(/\s+/)[0] ?? '';
+  return image.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a: string, b: string) => args.get(a ?? b) ?? '');
+}
+
 describe('Dockerfile', () => {
   const instructions = parseDockerfile(read('Dockerfile'));
   const byStage = stages(instructions);
   const runtime = byStage.at(-1) ?? [];
 
-  test('multi-stage, every stage on Node 24', () => {
+  test('multi-stage, every stage on one Node 24 image pinned to an exact release (and digest, when given)', () => {
     expect(byStage.length).toBeGreaterThanOrEqual(2);
-    for (const stage of byStage) expect(stage[0]?.args).toMatch(/^node:24[\w.-]*(\s+AS\s+\w+)?$/i);
+    const images = byStage.map((stage) => baseImage(stage[0] as Instruction, instructions));
+    expect(new Set(images).size).toBe(1);
+    const [image = ''] = images;
+    // node:<major.minor.patch>-<variant>[@sha256:<digest>]: a floating tag (node:24-slim) rebuilds differently.
+    const pinned = /^node:(24\.\d+\.\d+)-[\w.-]+(@sha256:[0-9a-f]{64})?$/.exec(image);
+    expect({ image, pinned: pinned !== null }).toEqual({ image, pinned: true });
+    // The release the project itself pins (the `node` devDependency the tests run on).
+    const lock = JSON.parse(read('package-lock.json')) as {
+      packages: Record<string, { version?: string }>;
+    };
+    expect(pinned?.[1]).toBe(lock.packages['node_modules/node']?.version);
+  });
+
+  test('the image leaves out the development registry, the compose files and the nginx config', () => {
+    const copies = instructions.filter((i) => i.keyword === 'COPY' || i.keyword === 'ADD');
+    const configCopies = copies.filter((c) => /(^|\s)config\b/.test(c.args));
+    expect(configCopies.length).toBeGreaterThan(0);
+    for (const copy of configCopies) {
+      // Only named files: copying config/ whole would take clients.local.json along.
+      const sources = copy.args.split(/\s+/).slice(0, -1);
+      for (const source of sources) expect(source).toMatch(/^config\/clients(\.schema)?\.json$/);
+    }
+    const ignored = read('.dockerignore')
+      .split('\n')
+      .map((l) => l.trim());
+    for (const entry of ['config/clients.local.json', 'config/compose', 'config/nginx.conf'])
+      expect(ignored).toContain(entry);
   });
 
   test('the runtime stage installs production dependencies only and copies the build output and config/', () => {
@@ -62,7 +100,7 @@ describe('Dockerfile', () => {
     expect(runs.some((r) => /npm ci\b.*--omit=dev/.test(r))).toBe(true);
     const copies = runtime.filter((i) => i.keyword === 'COPY').map((i) => i.args);
     expect(copies.some((c) => c.startsWith('--from=build') && c.includes('dist'))).toBe(true);
-    expect(copies.some((c) => /^config\b/.test(c))).toBe(true);
+    expect(copies.some((c) => /^config\/clients\.json\b/.test(c))).toBe(true);
     expect(runtime.some((i) => i.keyword === 'ENV' && /NODE_ENV=production/.test(i.args))).toBe(true);
   });
 
@@ -120,6 +158,24 @@ describe('docker-compose.yml', () => {
       expect(envOf(name).REDIS_URL).toMatch(/^redis:\/\/redis:6379/);
       expect(services[name]?.healthcheck).toBeDefined();
       expect(services[name]?.profiles).toBeUndefined();
+    }
+  });
+
+  test('the load balancer is published on loopback only, by default and in the local profile', () => {
+    const [mapping] = (services['load-balancer']?.ports ?? []) as string[];
+    const localEnv = Object.fromEntries(
+      read('config/compose/local.env')
+        .split('\n')
+        .filter((line) => /^\w+=/.test(line))
+        .map((line) => line.split('=', 2) as [string, string]),
+    );
+    // Compose's interpolation: ${NAME:-default}, from the env file or the default.
+    const interpolate = (text: string, env: Record<string, string>) =>
+      text.replace(/\$\{(\w+):-([^}]*)\}/g, (_, name: string, fallback: string) => env[name] || fallback);
+    for (const env of [{}, localEnv]) {
+      const published = interpolate(mapping ?? '', env);
+      // host_ip:host_port:container_port; without a host_ip Docker publishes on every interface.
+      expect(published).toMatch(/^127\.0\.0\.1:\d+:8080$/);
     }
   });
 
@@ -204,8 +260,34 @@ describe('docker-compose.yml', () => {
   });
 });
 
+/** nginx durations (`55s`, `1m`, `500ms`; a bare number is seconds) in milliseconds. */
+function nginxMs(value: string): number {
+  const match = /^(\d+)(ms|s|m)?$/.exec(value);
+  if (!match) throw new Error(`not an nginx duration: ${value}`);
+  return Number(match[1]) * ({ ms: 1, s: 1000, m: 60_000 }[match[2] ?? 's'] ?? 1000);
+}
+
 describe('nginx load balancer config', () => {
   const nginx = read('config/nginx.conf');
+
+  test('nginx drops idle upstream connections before the gateways do (by the compose value and the default)', () => {
+    const upstream = /upstream\s+\w+\s*\{([^}]*)\}/.exec(nginx)?.[1] ?? '';
+    // Unset, nginx keeps idle upstream connections 60 s: it must be explicit, and shorter.
+    const idle = /keepalive_timeout\s+(\w+);/.exec(upstream)?.[1];
+    expect(idle).toBeDefined();
+    const nginxIdleMs = nginxMs(idle as string);
+    const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    for (const name of ['gateway-1', 'gateway-2']) {
+      const gatewayIdleMs = Number(compose.services[name]?.environment?.SERVER_KEEP_ALIVE_TIMEOUT_MS);
+      expect({ name, gatewayOutlastsNginx: gatewayIdleMs > nginxIdleMs }).toEqual({
+        name,
+        gatewayOutlastsNginx: true,
+      });
+    }
+    expect(loadConfig({}).server.keepAliveTimeoutMs).toBeGreaterThan(nginxIdleMs);
+  });
 
   test('the upstream block lists both replicas and the server proxies to it', () => {
     const upstream = /upstream\s+(\w+)\s*\{([^}]*)\}/.exec(nginx);

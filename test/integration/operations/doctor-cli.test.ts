@@ -1,10 +1,12 @@
 // `npm run doctor` as a process against a real simulator: each failure named, exit codes, no secret printed.
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { freePort } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { PASSWORD, USERNAME } from './fixture';
+import { tempDir } from '../../support/temp-dir';
+import { PASSWORD, USERNAME, writeClientsFile } from './fixture';
 
 const ROOT = resolve(__dirname, '..', '..', '..');
 
@@ -57,8 +59,14 @@ describe('npm run doctor', () => {
   });
 
   test('good credentials and a reachable Redis: every step ✓, exit 0', async () => {
-    const { code, output } = await runDoctor({ ...upstreamEnv(simulator.url), REDIS_URL: redis.url });
+    const clientsFile = writeClientsFile();
+    const { code, output } = await runDoctor({
+      ...upstreamEnv(simulator.url),
+      REDIS_URL: redis.url,
+      CLIENTS_FILE: clientsFile,
+    });
     expect(output).toContain('✓ configuration: valid');
+    expect(output).toContain(`✓ client registry: ${clientsFile}: 2 clients`);
     expect(output).toMatch(/✓ token store: Redis at 127\.0\.0\.1:\d+ answered PING/);
     expect(output).toContain('✓ upstream token request');
     expect(output).toContain('All checks passed.');
@@ -118,6 +126,39 @@ describe('npm run doctor', () => {
     expect(output).toContain('REDIS_URL');
     expect(output).toContain('- upstream token request: needs a valid configuration');
     expectNoSecret(output);
+  });
+
+  test('a missing client registry: non-zero, names the file and why the gateway would not start', async () => {
+    const missing = join(tempDir('bff-doctor-'), 'nowhere.json');
+    const { code, output } = await runDoctor({ ...upstreamEnv(simulator.url), CLIENTS_FILE: missing });
+    expect(code).not.toBe(0);
+    expect(output).toContain(`✗ client registry: ${missing} cannot be read (ENOENT)`);
+    expect(output).toContain('CLIENTS_FILE');
+    expect(output).not.toContain('All checks passed.');
+  });
+
+  test('an invalid registry entry: non-zero, the schema reason, never the offending value', async () => {
+    const file = join(tempDir('bff-doctor-'), 'clients.json');
+    const notAHash = 'plain-api-key-pasted-by-mistake';
+    writeFileSync(
+      file,
+      JSON.stringify({ clients: [{ id: 'checkout-web', keys: [notAHash], scopes: ['plans:read'] }] }),
+    );
+    const { code, output } = await runDoctor({ ...upstreamEnv(simulator.url), CLIENTS_FILE: file });
+    expect(code).not.toBe(0);
+    expect(output).toContain('✗ client registry:');
+    expect(output).toContain('client "checkout-web" (clients[0]) keys[0]: must be "sha256:"');
+    expect(output).not.toContain(notAHash);
+    // The other checks still ran: the registry does not hide an upstream problem.
+    expect(output).toContain('✓ upstream token request');
+  });
+
+  test('the empty registry shipped in config/clients.json: a warning that nobody is let in, exit 0', async () => {
+    const { code, output } = await runDoctor(upstreamEnv(simulator.url));
+    expect(output).toMatch(/! client registry: \S*config\/clients\.json lists no client: nobody is let in/);
+    expect(output).toContain('npm run client-key');
+    expect(output).toContain('No check failed; 1 warning above.');
+    expect(code).toBe(0);
   });
 
   test('local mode: the bundled simulator answers with its development credentials', async () => {

@@ -418,3 +418,13 @@ describe('loadConfig', () => {
     ).toMatchObject({ issuer: 'https://sso.example.com', audience: 'payments-bff' });
   });
 });
+
+describe('server keep-alive', () => {
+  test('by default outlasts the 60 s idle timeout of nginx and AWS ALB, so the balancer closes idle connections first', () => {
+    expect(loadConfig({}).server.keepAliveTimeoutMs).toBeGreaterThan(60_000);
+  });
+
+  test('can be raised above a longer balancer idle timeout', () => {
+    expect(loadConfig({ SERVER_KEEP_ALIVE_TIMEOUT_MS: '125000' }).server.keepAliveTimeoutMs).toBe(125_000);
+  });
+});

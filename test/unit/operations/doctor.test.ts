@@ -2,6 +2,8 @@
 import { ConfigError } from '../../../src/config/config-error';
 import type { GatewayConfig } from '../../../src/config/gateway-config';
 import {
+  type ClientsCheck,
+  diagnoseClients,
   diagnoseStore,
   diagnoseToken,
   formatReport,
@@ -135,16 +137,74 @@ test('isPrivateAddress', () => {
     expect(isPrivateAddress(ip)).toBe(false);
 });
 
+describe('diagnoseClients', () => {
+  const file = '/app/config/clients.json';
+
+  test('a registry with clients passes and says how many', () => {
+    expect(diagnoseClients({ kind: 'loaded', file, clients: 2 }, false)).toMatchObject({
+      state: 'pass',
+      detail: `${file}: 2 clients`,
+    });
+  });
+
+  test('a missing file fails: the gateway would not start; the fix names CLIENTS_FILE', () => {
+    const step = diagnoseClients({ kind: 'unreadable', file, code: 'ENOENT' }, false);
+    expect(step.state).toBe('fail');
+    expect(step.detail).toContain(`${file} cannot be read (ENOENT)`);
+    expect(step.detail).toContain('refuses to start');
+    expect(step.fix).toContain('CLIENTS_FILE');
+  });
+
+  test('an unreadable file (permissions) fails with a permission fix', () => {
+    const step = diagnoseClients({ kind: 'unreadable', file, code: 'EACCES' }, false);
+    expect(step.state).toBe('fail');
+    expect(step.fix).toContain('can read');
+  });
+
+  test('an invalid entry fails with every reason the schema gave', () => {
+    const step = diagnoseClients(
+      {
+        kind: 'invalid',
+        file,
+        problems: [
+          'client "web" (clients[0]) keys[0]: must be "sha256:" …',
+          'client "web" appears more than once',
+        ],
+      },
+      false,
+    );
+    expect(step.state).toBe('fail');
+    expect(step.detail).toContain('client "web" (clients[0]) keys[0]');
+    expect(step.detail).toContain('appears more than once');
+  });
+
+  test('an empty registry is a warning that nobody is let in (and SSO callers still are when OIDC is on)', () => {
+    const empty: ClientsCheck = { kind: 'loaded', file, clients: 0 };
+    const withoutOidc = diagnoseClients(empty, false);
+    expect(withoutOidc.state).toBe('warn');
+    expect(withoutOidc.detail).toContain('nobody is let in');
+    expect(withoutOidc.fix).toContain('npm run client-key');
+    expect(diagnoseClients(empty, true).detail).toContain('SSO bearer tokens still are');
+  });
+});
+
 describe('runDoctor', () => {
   const config = {
     mode: 'upstream',
     production: true,
     redis: { topology: { kind: 'standalone', url: 'redis://r:6379' } },
+    callers: { clientsFile: '/app/config/clients.json' },
   } as unknown as GatewayConfig;
+  const registry = (clients: number) => (): ClientsCheck => ({
+    kind: 'loaded',
+    file: '/app/config/clients.json',
+    clients,
+  });
 
   test('all pass: ok, exit-worthy report', async () => {
     const report = await runDoctor({
       loadConfig: () => config,
+      checkClients: registry(1),
       checkStore: async () => ({ kind: 'redis', where: 'Redis at r:6379', ok: true, latencyMs: 1 }),
       requestToken: async () => answer(200, { tokenIssued: true }),
     });
@@ -158,12 +218,14 @@ describe('runDoctor', () => {
       loadConfig: () => {
         throw new ConfigError([{ variable: 'UPSTREAM_PASSWORD', message: 'is required' }]);
       },
+      checkClients: jest.fn(),
       checkStore: jest.fn(),
       requestToken,
     });
     expect(report.ok).toBe(false);
     const text = formatReport(report);
     expect(text).toContain('✗ configuration: invalid: UPSTREAM_PASSWORD is required');
+    expect(text).toContain('- client registry: needs a valid configuration');
     expect(text).toContain('- upstream token request');
     expect(requestToken).not.toHaveBeenCalled();
   });
@@ -171,10 +233,36 @@ describe('runDoctor', () => {
   test('one failing step fails the whole report', async () => {
     const report = await runDoctor({
       loadConfig: () => config,
+      checkClients: registry(1),
       checkStore: async () => ({ kind: 'memory', reason: 'x' }),
       requestToken: async () => answer(401),
     });
     expect(report.ok).toBe(false);
     expect(formatReport(report)).toMatch(/✗ upstream token request[^\n]*\n {4}fix: /);
+  });
+
+  test('an invalid registry fails the report even when everything else passes', async () => {
+    const report = await runDoctor({
+      loadConfig: () => config,
+      checkClients: () => ({ kind: 'invalid', file: '/x.json', problems: ['is not valid JSON'] }),
+      checkStore: async () => ({ kind: 'memory', reason: 'x' }),
+      requestToken: async () => answer(200, { tokenIssued: true }),
+    });
+    expect(report.ok).toBe(false);
+    expect(formatReport(report)).toContain('1 check did not pass.');
+  });
+
+  test('an empty registry warns but does not fail: the verdict counts the warning', async () => {
+    const report = await runDoctor({
+      loadConfig: () => config,
+      checkClients: registry(0),
+      checkStore: async () => ({ kind: 'memory', reason: 'x' }),
+      requestToken: async () => answer(200, { tokenIssued: true }),
+    });
+    expect(report.ok).toBe(true);
+    const text = formatReport(report);
+    expect(text).toMatch(/^! client registry: [^\n]*nobody is let in/m);
+    expect(text).toContain('No check failed; 1 warning above.');
+    expect(text).not.toContain('All checks passed.');
   });
 });
