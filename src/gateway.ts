@@ -32,7 +32,8 @@ import { createPlanReader } from './upstream/plan-reader';
 import { createTokenClient } from './upstream/token-client';
 import { createTokenManager } from './upstream/token-manager';
 import type { TokenProvider } from './upstream/token-provider';
-import { createUpstreamAgent } from './upstream/upstream-agent';
+import { busySockets, createUpstreamAgent } from './upstream/upstream-agent';
+import { createUpstreamSlots } from './upstream/upstream-slots';
 
 export const GATEWAY_VERSION = '0.1.0';
 
@@ -127,9 +128,15 @@ export async function startGateway(
     });
     const agent = createUpstreamAgent(upstream.baseUrl, config.upstream.maxSockets);
     closers.push(() => agent.destroy());
+    const slots = createUpstreamSlots({
+      limit: config.upstream.maxSockets,
+      queueTimeoutMs: config.upstream.queueTimeoutMs,
+    });
+    metrics.watchUpstreamPool({ socketsInUse: () => busySockets(agent), waiting: () => slots.waiting });
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,
       agent,
+      slots,
       tokens,
       circuit,
       timeoutMs: config.upstream.timeoutMs,

@@ -64,6 +64,7 @@ export const envSchema = z.object({
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
   UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
+  UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
   CIRCUIT_FAILURE_THRESHOLD: int(1, 1000).default(5),
   CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
   PLAN_CACHE_TTL_SECONDS: int(0, 3600).default(0),

@@ -49,6 +49,8 @@ export interface GatewayConfig {
     readonly timeoutMs: number;
     readonly staticHeaders: Readonly<Record<string, string>>;
     readonly maxSockets: number;
+    /** Longest wait for a free upstream socket before answering 503 UPSTREAM_SATURATED (0: never wait). */
+    readonly queueTimeoutMs: number;
     readonly circuitFailureThreshold: number;
     readonly circuitResetMs: number;
     readonly planCacheTtlSeconds: number;

@@ -124,6 +124,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
+      queueTimeoutMs: env.UPSTREAM_QUEUE_TIMEOUT_MS,
       circuitFailureThreshold: env.CIRCUIT_FAILURE_THRESHOLD,
       circuitResetMs: env.CIRCUIT_RESET_MS,
       planCacheTtlSeconds: env.PLAN_CACHE_TTL_SECONDS,

@@ -17,8 +17,31 @@ export function createMetrics() {
     registers,
   });
   registerAnsweredRequestsCounter(httpDuration, registers);
+  // Read when metrics are scraped, never per request; zero until the upstream pool is wired (local mode starts late).
+  const upstreamPool: UpstreamPoolReading = { socketsInUse: () => 0, waiting: () => 0 };
+  new Gauge({
+    name: 'upstream_sockets_in_use',
+    help: 'Upstream sockets carrying a call right now (at most UPSTREAM_MAX_SOCKETS).',
+    registers,
+    collect() {
+      this.set(upstreamPool.socketsInUse());
+    },
+  });
+  new Gauge({
+    name: 'upstream_requests_waiting',
+    help: 'Calls waiting for a free upstream socket (each for at most UPSTREAM_QUEUE_TIMEOUT_MS).',
+    registers,
+    collect() {
+      this.set(upstreamPool.waiting());
+    },
+  });
   return {
     registry,
+    /** Wires the upstream pool gauges to the running pool. */
+    watchUpstreamPool(reading: UpstreamPoolReading): void {
+      upstreamPool.socketsInUse = reading.socketsInUse;
+      upstreamPool.waiting = reading.waiting;
+    },
     /** One observation per answered request; it also gives http_requests_total. */
     httpDuration,
     upstreamDuration: new Histogram({
@@ -71,6 +94,11 @@ export function createMetrics() {
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;
+
+export interface UpstreamPoolReading {
+  socketsInUse: () => number;
+  waiting: () => number;
+}
 
 /**
  * http_requests_total: every answered request is one observation of the latency histogram with the same labels, so

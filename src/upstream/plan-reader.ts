@@ -2,6 +2,7 @@
 import type { Request, Response } from 'express';
 import type { AnswerCache } from '../store/answer-cache';
 import type { Forwarder, UpstreamAnswer } from './forwarder';
+import { CallerLeftQueueError } from './upstream-slots';
 
 export interface PlanReader {
   read(req: Request, res: Response, internalId: string): Promise<UpstreamAnswer>;
@@ -34,14 +35,18 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
     return answer;
   }
 
-  return {
+  const reader: PlanReader = {
     read(req, res, internalId) {
       // UUIDs are case-insensitive: one key (and one upstream path) per plan.
       const id = internalId.toLowerCase();
       const pending = inFlight[id];
       if (pending) {
         res.locals.coalesced = true;
-        return pending;
+        // The leader's caller hung up while in line for an upstream socket: read again (one follower leads now).
+        return pending.catch((error: unknown) => {
+          if (error instanceof CallerLeftQueueError && !res.destroyed) return reader.read(req, res, id);
+          throw error;
+        });
       }
       const leader = fetchPlan(req, res, id).finally(() => {
         delete inFlight[id];
@@ -50,4 +55,5 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
       return leader;
     },
   };
+  return reader;
 }

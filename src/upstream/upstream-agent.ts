@@ -15,3 +15,10 @@ export function createUpstreamAgent(baseUrl: string, maxSockets: number): HttpAg
   };
   return baseUrl.startsWith('https:') ? new HttpsAgent(options) : new HttpAgent(options);
 }
+
+/** Sockets the agent has handed to a call right now (idle keep-alive sockets are not counted). */
+export function busySockets(agent: HttpAgent): number {
+  let count = 0;
+  for (const name in agent.sockets) count += agent.sockets[name]?.length ?? 0;
+  return count;
+}
