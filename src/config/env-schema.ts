@@ -5,6 +5,8 @@ import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
+/** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
+export const DEFAULT_UPSTREAM_MAX_SOCKETS = 256;
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const list = z.string().transform((v) =>
   v
@@ -63,7 +65,7 @@ export const envSchema = z.object({
   UPSTREAM_PASSWORD_FILE: z.string().min(1).optional(),
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
-  UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
+  UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(DEFAULT_UPSTREAM_MAX_SOCKETS),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
   CIRCUIT_FAILURE_THRESHOLD: int(1, 1000).default(5),
   CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
