@@ -277,7 +277,7 @@ async function main(): Promise<void> {
 
   const groups = new Map<Upstream, Group>();
   // Long access tokens here: the bare proxy's static header must outlive the run (the fleet test uses short ones).
-  const simulator = await startSimulator('simulator', 86_400, cpus?.upstream);
+  const withSimulator = only.includes('simulator');
   if (only.includes('fast'))
     groups.set(
       'fast',
@@ -286,8 +286,14 @@ async function main(): Promise<void> {
         nginx: true,
       }),
     );
-  if (only.includes('simulator'))
-    groups.set('simulator', await startGroup('simulator', simulator, { direct: true, nginx: true }));
+  if (withSimulator)
+    groups.set(
+      'simulator',
+      await startGroup('simulator', await startSimulator('simulator', 86_400, cpus?.upstream), {
+        direct: true,
+        nginx: true,
+      }),
+    );
   if (only.includes('tls')) {
     const tls = makeThrowawayCertificates(tmp);
     const tlsUpstream = await startFastUpstream('tls-upstream', { tls, cpus: cpus?.upstream });
@@ -508,11 +514,12 @@ async function main(): Promise<void> {
     : undefined;
 
   // --- 100 identical plan reads at once on one gateway: one upstream call (the simulator can be slowed) -------
-  const coalescingGroup = groups.get('simulator');
-  const coalescingGateway = coalescingGroup?.targets.find((t) => t.name === 'gateway');
-  const coalescing = coalescingGateway
-    ? await coalesce(simulator.url, coalescingGateway.url, callerHeaders)
-    : undefined;
+  const simulatorGroup = groups.get('simulator');
+  const coalescingGateway = simulatorGroup?.targets.find((t) => t.name === 'gateway');
+  const coalescing =
+    simulatorGroup && coalescingGateway
+      ? await coalesce(simulatorGroup.upstream.url, coalescingGateway.url, callerHeaders)
+      : undefined;
   if (coalescing)
     log(`coalescing: ${coalescing.requests} requests -> ${coalescing.upstreamCalls} upstream call(s)`);
 
@@ -535,17 +542,15 @@ async function main(): Promise<void> {
     profileText = await profileGateway(tmp, fastUpstream.url, gatewayEnv, callerHeaders, profileKind);
 
   await Promise.all(redisCounters.map((c) => c.close()));
-  for (const group of groups.values())
-    await Promise.all(group.procs.filter((p) => p !== simulator.proc).map((p) => p.stop()));
+  for (const group of groups.values()) await Promise.all(group.procs.map((p) => p.stop()));
 
-  // --- a fleet of replicas over several short token lifetimes ----------------------------------------------
-  const tokens = await fleet(gatewayEnv, callerHeaders, cpus?.upstream);
-  log(
-    `fleet: ${tokens.replicas} replicas, ${tokens.seconds}s, access TTL ${tokens.accessTtlSeconds}s: ` +
-      `${tokens.logins} login(s), ${tokens.refreshes} refresh(es), ${tokens.errors} request errors`,
-  );
-
-  await simulator.proc.stop();
+  // --- a fleet of replicas over several short token lifetimes (on simulators, with the simulator scenarios) ----
+  const tokens = withSimulator ? await fleet(gatewayEnv, callerHeaders, cpus?.upstream) : undefined;
+  if (tokens)
+    log(
+      `fleet: ${tokens.replicas} replicas, ${tokens.seconds}s, access TTL ${tokens.accessTtlSeconds}s: ` +
+        `${tokens.logins} login(s), ${tokens.refreshes} refresh(es), ${tokens.errors} request errors`,
+    );
 
   const report = {
     node: process.version,
@@ -554,13 +559,15 @@ async function main(): Promise<void> {
     ratios,
     /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
     ratioDetails,
-    tokens: {
-      replicas: tokens.replicas,
-      seconds: tokens.seconds,
-      accessTtlSeconds: tokens.accessTtlSeconds,
-      logins: tokens.logins,
-      refreshes: tokens.refreshes,
-    },
+    tokens: tokens
+      ? {
+          replicas: tokens.replicas,
+          seconds: tokens.seconds,
+          accessTtlSeconds: tokens.accessTtlSeconds,
+          logins: tokens.logins,
+          refreshes: tokens.refreshes,
+        }
+      : null,
     coalescing: coalescing ?? null,
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
@@ -937,7 +944,7 @@ function formatReport(
   ratios: Record<Upstream, Record<string, PairedRatio | null>>,
   slowP99Ratio: number | null,
   added: { p50Ms: number; p99Ms: number },
-  tokens: FleetResult,
+  tokens: FleetResult | undefined,
   coalescing: { requests: number; upstreamCalls: number } | undefined,
   notes: {
     nginx: boolean;
@@ -1008,9 +1015,11 @@ function formatReport(
       ? []
       : [`  ${'slow: gateway/bare p99 (of medians)'.padEnd(48)} ${slowP99Ratio.toFixed(3)}`]),
     `added by the gateway over direct at ${settings.rate} req/s (fast upstream): p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
-    `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
-      `(refresh skew ${settings.fleetSkewSeconds}s): ${tokens.logins} login(s) + ${tokens.refreshes} refresh(es) ` +
-      `(${(tokens.seconds / tokens.accessTtlSeconds).toFixed(1)} lifetimes; ${tokens.errors} request errors)`,
+    tokens
+      ? `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
+        `(refresh skew ${settings.fleetSkewSeconds}s): ${tokens.logins} login(s) + ${tokens.refreshes} refresh(es) ` +
+        `(${(tokens.seconds / tokens.accessTtlSeconds).toFixed(1)} lifetimes; ${tokens.errors} request errors)`
+      : 'tokens: skipped (needs the simulator upstream)',
     coalescing
       ? `coalescing: ${coalescing.requests} concurrent identical plan reads -> ${coalescing.upstreamCalls} upstream call(s)`
       : 'coalescing: skipped (needs the simulator upstream)',

@@ -6,7 +6,7 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 /** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
-export const DEFAULT_UPSTREAM_MAX_SOCKETS = 256;
+export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const list = z.string().transform((v) =>
   v
