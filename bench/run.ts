@@ -28,17 +28,9 @@ import {
 import { request } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { DEFAULT_UPSTREAM_MAX_SOCKETS } from '../src/config/env-schema';
-import {
-  DOCUMENT_BODY,
-  envNumber,
-  featuredGatewayEnv,
-  NODE,
-  PLAN_ID,
-  ROOT,
-  writeLoadClient,
-} from './lib/fixtures';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
   formatComparison,
@@ -51,20 +43,18 @@ import {
 import {
   alive,
   cpuTimeMs,
-  freePort,
   httpOk,
   type Proc,
   pinCpus,
   rssMiB,
   type Served,
-  start,
   startFastUpstream,
   startGatewayProcess,
   startRedis,
   startSimulatorProcess,
-  waitFor,
 } from './lib/processes';
 import { commandsPer1k, type RedisCommandCounter, redisCommandCounter } from './lib/redis-commands';
+import { startBareProxy, startNginx } from './lib/reference-proxies';
 import { makeThrowawayCertificates } from './lib/throwaway-ca';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
@@ -224,7 +214,13 @@ async function main(): Promise<void> {
         cpu: () => cpuTimeMs(served.proc.pid),
         pid: served.proc.pid,
       });
-    const bare = await startBareProxy(`bare-proxy-${upstream}`, served.url, token, extra);
+    const bare = await startBareProxy(
+      `bare-proxy-${upstream}`,
+      served.url,
+      token,
+      settings.maxSockets,
+      extra,
+    );
     procs.push(bare.proc);
     targets.push({
       name: 'bare-proxy',
@@ -774,102 +770,6 @@ function startSimulator(name: string, accessTtlSeconds: number, cpus?: string): 
     },
     cpus,
   );
-}
-
-/** The bare proxy with the same number of upstream sockets as the gateway; `extraEnv` e.g. NODE_EXTRA_CA_CERTS. */
-async function startBareProxy(
-  name: string,
-  target: string,
-  token: string,
-  extraEnv: Record<string, string>,
-): Promise<Served> {
-  const port = await freePort();
-  const proc = start(name, NODE, [join(ROOT, 'dist/bench/bare-proxy.js')], {
-    cwd: ROOT,
-    env: {
-      BARE_PORT: String(port),
-      BARE_TARGET: target,
-      BARE_TOKEN: token,
-      BARE_MAX_SOCKETS: String(settings.maxSockets),
-      ...extraEnv,
-    },
-  });
-  const url = `http://127.0.0.1:${port}`;
-  // Any HTTP answer means it serves (the upstream's stats, proxied).
-  await waitFor(name, async () => (await fetch(`${url}/__simulator/stats`)).status > 0, proc);
-  return { proc, url };
-}
-
-function onPath(command: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const candidate = join(dir, command);
-    if (dir && existsSync(candidate)) return candidate;
-  }
-  for (const dir of ['/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin']) {
-    if (existsSync(join(dir, command))) return join(dir, command);
-  }
-  return undefined;
-}
-
-async function startNginx(
-  tmp: string,
-  name: string,
-  target: string,
-  token: string,
-): Promise<Served | undefined> {
-  const binary = onPath('nginx');
-  if (!binary) return undefined;
-  const port = await freePort();
-  const prefix = join(tmp, name);
-  mkdirSync(prefix, { recursive: true });
-  const upstream = new URL(target);
-  const conf = join(prefix, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `daemon off;
-worker_processes 1;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/client_body;
-  proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi;
-  uwsgi_temp_path ${prefix}/uwsgi;
-  scgi_temp_path ${prefix}/scgi;
-  upstream simulator {
-    server ${upstream.hostname}:${upstream.port};
-    keepalive 64;
-    # Below Node's 5 s server keep-alive (the gateway's agent does the same): nginx's default of 60 s reuses
-    # connections the simulator has just closed, and answers those requests 502.
-    keepalive_timeout 4s;
-  }
-  # Like Node's servers, no limit on requests per caller connection (nginx closes one every 1000 by default, and
-  # a request the load generator sends as it closes fails).
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass http://simulator;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "Bearer ${token}";
-    }
-  }
-}
-`,
-  );
-  const proc = start(name, binary, ['-p', prefix, '-c', conf, '-e', `${prefix}/error.log`]);
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitFor('nginx', async () => (await fetch(`${url}/__simulator/stats`)).status > 0, proc, 10_000);
-  } catch (error) {
-    process.stderr.write(`bench: nginx did not start, skipping it: ${(error as Error).message}\n`);
-    await proc.stop();
-    return undefined;
-  }
-  return { proc, url };
 }
 
 // --- HTTP helpers (loopback only) -------------------------------------------------------------------------
