@@ -1,29 +1,36 @@
-// `npm run bench`: the gateway with every feature on, side by side with the simulator called directly, a
-// hand-written Express + http-proxy-middleware proxy (bench/bare-proxy.ts) and, when installed, nginx.
+// `npm run bench`: the gateway with every feature on, side by side with the upstream called directly, a
+// hand-written Express + http-proxy-middleware proxy (bench/bare-proxy.ts) and, when installed, nginx, against
+// four upstreams: a minimal fast one (bench/lib/fast-upstream.ts), the simulator, the fast one over TLS, and the
+// fast one answering after BENCH_SLOW_LATENCY_MS under BENCH_SLOW_CONNECTIONS callers.
 //
 //   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep] [-- --compare DIR]
+//                 [-- --only fast,simulator,tls,slow] [-- --no-pin]
 //   BENCH_DURATION_SECONDS (5)  BENCH_ROUNDS (3)  BENCH_CONNECTIONS (32)  BENCH_RATE (500)
 //   BENCH_FLEET_TTL_SECONDS (6)  BENCH_FLEET_LIFETIMES (4)  BENCH_WARMUP_SECONDS (2)
-//   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under
+//   BENCH_SLOW_LATENCY_MS (150)  BENCH_SLOW_CONNECTIONS (1000)  BENCH_MAX_SOCKETS (the gateway's default)
+//   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under (fast upstream)
 //
 // --compare DIR adds a second gateway run from another checkout's build (DIR/dist, DIR/node_modules), e.g. a git
 // worktree of main, as the target `compare`: the same settings, measured in the same rounds, paired with `gateway`.
 //
 // Every process is a child of this one, on 127.0.0.1, and is killed at the end, on error and on Ctrl-C.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
 import {
-  DOCUMENT_BODY,
-  envNumber,
-  featuredGatewayEnv,
-  NODE,
-  PLAN_ID,
-  ROOT,
-  writeLoadClient,
-} from './lib/fixtures';
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { request } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DEFAULT_UPSTREAM_MAX_SOCKETS } from '../src/config/env-schema';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
   formatComparison,
@@ -36,15 +43,19 @@ import {
 import {
   alive,
   cpuTimeMs,
-  freePort,
   httpOk,
+  type Proc,
+  pinCpus,
+  rssMiB,
   type Served,
-  start,
+  startFastUpstream,
   startGatewayProcess,
   startRedis,
   startSimulatorProcess,
-  waitFor,
 } from './lib/processes';
+import { commandsPer1k, type RedisCommandCounter, redisCommandCounter } from './lib/redis-commands';
+import { startBareProxy, startNginx } from './lib/reference-proxies';
+import { makeThrowawayCertificates } from './lib/throwaway-ca';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
 const USERNAME = 'sandbox-merchant';
@@ -57,6 +68,10 @@ const settings = {
   connections: envNumber('BENCH_CONNECTIONS', 32),
   rate: envNumber('BENCH_RATE', 500),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2),
+  slowLatencyMs: envNumber('BENCH_SLOW_LATENCY_MS', 150),
+  slowConnections: envNumber('BENCH_SLOW_CONNECTIONS', 1000),
+  /** Upstream sockets of both the gateway and the bare proxy: the gateway's default unless set. */
+  maxSockets: envNumber('BENCH_MAX_SOCKETS', DEFAULT_UPSTREAM_MAX_SOCKETS),
   fleetTtlSeconds: envNumber('BENCH_FLEET_TTL_SECONDS', 6),
   fleetLifetimes: envNumber('BENCH_FLEET_LIFETIMES', 4),
   fleetSkewSeconds: 2,
@@ -70,31 +85,60 @@ const profileDir = argValue('--profile-dir');
 const profile = args.includes('--profile') || profileDir !== undefined;
 const compareBuild = compareBuildDir(argValue('--compare'));
 const keep = args.includes('--keep');
+const pinning = !args.includes('--no-pin');
+const UPSTREAMS = ['fast', 'simulator', 'tls', 'slow'] as const;
+type Upstream = (typeof UPSTREAMS)[number];
+const only = upstreamsToRun(argValue('--only'));
+
+/** How each upstream is named in the printout. */
+const UPSTREAM_LABEL: Record<Upstream, string> = {
+  fast: 'fast',
+  simulator: 'simulator',
+  tls: 'fast TLS',
+  slow: `slow ${settings.slowLatencyMs}ms`,
+};
+
+type TargetName = 'direct' | 'bare-proxy' | 'gateway' | 'nginx' | 'compare';
 
 interface Target {
-  readonly name: 'direct' | 'bare-proxy' | 'gateway' | 'nginx' | 'compare';
+  readonly name: TargetName;
+  readonly upstream: Upstream;
   readonly url: string;
   readonly headers: Record<string, string>;
   /** Processes whose CPU time is charged to this target (nginx: master and its worker). */
   readonly cpu: () => number | null;
+  /** The process whose resident memory is sampled. */
+  readonly pid: number;
+  /** A gateway's own redis-server, to count its commands. */
+  readonly redis?: RedisCommandCounter;
 }
 
 interface Kind {
   readonly name: string;
+  readonly upstream: Upstream;
   readonly spec: (target: Target, durationSeconds: number) => LoadSpec;
-  readonly targets: readonly Target['name'][];
-  /** Count simulator plan reads per request for the gateway (coalescing makes it < 1 under concurrency). */
+  readonly targets: readonly TargetName[];
+  /** Count upstream plan reads per request for the gateway (coalescing makes it < 1 under concurrency). */
   readonly upstreamCounter?: 'planReads' | 'validations';
 }
 
 interface Row {
   readonly name: string;
+  readonly upstream: string;
   readonly target: string;
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly cpuMsPerRequest: number | null;
   readonly errors: number;
+  /** 503 answers (UPSTREAM_SATURATED, or an open circuit), all rounds; they count among `errors` too. */
+  readonly status503: number;
+  /** Highest resident memory of the target process sampled during its runs, MiB. */
+  readonly rssMiB: number | null;
+  /** Redis commands per 1,000 requests (gateways only; from Redis' own INFO commandstats). */
+  readonly redisCommandsPer1k: number | null;
+  /** Each command's share of them, in the median round. */
+  readonly redisCommandsPer1kByCommand?: Record<string, number>;
   /** Not in the JSON: upstream calls per request, shown in the table. */
   readonly upstreamPerRequest?: number;
 }
@@ -102,6 +146,14 @@ interface Row {
 interface Sample extends LoadResult {
   readonly cpuMsPerRequest: number | null;
   readonly upstreamPerRequest?: number;
+  readonly rssMiB: number | null;
+  readonly redis: { total: number; byCommand: Record<string, number> } | null;
+}
+
+interface Group {
+  readonly upstream: Served;
+  readonly targets: Target[];
+  readonly procs: Proc[];
 }
 
 async function main(): Promise<void> {
@@ -109,249 +161,418 @@ async function main(): Promise<void> {
   // Removed on every exit: success, error and Ctrl-C.
   if (!keep) process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   const log = (line: string) => process.stderr.write(`bench: ${line}\n`);
+  const cpus = pinCpus(pinning);
   log(
     `node ${process.version}, ${settings.rounds} rounds of ${settings.durationSeconds}s, ` +
-      `${settings.connections} connections, latency at ${settings.rate} req/s, temp ${tmp}`,
+      `${settings.connections} connections, latency at ${settings.rate} req/s, upstreams ${only.join(', ')}, ` +
+      (cpus
+        ? `upstream pinned on CPU ${cpus.upstream}, everything else on ${cpus.rest}`
+        : 'nothing pinned (--no-pin, one CPU or no taskset)') +
+      `, temp ${tmp}`,
   );
 
-  // --- the stack ------------------------------------------------------------------------------------------
-  const { proc: redis, url: redisUrl } = await startRedis(tmp);
-
-  // Long access tokens here: the bare proxy's static header must outlive the run (the fleet test uses short ones).
-  const simulator = await startSimulator('simulator', 86_400);
-  const accessToken = await login(simulator.url);
-
+  // --- the stacks: one upstream each, with its own gateway (own redis-server), bare proxy and anchors ----------
   const { apiKey, clientsFile } = writeLoadClient('bench');
-  const logFile = join(tmp, 'gateway.log');
-  const gatewayEnv = (upstream: string, extra: Record<string, string> = {}) =>
-    featuredGatewayEnv(
-      { upstream, username: USERNAME, password: PASSWORD, redisUrl, clientsFile, logFile },
-      { SHUTDOWN_TIMEOUT_MS: '2000', ...extra },
-    );
-
-  const gateway = await startGatewayProcess(
-    'gateway',
-    gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench:' }),
-  );
-  const compare = compareBuild
-    ? await startGatewayProcess(
-        'compare',
-        gatewayEnv(simulator.url, { REDIS_KEY_PREFIX: 'bench-compare:' }),
-        [],
-        compareBuild,
-      )
-    : undefined;
-  const bare = await startBareProxy(simulator.url, accessToken);
-  const nginx = await startNginx(tmp, simulator.url, accessToken);
-  if (!nginx) log('nginx is not on the PATH: the nginx anchor is skipped');
-
   const callerHeaders = { 'x-api-key': apiKey };
-  const targets: Target[] = [
-    {
-      name: 'direct',
-      url: simulator.url,
-      headers: { authorization: `Bearer ${accessToken}` },
-      cpu: () => cpuTimeMs(simulator.proc.pid),
-    },
-    { name: 'bare-proxy', url: bare.url, headers: callerHeaders, cpu: () => cpuTimeMs(bare.proc.pid) },
-    { name: 'gateway', url: gateway.url, headers: callerHeaders, cpu: () => cpuTimeMs(gateway.proc.pid) },
-  ];
-  if (nginx)
-    targets.push({
-      name: 'nginx',
-      url: nginx.url,
-      headers: callerHeaders,
-      cpu: () => cpuTimeMs(nginx.proc.pid, true),
-    });
-  // Right after `gateway`, so the two builds run back to back in every round.
-  if (compare)
-    targets.splice(targets.findIndex((t) => t.name === 'gateway') + 1, 0, {
-      name: 'compare',
-      url: compare.url,
-      headers: callerHeaders,
-      cpu: () => cpuTimeMs(compare.proc.pid),
-    });
-  const all = targets.map((t) => t.name);
+  const redisCounters: RedisCommandCounter[] = [];
+  const gatewayEnv = async (name: string, upstream: string, extra: Record<string, string> = {}) => {
+    const { proc: redis, url: redisUrl } = await startRedis(tmp);
+    const counter = redisCommandCounter(redisUrl);
+    redisCounters.push(counter);
+    const env = featuredGatewayEnv(
+      {
+        upstream,
+        username: USERNAME,
+        password: PASSWORD,
+        redisUrl,
+        clientsFile,
+        logFile: join(tmp, `${name}.log`),
+      },
+      { SHUTDOWN_TIMEOUT_MS: '2000', UPSTREAM_MAX_SOCKETS: String(settings.maxSockets), ...extra },
+    );
+    return { env, redis, counter };
+  };
 
+  async function startGroup(
+    upstream: Upstream,
+    served: Served,
+    options: { direct: boolean; nginx: boolean; extraEnv?: Record<string, string> },
+  ): Promise<Group> {
+    const procs: Proc[] = [];
+    const extra = options.extraEnv ?? {};
+    const token = await login(served.url, extra.NODE_EXTRA_CA_CERTS);
+    const g = await gatewayEnv(`gateway-${upstream}`, served.url, extra);
+    const gateway = await startGatewayProcess(`gateway-${upstream}`, g.env);
+    procs.push(g.redis, gateway.proc);
+    const targets: Target[] = [];
+    if (options.direct)
+      targets.push({
+        name: 'direct',
+        upstream,
+        url: served.url,
+        headers: { authorization: `Bearer ${token}` },
+        cpu: () => cpuTimeMs(served.proc.pid),
+        pid: served.proc.pid,
+      });
+    const bare = await startBareProxy(
+      `bare-proxy-${upstream}`,
+      served.url,
+      token,
+      settings.maxSockets,
+      extra,
+    );
+    procs.push(bare.proc);
+    targets.push({
+      name: 'bare-proxy',
+      upstream,
+      url: bare.url,
+      headers: callerHeaders,
+      cpu: () => cpuTimeMs(bare.proc.pid),
+      pid: bare.proc.pid,
+    });
+    targets.push({
+      name: 'gateway',
+      upstream,
+      url: gateway.url,
+      headers: callerHeaders,
+      cpu: () => cpuTimeMs(gateway.proc.pid),
+      pid: gateway.proc.pid,
+      redis: g.counter,
+    });
+    // Right after `gateway`, so the two builds run back to back in every round.
+    if (compareBuild) {
+      const c = await gatewayEnv(`compare-${upstream}`, served.url, extra);
+      const compare = await startGatewayProcess(`compare-${upstream}`, c.env, [], compareBuild);
+      procs.push(c.redis, compare.proc);
+      targets.push({
+        name: 'compare',
+        upstream,
+        url: compare.url,
+        headers: callerHeaders,
+        cpu: () => cpuTimeMs(compare.proc.pid),
+        pid: compare.proc.pid,
+        redis: c.counter,
+      });
+    }
+    if (options.nginx) {
+      const nginx = await startNginx(tmp, `nginx-${upstream}`, served.url, token);
+      if (nginx) {
+        procs.push(nginx.proc);
+        targets.push({
+          name: 'nginx',
+          upstream,
+          url: nginx.url,
+          headers: callerHeaders,
+          cpu: () => cpuTimeMs(nginx.proc.pid, true),
+          pid: nginx.proc.pid,
+        });
+      } else log(`nginx is not on the PATH: the nginx anchor is skipped (${upstream})`);
+    }
+    return { upstream: served, targets, procs: [served.proc, ...procs] };
+  }
+
+  const groups = new Map<Upstream, Group>();
+  // Long access tokens here: the bare proxy's static header must outlive the run (the fleet test uses short ones).
+  const withSimulator = only.includes('simulator');
+  if (only.includes('fast'))
+    groups.set(
+      'fast',
+      await startGroup('fast', await startFastUpstream('fast-upstream', { cpus: cpus?.upstream }), {
+        direct: true,
+        nginx: true,
+      }),
+    );
+  if (withSimulator)
+    groups.set(
+      'simulator',
+      await startGroup('simulator', await startSimulator('simulator', 86_400, cpus?.upstream), {
+        direct: true,
+        nginx: true,
+      }),
+    );
+  if (only.includes('tls')) {
+    const tls = makeThrowawayCertificates(tmp);
+    const tlsUpstream = await startFastUpstream('tls-upstream', { tls, cpus: cpus?.upstream });
+    trustedCa.set(tlsUpstream.url, readFileSync(tls.caFile));
+    groups.set(
+      'tls',
+      await startGroup('tls', tlsUpstream, {
+        direct: false,
+        nginx: false,
+        // The gateway and the bare proxy trust the throwaway CA; verification stays on.
+        extraEnv: { NODE_EXTRA_CA_CERTS: tls.caFile },
+      }),
+    );
+  }
+  if (only.includes('slow'))
+    groups.set(
+      'slow',
+      await startGroup(
+        'slow',
+        await startFastUpstream('slow-upstream', { latencyMs: settings.slowLatencyMs, cpus: cpus?.upstream }),
+        { direct: false, nginx: false },
+      ),
+    );
+  const targetsOf = (kind: Kind) =>
+    (groups.get(kind.upstream)?.targets ?? []).filter((t) => kind.targets.includes(t.name));
+
+  const ALL: TargetName[] = ['direct', 'bare-proxy', 'gateway', 'compare', 'nginx'];
+  const planGet = (upstream: Upstream): Kind => ({
+    name: 'plan GET',
+    upstream,
+    targets: ALL,
+    upstreamCounter: 'planReads',
+    spec: (t, d) => ({
+      url: `${t.url}/api/subscriptions/plan/${PLAN_ID}`,
+      method: 'GET',
+      headers: t.headers,
+      durationSeconds: d,
+      connections: settings.connections,
+    }),
+  });
+  // Every read a different (unknown) plan: nothing to coalesce, each request is one upstream call (404).
+  const uniqueGet = (upstream: Upstream, connections = settings.connections): Kind => ({
+    name: 'plan GET unique ids',
+    upstream,
+    targets: ALL,
+    upstreamCounter: 'planReads',
+    spec: (t, d) => ({
+      url: t.url,
+      pathFor: () => `/api/subscriptions/plan/${randomUUID()}`,
+      method: 'GET',
+      headers: t.headers,
+      durationSeconds: d,
+      connections,
+      expectStatus: 404,
+    }),
+  });
+  const post = (upstream: Upstream): Kind => ({
+    name: 'validation POST',
+    upstream,
+    targets: ALL,
+    upstreamCounter: 'validations',
+    spec: (t, d) => ({
+      url: `${t.url}/api/validation/document`,
+      method: 'POST',
+      headers: { ...t.headers, 'content-type': 'application/json' },
+      body: DOCUMENT_BODY,
+      durationSeconds: d,
+      connections: settings.connections,
+    }),
+  });
+  const atRate = (upstream: Upstream): Kind => ({
+    name: `plan GET @${settings.rate}rps`,
+    upstream,
+    targets: ['direct', 'bare-proxy', 'gateway'],
+    upstreamCounter: 'planReads',
+    spec: (t, d) => ({
+      url: `${t.url}/api/subscriptions/plan/${PLAN_ID}`,
+      method: 'GET',
+      headers: t.headers,
+      durationSeconds: d,
+      connections: 8,
+      overallRate: settings.rate,
+    }),
+  });
   const kinds: Kind[] = [
+    planGet('fast'),
+    uniqueGet('fast'),
+    post('fast'),
+    atRate('fast'),
+    uniqueGet('simulator'),
+    post('simulator'),
+    uniqueGet('tls'),
+    post('tls'),
     {
-      name: 'plan GET',
-      targets: all,
-      upstreamCounter: 'planReads',
-      spec: (t, d) => ({
-        url: `${t.url}/api/subscriptions/plan/${PLAN_ID}`,
-        method: 'GET',
-        headers: t.headers,
-        durationSeconds: d,
-        connections: settings.connections,
-      }),
+      ...uniqueGet('slow', settings.slowConnections),
+      name: `plan GET unique ids x${settings.slowConnections}`,
     },
-    {
-      // Every read a different (unknown) plan: nothing to coalesce, each request is one upstream call (404).
-      name: 'plan GET unique ids',
-      targets: all,
-      upstreamCounter: 'planReads',
-      spec: (t, d) => ({
-        url: t.url,
-        pathFor: () => `/api/subscriptions/plan/${randomUUID()}`,
-        method: 'GET',
-        headers: t.headers,
-        durationSeconds: d,
-        connections: settings.connections,
-        expectStatus: 404,
-      }),
-    },
-    {
-      name: 'validation POST',
-      targets: all,
-      upstreamCounter: 'validations',
-      spec: (t, d) => ({
-        url: `${t.url}/api/validation/document`,
-        method: 'POST',
-        headers: { ...t.headers, 'content-type': 'application/json' },
-        body: DOCUMENT_BODY,
-        durationSeconds: d,
-        connections: settings.connections,
-      }),
-    },
-    {
-      name: `plan GET @${settings.rate}rps`,
-      targets: all.filter((n) => n !== 'nginx' && n !== 'compare'),
-      upstreamCounter: 'planReads',
-      spec: (t, d) => ({
-        url: `${t.url}/api/subscriptions/plan/${PLAN_ID}`,
-        method: 'GET',
-        headers: t.headers,
-        durationSeconds: d,
-        connections: 8,
-        overallRate: settings.rate,
-      }),
-    },
-  ];
+  ].filter((kind) => groups.has(kind.upstream));
 
   // --- warm-up: JIT, keep-alive pools, the gateway's token and rate-limit scripts -------------------------
   for (const kind of kinds)
-    for (const target of targets.filter((t) => kind.targets.includes(t.name)))
-      await runLoad(kind.spec(target, settings.warmupSeconds));
+    for (const target of targetsOf(kind)) await runLoad(kind.spec(target, settings.warmupSeconds));
 
   // --- interleaved rounds -----------------------------------------------------------------------------------
+  const keyOf = (kind: Kind, target: TargetName) => `${kind.upstream}\u0000${kind.name}\u0000${target}`;
   const samples = new Map<string, Sample[]>();
   for (let round = 0; round < settings.rounds; round++) {
     for (const kind of kinds) {
       // A B C, then C B A, ...: no target always runs first or last.
-      const order = targets.filter((t) => kind.targets.includes(t.name));
+      const order = targetsOf(kind);
       if (round % 2 === 1) order.reverse();
       for (const target of order) {
-        const sample = await measure(kind, target, simulator.url);
-        const key = `${kind.name}\u0000${target.name}`;
-        samples.set(key, [...(samples.get(key) ?? []), sample]);
+        const sample = await measure(kind, target, groups.get(kind.upstream)?.upstream.url ?? '');
+        samples.set(keyOf(kind, target.name), [...(samples.get(keyOf(kind, target.name)) ?? []), sample]);
         log(
-          `round ${round + 1}/${settings.rounds} ${kind.name.padEnd(18)} ${target.name.padEnd(10)} ` +
+          `round ${round + 1}/${settings.rounds} ${UPSTREAM_LABEL[kind.upstream].padEnd(11)} ` +
+            `${kind.name.padEnd(24)} ${target.name.padEnd(10)} ` +
             `${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms.toFixed(2)} ms  ` +
-            `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}`,
+            `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}  503s ${sample.status503}`,
         );
-        for (const proc of [simulator.proc, gateway.proc, bare.proc, ...(compare ? [compare.proc] : [])])
-          if (!alive(proc)) throw new Error(`${proc.name} died:\n${proc.output()}`);
+        for (const group of groups.values())
+          for (const proc of group.procs)
+            if (!alive(proc)) throw new Error(`${proc.name} died:\n${proc.output()}`);
       }
     }
   }
 
   const rows: Row[] = [];
   for (const kind of kinds)
-    for (const target of targets.filter((t) => kind.targets.includes(t.name))) {
-      const list = samples.get(`${kind.name}\u0000${target.name}`) ?? [];
+    for (const target of targetsOf(kind)) {
+      const list = samples.get(keyOf(kind, target.name)) ?? [];
       const upstream = list.map((s) => s.upstreamPerRequest ?? Number.NaN);
+      const rss = list.map((s) => s.rssMiB ?? Number.NaN).filter(Number.isFinite);
       rows.push({
         name: kind.name,
+        upstream: UPSTREAM_LABEL[kind.upstream],
         target: target.name,
         rps: round(median(list.map((s) => s.rps)), 1),
         p50Ms: round(median(list.map((s) => s.p50Ms)), 3),
         p99Ms: round(median(list.map((s) => s.p99Ms)), 3),
         cpuMsPerRequest: nullable(median(list.map((s) => s.cpuMsPerRequest ?? Number.NaN)), 4),
         errors: list.reduce((sum, s) => sum + s.errors, 0),
+        status503: list.reduce((sum, s) => sum + s.status503, 0),
+        rssMiB: rss.length > 0 ? round(Math.max(...rss), 1) : null,
+        redisCommandsPer1k: nullable(median(list.map((s) => s.redis?.total ?? Number.NaN)), 2),
+        redisCommandsPer1kByCommand: medianSample(list, (s) => s.redis?.total)?.redis?.byCommand,
         upstreamPerRequest: Number.isFinite(median(upstream)) ? round(median(upstream), 3) : undefined,
       });
     }
-  const find = (name: string, target: string) => rows.find((r) => r.name === name && r.target === target);
+  const find = (upstream: Upstream, name: string, target: string) =>
+    rows.find((r) => r.upstream === UPSTREAM_LABEL[upstream] && r.name === name && r.target === target);
   // Ratios are paired: the two targets of a round run back to back, so a slow moment of the shared machine weighs
   // on both; the median over rounds is the ratio, with the range of the rounds beside it. The ratio of the two
   // median throughputs (which may come from different rounds) is reported too.
-  const pair = (name: string, a: Target['name'], b: Target['name']): PairedRatio | null =>
-    pairedRatio(samples.get(`${name}\u0000${a}`) ?? [], samples.get(`${name}\u0000${b}`) ?? []);
-  const paired = {
-    gatewayOverBareGet: pair('plan GET', 'gateway', 'bare-proxy'),
-    gatewayOverBarePost: pair('validation POST', 'gateway', 'bare-proxy'),
-    gatewayOverDirectGet: pair('plan GET', 'gateway', 'direct'),
-    gatewayOverBareGetUniqueIds: pair('plan GET unique ids', 'gateway', 'bare-proxy'),
+  const kindOf = (upstream: Upstream, prefix: string) =>
+    kinds.find((k) => k.upstream === upstream && k.name.startsWith(prefix));
+  const pair = (upstream: Upstream, prefix: string, a: TargetName, b: TargetName): PairedRatio | null => {
+    const kind = kindOf(upstream, prefix);
+    return kind ? pairedRatio(samples.get(keyOf(kind, a)) ?? [], samples.get(keyOf(kind, b)) ?? []) : null;
   };
-  const comparison = compare
+  const slowKind = kindOf('slow', 'plan GET unique ids');
+  const slowRow = (target: TargetName) => (slowKind ? find('slow', slowKind.name, target) : undefined);
+  const ratioDetails = {
+    fast: {
+      gatewayOverBareGetUniqueIds: pair('fast', 'plan GET unique ids', 'gateway', 'bare-proxy'),
+      gatewayOverBarePost: pair('fast', 'validation POST', 'gateway', 'bare-proxy'),
+      gatewayOverBareGet: pair('fast', 'plan GET', 'gateway', 'bare-proxy'),
+      gatewayOverDirectGet: pair('fast', 'plan GET', 'gateway', 'direct'),
+    },
+    simulator: {
+      gatewayOverBareGetUniqueIds: pair('simulator', 'plan GET unique ids', 'gateway', 'bare-proxy'),
+      gatewayOverBarePost: pair('simulator', 'validation POST', 'gateway', 'bare-proxy'),
+    },
+    tls: {
+      gatewayOverBareGetUniqueIds: pair('tls', 'plan GET unique ids', 'gateway', 'bare-proxy'),
+      gatewayOverBarePost: pair('tls', 'validation POST', 'gateway', 'bare-proxy'),
+    },
+    slow: {
+      gatewayOverBareThroughput: pair('slow', 'plan GET unique ids', 'gateway', 'bare-proxy'),
+    },
+  };
+  const slowP99Ratio = (() => {
+    const g = slowRow('gateway')?.p99Ms;
+    const b = slowRow('bare-proxy')?.p99Ms;
+    return g !== undefined && b !== undefined && b > 0 ? round(g / b, 3) : null;
+  })();
+  const medianOf = (r: PairedRatio | null) => r?.median ?? null;
+  const ratios = {
+    fast: Object.fromEntries(Object.entries(ratioDetails.fast).map(([k, r]) => [k, medianOf(r)])),
+    simulator: Object.fromEntries(Object.entries(ratioDetails.simulator).map(([k, r]) => [k, medianOf(r)])),
+    tls: Object.fromEntries(Object.entries(ratioDetails.tls).map(([k, r]) => [k, medianOf(r)])),
+    slow: {
+      gatewayOverBareThroughput: medianOf(ratioDetails.slow.gatewayOverBareThroughput),
+      gatewayOverBareP99: slowP99Ratio,
+    },
+  };
+  const latencyName = `plan GET @${settings.rate}rps`;
+  const added = {
+    p50Ms: round(
+      (find('fast', latencyName, 'gateway')?.p50Ms ?? 0) - (find('fast', latencyName, 'direct')?.p50Ms ?? 0),
+      3,
+    ),
+    p99Ms: round(
+      (find('fast', latencyName, 'gateway')?.p99Ms ?? 0) - (find('fast', latencyName, 'direct')?.p99Ms ?? 0),
+      3,
+    ),
+  };
+  const comparison = compareBuild
     ? Object.fromEntries(
-        kinds
-          .filter((kind) => kind.targets.includes('compare'))
-          .map((kind) => [
-            kind.name,
-            pairedComparison(
-              samples.get(`${kind.name}\u0000compare`) ?? [],
-              samples.get(`${kind.name}\u0000gateway`) ?? [],
-            ),
-          ]),
+        kinds.map((kind) => [
+          `${UPSTREAM_LABEL[kind.upstream]}: ${kind.name}`,
+          pairedComparison(
+            samples.get(keyOf(kind, 'compare')) ?? [],
+            samples.get(keyOf(kind, 'gateway')) ?? [],
+          ),
+        ]),
       )
     : undefined;
-  const ratios = {
-    gatewayOverBareGet: paired.gatewayOverBareGet?.median ?? null,
-    gatewayOverBarePost: paired.gatewayOverBarePost?.median ?? null,
-    gatewayOverDirectGet: paired.gatewayOverDirectGet?.median ?? null,
-  };
-  const latencyName = kinds[kinds.length - 1]?.name ?? '';
-  const added = {
-    p50Ms: round((find(latencyName, 'gateway')?.p50Ms ?? 0) - (find(latencyName, 'direct')?.p50Ms ?? 0), 3),
-    p99Ms: round((find(latencyName, 'gateway')?.p99Ms ?? 0) - (find(latencyName, 'direct')?.p99Ms ?? 0), 3),
-  };
 
-  // --- 100 identical plan reads at once on one gateway: one upstream call -----------------------------------
-  const coalescing = await coalesce(simulator.url, gateway.url, callerHeaders);
-  log(`coalescing: ${coalescing.requests} requests -> ${coalescing.upstreamCalls} upstream call(s)`);
+  // --- 100 identical plan reads at once on one gateway: one upstream call (the simulator can be slowed) -------
+  const simulatorGroup = groups.get('simulator');
+  const coalescingGateway = simulatorGroup?.targets.find((t) => t.name === 'gateway');
+  const coalescing =
+    simulatorGroup && coalescingGateway
+      ? await coalesce(simulatorGroup.upstream.url, coalescingGateway.url, callerHeaders)
+      : undefined;
+  if (coalescing)
+    log(`coalescing: ${coalescing.requests} requests -> ${coalescing.upstreamCalls} upstream call(s)`);
 
-  const logBytes = existsSync(logFile) ? statSync(logFile).size : 0;
-  const metricsOk = await httpOk(`${gateway.url}/metrics`).catch(() => false);
-
-  // --- optional profile of a gateway under the GET load -----------------------------------------------------
-  let profileText: string | undefined;
-  const profileKind = kinds.find((k) => k.name === (process.env.BENCH_PROFILE_SCENARIO || 'plan GET'));
-  if (profile) profileText = await profileGateway(tmp, simulator.url, gatewayEnv, callerHeaders, profileKind);
-
-  await Promise.all([gateway.proc.stop(), bare.proc.stop(), nginx?.proc.stop(), compare?.proc.stop()]);
-
-  // --- a fleet of replicas over several short token lifetimes ----------------------------------------------
-  const tokens = await fleet(gatewayEnv, callerHeaders);
-  log(
-    `fleet: ${tokens.replicas} replicas, ${tokens.seconds}s, access TTL ${tokens.accessTtlSeconds}s: ` +
-      `${tokens.logins} login(s), ${tokens.refreshes} refresh(es), ${tokens.errors} request errors`,
+  const mainGateway = (groups.get('fast') ?? groups.values().next().value)?.targets.find(
+    (t) => t.name === 'gateway',
   );
+  const metricsOk = mainGateway ? await httpOk(`${mainGateway.url}/metrics`).catch(() => false) : false;
+  const logBytes = [...groups.keys()].reduce((sum, upstream) => {
+    const file = join(tmp, `gateway-${upstream}.log`);
+    return sum + (existsSync(file) ? statSync(file).size : 0);
+  }, 0);
 
-  await Promise.all([simulator.proc.stop(), redis.stop()]);
+  // --- optional profile of a gateway under one of the loads against the fast upstream ------------------------
+  let profileText: string | undefined;
+  const profileKind = kinds.find(
+    (k) => k.upstream === 'fast' && k.name === (process.env.BENCH_PROFILE_SCENARIO || 'plan GET'),
+  );
+  const fastUpstream = groups.get('fast')?.upstream;
+  if (profile && fastUpstream)
+    profileText = await profileGateway(tmp, fastUpstream.url, gatewayEnv, callerHeaders, profileKind);
+
+  await Promise.all(redisCounters.map((c) => c.close()));
+  for (const group of groups.values()) await Promise.all(group.procs.map((p) => p.stop()));
+
+  // --- a fleet of replicas over several short token lifetimes (on simulators, with the simulator scenarios) ----
+  const tokens = withSimulator ? await fleet(gatewayEnv, callerHeaders, cpus?.upstream) : undefined;
+  if (tokens)
+    log(
+      `fleet: ${tokens.replicas} replicas, ${tokens.seconds}s, access TTL ${tokens.accessTtlSeconds}s: ` +
+        `${tokens.logins} login(s), ${tokens.refreshes} refresh(es), ${tokens.errors} request errors`,
+    );
 
   const report = {
     node: process.version,
+    pinned: cpus ?? null,
     scenarios: rows.map(({ upstreamPerRequest: _omit, ...row }) => row),
     ratios,
     /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
-    ratioDetails: paired,
-    tokens: {
-      replicas: tokens.replicas,
-      seconds: tokens.seconds,
-      accessTtlSeconds: tokens.accessTtlSeconds,
-      logins: tokens.logins,
-      refreshes: tokens.refreshes,
-    },
-    coalescing,
+    ratioDetails,
+    tokens: tokens
+      ? {
+          replicas: tokens.replicas,
+          seconds: tokens.seconds,
+          accessTtlSeconds: tokens.accessTtlSeconds,
+          logins: tokens.logins,
+          refreshes: tokens.refreshes,
+        }
+      : null,
+    coalescing: coalescing ?? null,
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
-    formatReport(rows, paired, added, tokens, coalescing, {
-      nginx: Boolean(nginx),
+    formatReport(rows, ratioDetails, slowP99Ratio, added, tokens, coalescing, {
+      nginx: rows.some((r) => r.target === 'nginx'),
       logBytes,
       metricsOk,
+      pinned: cpus,
     }),
   );
   if (comparison)
@@ -363,7 +584,9 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
   if (profileText)
-    process.stdout.write(`\nGateway CPU profile under the "${profileKind?.name}" load\n${profileText}\n`);
+    process.stdout.write(
+      `\nGateway CPU profile under the "${profileKind?.name}" load (fast upstream)\n${profileText}\n`,
+    );
   if (outFile) {
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
     log(`wrote ${outFile}`);
@@ -373,12 +596,22 @@ async function main(): Promise<void> {
 
 // --- measuring ----------------------------------------------------------------------------------------------
 
-async function measure(kind: Kind, target: Target, simulatorUrl: string): Promise<Sample> {
+async function measure(kind: Kind, target: Target, upstreamUrl: string): Promise<Sample> {
   const before = target.cpu();
-  const statsBefore = kind.upstreamCounter ? await simulatorStats(simulatorUrl) : undefined;
-  const result = await runLoad(kind.spec(target, settings.durationSeconds));
+  const statsBefore = kind.upstreamCounter ? await simulatorStats(upstreamUrl) : undefined;
+  const redisBefore = await target.redis?.calls();
+  // Resident memory sampled through the run (a /proc read every 250 ms); the highest sample is kept.
+  let rss = rssMiB(target.pid);
+  const sampler = setInterval(() => {
+    const now = rssMiB(target.pid);
+    if (now !== null && (rss === null || now > rss)) rss = now;
+  }, 250);
+  const result = await runLoad(kind.spec(target, settings.durationSeconds)).finally(() =>
+    clearInterval(sampler),
+  );
   const after = target.cpu();
-  const statsAfter = kind.upstreamCounter ? await simulatorStats(simulatorUrl) : undefined;
+  const redisAfter = await target.redis?.calls();
+  const statsAfter = kind.upstreamCounter ? await simulatorStats(upstreamUrl) : undefined;
   const counter = kind.upstreamCounter;
   const upstreamCalls =
     counter && statsBefore && statsAfter ? statsAfter[counter] - statsBefore[counter] : undefined;
@@ -388,6 +621,12 @@ async function measure(kind: Kind, target: Target, simulatorUrl: string): Promis
       before !== null && after !== null && result.responses > 0 ? (after - before) / result.responses : null,
     upstreamPerRequest:
       upstreamCalls !== undefined && result.responses > 0 ? upstreamCalls / result.responses : undefined,
+    rssMiB: rss,
+    // Steady state: the gateway was warmed up and its token cached before any measured run.
+    redis:
+      redisBefore !== undefined && redisAfter !== undefined && result.responses > 0
+        ? commandsPer1k(redisBefore, redisAfter, result.responses)
+        : null,
   };
 }
 
@@ -424,18 +663,20 @@ interface FleetResult {
 }
 
 async function fleet(
-  gatewayEnv: (upstream: string, extra?: Record<string, string>) => Record<string, string>,
+  gatewayEnv: GatewayEnvFactory,
   headers: Record<string, string>,
+  upstreamCpus: string | undefined,
 ): Promise<FleetResult> {
   const ttl = settings.fleetTtlSeconds;
-  const simulator = await startSimulator('fleet-simulator', ttl);
+  const simulator = await startSimulator('fleet-simulator', ttl, upstreamCpus);
   const startedAt = performance.now();
   const replicas: Served[] = [];
+  // One redis-server for the whole fleet: the replicas share their tokens through it.
+  const { env, redis, counter } = await gatewayEnv('fleet-gateway', simulator.url, {
+    REDIS_KEY_PREFIX: 'bench-fleet:',
+    TOKEN_REFRESH_SKEW_SECONDS: String(settings.fleetSkewSeconds),
+  });
   try {
-    const env = gatewayEnv(simulator.url, {
-      REDIS_KEY_PREFIX: 'bench-fleet:',
-      TOKEN_REFRESH_SKEW_SECONDS: String(settings.fleetSkewSeconds),
-    });
     // A cold fleet starting at once: single flight across replicas should cost one login.
     replicas.push(
       ...(await Promise.all(
@@ -471,14 +712,21 @@ async function fleet(
     };
   } finally {
     await Promise.all(replicas.map((r) => r.proc.stop()));
-    await simulator.proc.stop();
+    await Promise.all([simulator.proc.stop(), counter.close()]);
+    await redis.stop();
   }
 }
 
+type GatewayEnvFactory = (
+  name: string,
+  upstream: string,
+  extra?: Record<string, string>,
+) => Promise<{ env: Record<string, string>; redis: Proc; counter: RedisCommandCounter }>;
+
 async function profileGateway(
   tmp: string,
-  simulatorUrl: string,
-  gatewayEnv: (upstream: string, extra?: Record<string, string>) => Record<string, string>,
+  upstreamUrl: string,
+  gatewayEnv: GatewayEnvFactory,
   headers: Record<string, string>,
   kind: Kind | undefined,
 ): Promise<string> {
@@ -486,15 +734,24 @@ async function profileGateway(
   const dir = profileDir ? resolve(profileDir) : join(tmp, 'profile');
   mkdirSync(dir, { recursive: true });
   const before = new Set(readdirSync(dir));
-  const profiled = await startGatewayProcess(
-    'profiled-gateway',
-    gatewayEnv(simulatorUrl, { REDIS_KEY_PREFIX: 'bench-profile:' }),
-    ['--cpu-prof', `--cpu-prof-dir=${dir}`],
-  );
-  const target: Target = { name: 'gateway', url: profiled.url, headers, cpu: () => null };
+  const { env, redis, counter } = await gatewayEnv('profiled-gateway', upstreamUrl);
+  const profiled = await startGatewayProcess('profiled-gateway', env, [
+    '--cpu-prof',
+    `--cpu-prof-dir=${dir}`,
+  ]);
+  const target: Target = {
+    name: 'gateway',
+    upstream: 'fast',
+    url: profiled.url,
+    headers,
+    cpu: () => null,
+    pid: profiled.proc.pid,
+  };
   const warmup = await runLoad(kind.spec(target, settings.warmupSeconds));
   const load = await runLoad(kind.spec(target, Math.max(settings.durationSeconds, 10)));
   await profiled.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
+  await counter.close();
+  await redis.stop();
   const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile') && !before.has(f));
   if (!file) return '(no .cpuprofile was written)';
   const requests = warmup.responses + load.responses; // the profile covers both
@@ -504,95 +761,22 @@ async function profileGateway(
 // --- processes --------------------------------------------------------------------------------------------
 
 /** The simulator with the default sandbox credentials and `accessTtlSeconds` access tokens. */
-function startSimulator(name: string, accessTtlSeconds: number): Promise<Served> {
-  return startSimulatorProcess(name, {
-    SIMULATOR_ACCESS_TTL_SECONDS: String(accessTtlSeconds),
-    SIMULATOR_REFRESH_TTL_SECONDS: '86400',
-  });
-}
-
-async function startBareProxy(target: string, token: string): Promise<Served> {
-  const port = await freePort();
-  const proc = start('bare-proxy', NODE, [join(ROOT, 'dist/bench/bare-proxy.js')], {
-    cwd: ROOT,
-    env: { BARE_PORT: String(port), BARE_TARGET: target, BARE_TOKEN: token },
-  });
-  const url = `http://127.0.0.1:${port}`;
-  // Any HTTP answer means it serves (an unknown path is the simulator's 404, proxied).
-  await waitFor('bare-proxy', async () => (await fetch(`${url}/__simulator/stats`)).status > 0, proc);
-  return { proc, url };
-}
-
-function onPath(command: string): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    const candidate = join(dir, command);
-    if (dir && existsSync(candidate)) return candidate;
-  }
-  for (const dir of ['/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin']) {
-    if (existsSync(join(dir, command))) return join(dir, command);
-  }
-  return undefined;
-}
-
-async function startNginx(tmp: string, target: string, token: string): Promise<Served | undefined> {
-  const binary = onPath('nginx');
-  if (!binary) return undefined;
-  const port = await freePort();
-  const prefix = join(tmp, 'nginx');
-  mkdirSync(prefix, { recursive: true });
-  const upstream = new URL(target);
-  const conf = join(prefix, 'nginx.conf');
-  writeFileSync(
-    conf,
-    `daemon off;
-worker_processes 1;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/client_body;
-  proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi;
-  uwsgi_temp_path ${prefix}/uwsgi;
-  scgi_temp_path ${prefix}/scgi;
-  upstream simulator {
-    server ${upstream.hostname}:${upstream.port};
-    keepalive 64;
-    # Below Node's 5 s server keep-alive (the gateway's agent does the same): nginx's default of 60 s reuses
-    # connections the simulator has just closed, and answers those requests 502.
-    keepalive_timeout 4s;
-  }
-  # Like Node's servers, no limit on requests per caller connection (nginx closes one every 1000 by default, and
-  # a request the load generator sends as it closes fails).
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass http://simulator;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "Bearer ${token}";
-    }
-  }
-}
-`,
+function startSimulator(name: string, accessTtlSeconds: number, cpus?: string): Promise<Served> {
+  return startSimulatorProcess(
+    name,
+    {
+      SIMULATOR_ACCESS_TTL_SECONDS: String(accessTtlSeconds),
+      SIMULATOR_REFRESH_TTL_SECONDS: '86400',
+    },
+    cpus,
   );
-  const proc = start('nginx', binary, ['-p', prefix, '-c', conf, '-e', `${prefix}/error.log`]);
-  const url = `http://127.0.0.1:${port}`;
-  try {
-    await waitFor('nginx', async () => (await fetch(`${url}/__simulator/stats`)).status > 0, proc, 10_000);
-  } catch (error) {
-    process.stderr.write(`bench: nginx did not start, skipping it: ${(error as Error).message}\n`);
-    await proc.stop();
-    return undefined;
-  }
-  return { proc, url };
 }
 
 // --- HTTP helpers (loopback only) -------------------------------------------------------------------------
 
-async function login(simulatorUrl: string): Promise<string> {
+/** A token for the bare proxy and `direct`; the fast upstreams accept any, so the TLS one is not asked. */
+async function login(simulatorUrl: string, caFile?: string): Promise<string> {
+  if (caFile) return 'bench-static-token';
   const response = await fetch(`${simulatorUrl}/api/token/`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -609,10 +793,26 @@ interface SimulatorCounters {
   refreshes: number;
 }
 
-async function simulatorStats(simulatorUrl: string): Promise<SimulatorCounters> {
-  const response = await fetch(`${simulatorUrl}/__simulator/stats`);
-  return (await response.json()) as SimulatorCounters;
+/** Upstream counters (the simulator's, or the fast upstream's under the same names). */
+async function simulatorStats(upstreamUrl: string): Promise<SimulatorCounters> {
+  const ca = trustedCa.get(upstreamUrl);
+  if (!ca) return (await (await fetch(`${upstreamUrl}/__simulator/stats`)).json()) as SimulatorCounters;
+  // The throwaway CA is trusted for this request only (this process's fetch does not know it).
+  return new Promise((resolveStats, reject) => {
+    const req = httpsRequest(`${upstreamUrl}/__simulator/stats`, { ca, agent: false }, (res) => {
+      let text = '';
+      res.on('data', (chunk) => {
+        text += chunk;
+      });
+      res.once('end', () => resolveStats(JSON.parse(text) as SimulatorCounters));
+    });
+    req.once('error', reject);
+    req.end();
+  });
 }
+
+/** The CA each https upstream's certificate chains to. */
+const trustedCa = new Map<string, Buffer>();
 
 async function post(url: string, body: string): Promise<void> {
   const response = await fetch(url, {
@@ -641,54 +841,112 @@ function get(url: string, headers: Record<string, string>): Promise<number> {
 
 function formatReport(
   rows: Row[],
-  ratios: Record<string, PairedRatio | null>,
+  ratios: Record<Upstream, Record<string, PairedRatio | null>>,
+  slowP99Ratio: number | null,
   added: { p50Ms: number; p99Ms: number },
-  tokens: FleetResult,
-  coalescing: { requests: number; upstreamCalls: number },
-  notes: { nginx: boolean; logBytes: number; metricsOk: boolean },
+  tokens: FleetResult | undefined,
+  coalescing: { requests: number; upstreamCalls: number } | undefined,
+  notes: {
+    nginx: boolean;
+    logBytes: number;
+    metricsOk: boolean;
+    pinned?: { upstream: string; rest: string };
+  },
 ): string {
-  const header = ['scenario', 'target', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'errors', 'upstream/req'];
+  const header = [
+    'upstream',
+    'scenario',
+    'target',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'CPU ms/req',
+    'RSS MiB',
+    'errors',
+    '503s',
+    'redis/1k',
+    'upstream/req',
+  ];
+  const texts = 3;
   const body = rows.map((r) => [
+    r.upstream,
     r.name,
     r.target,
     r.rps.toFixed(0),
     r.p50Ms.toFixed(2),
     r.p99Ms.toFixed(2),
     r.cpuMsPerRequest === null ? '-' : r.cpuMsPerRequest.toFixed(3),
+    r.rssMiB === null ? '-' : r.rssMiB.toFixed(0),
     String(r.errors),
+    String(r.status503),
+    r.redisCommandsPer1k === null ? '-' : r.redisCommandsPer1k.toFixed(1),
     r.upstreamPerRequest === undefined ? '-' : r.upstreamPerRequest.toFixed(2),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => (row[i] ?? '').length)));
   const line = (cells: string[]) =>
-    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join(' | ')} |`;
+    `| ${cells.map((c, i) => (i < texts ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join(' | ')} |`;
+  const ratioLines = (Object.keys(ratios) as Upstream[]).flatMap((upstream) =>
+    Object.entries(ratios[upstream])
+      .filter(([, r]) => r !== null)
+      .map(
+        ([key, r]) =>
+          `  ${`${UPSTREAM_LABEL[upstream]}: ${RATIO_LABEL[key] ?? key}`.padEnd(48)} ${formatRatio(r)}`,
+      ),
+  );
   const out = [
     '',
     `Node ${process.version}; medians of ${settings.rounds} interleaved rounds of ${settings.durationSeconds}s; ` +
-      `${settings.connections} connections (pipelining 1), latency row at ${settings.rate} req/s`,
-    'CPU ms/req: user+system time of the target process (direct: the simulator itself)',
+      `${settings.connections} connections (pipelining 1), latency row at ${settings.rate} req/s; ` +
+      `slow upstream: ${settings.slowLatencyMs} ms, ${settings.slowConnections} connections; ` +
+      `${settings.maxSockets} upstream sockets for gateway and bare proxy`,
+    notes.pinned
+      ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest}`
+      : 'not pinned',
+    'CPU ms/req: user+system time of the target process (direct: the upstream itself); RSS: highest sample during ' +
+      'its runs; redis/1k: Redis commands per 1,000 requests (INFO commandstats of its own redis-server)',
     '',
     line(header),
-    `|${widths.map((w, i) => (i < 2 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+    `|${widths.map((w, i) => (i < texts ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
     ...body.map(line),
     '',
     'ratios (median of the per-round ratios [lowest-highest round]; ratio of the median req/s):',
-    ...[
-      ['gateway/bare plan GET', ratios.gatewayOverBareGet],
-      ['gateway/bare plan GET unique ids', ratios.gatewayOverBareGetUniqueIds],
-      ['gateway/bare validation POST', ratios.gatewayOverBarePost],
-      ['gateway/direct plan GET', ratios.gatewayOverDirectGet],
-    ].map(([label, r]) => `  ${String(label).padEnd(34)} ${formatRatio(r as PairedRatio | null)}`),
-    `added by the gateway over direct at ${settings.rate} req/s: p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
-    `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
-      `(refresh skew ${settings.fleetSkewSeconds}s): ${tokens.logins} login(s) + ${tokens.refreshes} refresh(es) ` +
-      `(${(tokens.seconds / tokens.accessTtlSeconds).toFixed(1)} lifetimes; ${tokens.errors} request errors)`,
-    `coalescing: ${coalescing.requests} concurrent identical plan reads -> ${coalescing.upstreamCalls} upstream call(s)`,
+    ...ratioLines,
+    ...(slowP99Ratio === null
+      ? []
+      : [`  ${'slow: gateway/bare p99 (of medians)'.padEnd(48)} ${slowP99Ratio.toFixed(3)}`]),
+    `added by the gateway over direct at ${settings.rate} req/s (fast upstream): p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
+    tokens
+      ? `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
+        `(refresh skew ${settings.fleetSkewSeconds}s): ${tokens.logins} login(s) + ${tokens.refreshes} refresh(es) ` +
+        `(${(tokens.seconds / tokens.accessTtlSeconds).toFixed(1)} lifetimes; ${tokens.errors} request errors)`
+      : 'tokens: skipped (needs the simulator upstream)',
+    coalescing
+      ? `coalescing: ${coalescing.requests} concurrent identical plan reads -> ${coalescing.upstreamCalls} upstream call(s)`
+      : 'coalescing: skipped (needs the simulator upstream)',
     `gateway features on: API key auth, Redis rate limit, token cache in Redis (encrypted), info request log ` +
       `(${(notes.logBytes / 1024 / 1024).toFixed(1)} MiB written), metrics (${notes.metricsOk ? 'served' : 'NOT served'})`,
     notes.nginx ? '' : 'nginx: not on the PATH, anchor skipped',
     '',
   ];
   return out.join('\n');
+}
+
+const RATIO_LABEL: Record<string, string> = {
+  gatewayOverBareGetUniqueIds: 'gateway/bare plan GET unique ids',
+  gatewayOverBarePost: 'gateway/bare validation POST',
+  gatewayOverBareGet: 'gateway/bare plan GET (coalesced)',
+  gatewayOverDirectGet: 'gateway/direct plan GET',
+  gatewayOverBareThroughput: 'gateway/bare throughput',
+};
+
+/** `--only fast,tls`: the upstreams to measure (all by default). */
+function upstreamsToRun(list: string | undefined): Upstream[] {
+  if (list === undefined) return [...UPSTREAMS];
+  const names = list.split(',').map((n) => n.trim());
+  const unknown = names.filter((n) => !(UPSTREAMS as readonly string[]).includes(n));
+  if (unknown.length > 0 || names.length === 0)
+    throw new Error(`bench: --only takes a comma list of ${UPSTREAMS.join(', ')}; not ${unknown.join(', ')}`);
+  return names as Upstream[];
 }
 
 // --- comparing two builds ------------------------------------------------------------------------------------
@@ -704,6 +962,13 @@ function compareBuildDir(dir: string | undefined): string | undefined {
 }
 
 // --- small things -----------------------------------------------------------------------------------------
+
+/** The sample at the median of `value` (the lower middle one of an even count), if any has a value. */
+function medianSample<T>(list: readonly T[], value: (item: T) => number | undefined): T | undefined {
+  const valued = list.filter((item) => value(item) !== undefined);
+  valued.sort((a, b) => (value(a) as number) - (value(b) as number));
+  return valued[Math.floor((valued.length - 1) / 2)];
+}
 
 function nullable(value: number, digits: number): number | null {
   return Number.isFinite(value) ? round(value, digits) : null;

@@ -42,7 +42,8 @@ import { createTokenCipher } from './upstream/token-cipher';
 import { createTokenClient } from './upstream/token-client';
 import { createTokenManager } from './upstream/token-manager';
 import type { TokenProvider } from './upstream/token-provider';
-import { createUpstreamAgent } from './upstream/upstream-agent';
+import { busySockets, createUpstreamAgent } from './upstream/upstream-agent';
+import { createUpstreamSlots } from './upstream/upstream-slots';
 
 export const GATEWAY_VERSION = '0.1.0';
 
@@ -149,9 +150,15 @@ export async function startGateway(
       extraCa: config.upstream.extraCa,
     });
     closers.push(() => agent.destroy());
+    const slots = createUpstreamSlots({
+      limit: config.upstream.maxSockets,
+      queueTimeoutMs: config.upstream.queueTimeoutMs,
+    });
+    metrics.watchUpstreamPool({ socketsInUse: () => busySockets(agent), waiting: () => slots.waiting });
     const forwarder = createForwarder({
       baseUrl: upstream.baseUrl,
       agent,
+      slots,
       tokens,
       circuits,
       timeoutMs: config.upstream.timeoutMs,

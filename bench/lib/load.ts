@@ -25,6 +25,8 @@ export interface LoadResult {
   readonly errors: number;
   /** Every response (2xx or not). */
   readonly responses: number;
+  /** 503 answers (saturation or an open circuit), counted among `errors` too. */
+  readonly status503: number;
   readonly seconds: number;
 }
 
@@ -33,6 +35,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
     // autocannon's histograms have 1 ms resolution; record every duration (float ms) to get exact percentiles.
     const durations: number[] = [];
     let failed = 0;
+    let status503 = 0;
     const startedAt = performance.now();
     const instance = autocannon(
       {
@@ -62,6 +65,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
           p99Ms: percentile(durations, 0.99),
           errors: result.errors + failed, // autocannon counts timeouts among errors
           responses: durations.length,
+          status503,
           seconds,
         });
       },
@@ -72,6 +76,7 @@ export function runLoad(spec: LoadSpec): Promise<LoadResult> {
         ? statusCode === spec.expectStatus
         : statusCode >= 200 && statusCode <= 299;
       if (!ok) failed += 1;
+      if (statusCode === 503) status503 += 1;
     });
   });
 }

@@ -1,6 +1,8 @@
 // Child processes of the benchmark: spawned on loopback, tracked, and always killed (also on error and Ctrl-C).
-import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../test/support/ports';
 import { redisPing, redisServerArgs } from '../../test/support/redis-server';
@@ -46,10 +48,12 @@ export function start(
   name: string,
   command: string,
   args: readonly string[],
-  options: { env?: Record<string, string>; cwd?: string } = {},
+  options: { env?: Record<string, string>; cwd?: string; cpus?: string } = {},
 ): Proc {
   hookExit();
-  const child = spawn(command, args, {
+  // taskset execs the command: the pid stays the command's own.
+  const [file, argv] = options.cpus ? ['taskset', ['-c', options.cpus, command, ...args]] : [command, args];
+  const child = spawn(file, argv, {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -131,11 +135,16 @@ export interface Served {
 }
 
 /** The bundled simulator as its own process on a free port (its credentials and TTLs come from `env`). */
-export async function startSimulatorProcess(name: string, env: Record<string, string>): Promise<Served> {
+export async function startSimulatorProcess(
+  name: string,
+  env: Record<string, string>,
+  cpus?: string,
+): Promise<Served> {
   const port = await freePort();
   const proc = start(name, NODE, [join(ROOT, 'dist/src/simulator/main.js')], {
     cwd: ROOT,
     env: { SIMULATOR_HOST: '127.0.0.1', SIMULATOR_PORT: String(port), ...env },
+    cpus,
   });
   const url = `http://127.0.0.1:${port}`;
   await waitFor(name, () => httpOk(`${url}/__simulator/stats`), proc);
@@ -158,6 +167,68 @@ export async function startGatewayProcess(
   const url = `http://127.0.0.1:${port}`;
   await waitFor(name, () => httpOk(`${url}/readyz`), proc);
   return { proc, url };
+}
+
+/** The minimal upstream (bench/lib/fast-upstream.ts), over https when given a certificate. */
+export async function startFastUpstream(
+  name: string,
+  options: { latencyMs?: number; tls?: { certFile: string; keyFile: string; caFile: string }; cpus?: string },
+): Promise<Served> {
+  const port = await freePort();
+  const proc = start(name, NODE, [join(ROOT, 'dist/bench/lib/fast-upstream.js')], {
+    cwd: ROOT,
+    env: {
+      FAST_PORT: String(port),
+      FAST_LATENCY_MS: String(options.latencyMs ?? 0),
+      ...(options.tls ? { FAST_CERT_FILE: options.tls.certFile, FAST_KEY_FILE: options.tls.keyFile } : {}),
+    },
+    cpus: options.cpus,
+  });
+  const url = `${options.tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  // The bench process trusts the throwaway CA only for this probe (its own fetch is not given NODE_EXTRA_CA_CERTS).
+  const probe = options.tls
+    ? () => httpsOk(url, readFileSync(options.tls?.caFile ?? ''))
+    : () => httpOk(`${url}/__simulator/stats`);
+  await waitFor(name, probe, proc);
+  return { proc, url };
+}
+
+function httpsOk(url: string, ca: Buffer): Promise<boolean> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(`${url}/__simulator/stats`, { ca, agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+/**
+ * Where the processes run: with taskset and at least 2 CPUs, the upstream gets the last CPU to itself and this
+ * process (the load generator) and every other child (they inherit it) the others. Undefined: nothing pinned.
+ */
+export function pinCpus(enabled: boolean): { upstream: string; rest: string } | undefined {
+  const cpus = availableParallelism();
+  if (!enabled || cpus < 2 || !onPath('taskset')) return undefined;
+  const rest = cpus === 2 ? '0' : `0-${cpus - 2}`;
+  // -a: every thread of this process (libuv pool, V8 helpers), not only the main one.
+  execFileSync('taskset', ['-a', '-pc', rest, String(process.pid)], { stdio: 'ignore' });
+  return { upstream: String(cpus - 1), rest };
+}
+
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(':').some((dir) => dir && existsSync(join(dir, command)));
+}
+
+/** Resident set size of a process in MiB (VmRSS); null off Linux or once it has exited. */
+export function rssMiB(pid: number): number | null {
+  try {
+    const match = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
 }
 
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ: 100 on every Linux architecture Node supports

@@ -5,6 +5,8 @@ import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
+/** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
+export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const list = z.string().transform((v) =>
   v
@@ -80,7 +82,8 @@ export const envSchema = z.object({
   UPSTREAM_CA_FILE: z.string().min(1).optional(),
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
-  UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(256),
+  UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(DEFAULT_UPSTREAM_MAX_SOCKETS),
+  UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
   CIRCUIT_FAILURE_RATIO: z.coerce
     .number()
     .gt(0, 'must be above 0 and below 1')

@@ -65,6 +65,8 @@ export interface GatewayConfig {
     readonly extraCa?: readonly string[];
     readonly staticHeaders: Readonly<Record<string, string>>;
     readonly maxSockets: number;
+    /** Longest wait for a free upstream socket before answering 503 UPSTREAM_SATURATED (0: never wait). */
+    readonly queueTimeoutMs: number;
     readonly circuit: CircuitSettings;
     readonly planCacheTtlSeconds: number;
   };

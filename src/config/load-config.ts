@@ -137,6 +137,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       extraCa: upstreamCa,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
+      queueTimeoutMs: env.UPSTREAM_QUEUE_TIMEOUT_MS,
       circuit: {
         failureRatio: env.CIRCUIT_FAILURE_RATIO,
         windowMs: env.CIRCUIT_WINDOW_MS,

@@ -35,8 +35,31 @@ export function createMetrics() {
   // Exported at 0 from the start: increase() then sees the first refusal, which a series born at 1 would hide.
   for (const kind of ['login', 'refresh'])
     for (const result of TOKEN_CALL_RESULTS) tokenRequests.inc({ kind, result }, 0);
+  // Read when metrics are scraped, never per request; zero until the upstream pool is wired (local mode starts late).
+  const upstreamPool: UpstreamPoolReading = { socketsInUse: () => 0, waiting: () => 0 };
+  new Gauge({
+    name: 'upstream_sockets_in_use',
+    help: 'Upstream sockets carrying a call right now (at most UPSTREAM_MAX_SOCKETS).',
+    registers,
+    collect() {
+      this.set(upstreamPool.socketsInUse());
+    },
+  });
+  new Gauge({
+    name: 'upstream_requests_waiting',
+    help: 'Calls waiting for a free upstream socket (each for at most UPSTREAM_QUEUE_TIMEOUT_MS).',
+    registers,
+    collect() {
+      this.set(upstreamPool.waiting());
+    },
+  });
   return {
     registry,
+    /** Wires the upstream pool gauges to the running pool. */
+    watchUpstreamPool(reading: UpstreamPoolReading): void {
+      upstreamPool.socketsInUse = reading.socketsInUse;
+      upstreamPool.waiting = reading.waiting;
+    },
     /** One observation per answered request; it also gives http_requests_total. */
     httpDuration,
     upstreamDuration: new Histogram({
@@ -127,6 +150,11 @@ function backoffGauge(registers: Registry[]) {
       read = reader;
     },
   };
+}
+
+export interface UpstreamPoolReading {
+  socketsInUse: () => number;
+  waiting: () => number;
 }
 
 /**

@@ -37,7 +37,8 @@ const FORWARDING_ERRORS = {
     'UPSTREAM_TIMEOUT',
   ]),
   '503': {
-    description: 'UPSTREAM_UNAVAILABLE while the circuit is open (Retry-After).',
+    description:
+      'UPSTREAM_UNAVAILABLE while the circuit is open; UPSTREAM_SATURATED when every upstream connection stayed busy for UPSTREAM_QUEUE_TIMEOUT_MS (both with Retry-After).',
     content: json(ref('ErrorEnvelope')),
   },
 };

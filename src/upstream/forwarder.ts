@@ -15,6 +15,7 @@ import {
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import { tlsFailureOf } from './tls-failure';
 import type { TokenProvider, TokenSource } from './token-provider';
+import type { UpstreamSlots } from './upstream-slots';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
 export interface UpstreamAnswer {
@@ -36,6 +37,8 @@ export interface UpstreamExchange {
 export interface ForwarderDeps {
   readonly baseUrl: string;
   readonly agent: Agent;
+  /** The bounded wait for one of the agent's sockets (its limit is the agent's maxSockets). */
+  readonly slots: UpstreamSlots;
   readonly tokens: TokenProvider;
   /** One circuit per operation, chosen by the exchange's route. */
   readonly circuits: UpstreamCircuits;
@@ -227,7 +230,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         reject,
       };
       setRunningAttempt(req, attempt);
-      // The timeout runs from here: time spent waiting for a free upstream socket counts too.
+      // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
         observeUpstream(attempt, 'timeout');
@@ -277,13 +280,13 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       try {
         const token = await deps.tokens.getAccessToken();
         noteTokenSource(res, token.source);
-        const first = await guardedAttempt(req, res, call, token.value);
+        const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
         if (first.kind === 'answer') return first.answer;
 
         // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
         const renewed = await deps.tokens.renewAfterRejection(token.value);
         noteTokenSource(res, renewed.source);
-        const second = await guardedAttempt(req, res, call, renewed.value);
+        const second = await deps.slots.run(res, () => guardedAttempt(req, res, call, renewed.value));
         if (second.kind === 'answer') return second.answer;
         throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
       } catch (error) {

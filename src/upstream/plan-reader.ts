@@ -2,6 +2,7 @@
 import type { Request, Response } from 'express';
 import type { AnswerCache } from '../store/answer-cache';
 import type { Forwarder, UpstreamAnswer } from './forwarder';
+import { CallerLeftQueueError } from './upstream-slots';
 
 export interface PlanReader {
   read(req: Request, res: Response, internalId: string): Promise<UpstreamAnswer>;
@@ -52,13 +53,20 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
   async function follow(pending: Promise<UpstreamAnswer>, req: Request, res: Response, id: string) {
-    const answer = await pending;
+    let answer: UpstreamAnswer;
+    try {
+      answer = await pending;
+    } catch (error) {
+      // The leader's caller hung up while in line for an upstream socket: read again (one follower leads now).
+      if (error instanceof CallerLeftQueueError && !res.destroyed) return reader.read(req, res, id);
+      throw error;
+    }
     if (isShareable(answer)) return answer;
     res.locals.coalesced = false;
     return upstreamRead(req, res, id);
   }
 
-  return {
+  const reader: PlanReader = {
     read(req, res, internalId) {
       // UUIDs are case-insensitive: one key (and one upstream path) per plan.
       const id = internalId.toLowerCase();
@@ -74,4 +82,5 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
       return leader;
     },
   };
+  return reader;
 }

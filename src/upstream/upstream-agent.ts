@@ -27,3 +27,10 @@ export function createUpstreamAgent(
   const ca = upstreamCa(trust.extraCa);
   return new HttpsAgent(ca ? { ...options, ca } : options);
 }
+
+/** Sockets the agent has handed to a call right now (idle keep-alive sockets are not counted). */
+export function busySockets(agent: HttpAgent): number {
+  let count = 0;
+  for (const name in agent.sockets) count += agent.sockets[name]?.length ?? 0;
+  return count;
+}

@@ -502,30 +502,28 @@ describe('timeouts and the circuit breaker', () => {
   });
 });
 
-describe('the upstream timeout counts the wait for a free socket', () => {
-  it('answers 504 within about UPSTREAM_TIMEOUT_MS even when calls queue for the only socket', async () => {
+describe('the upstream timeout starts once a socket is held', () => {
+  it('does not count the (separately bounded) wait for the only socket against UPSTREAM_TIMEOUT_MS', async () => {
     const sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
     const gateway = await startTestGateway(
       envFor(sim, {
         UPSTREAM_MAX_SOCKETS: '1',
-        UPSTREAM_TIMEOUT_MS: '500',
+        UPSTREAM_TIMEOUT_MS: '600',
+        UPSTREAM_QUEUE_TIMEOUT_MS: '5000',
         CIRCUIT_MINIMUM_CALLS: '100',
       }),
     );
     try {
       expect((await call(gateway.url, '/api/validation/document', postJson(validBody))).status).toBe(200);
+      // Each call takes 400 ms upstream; the second waits ~400 ms for the socket first, 800 ms in all (> 600).
       sim.setFaults({ latencyMs: 400 });
-      const started = Date.now();
-      const answers = await Promise.all(
-        Array.from({ length: 5 }, async () => {
-          const res = await call(gateway.url, '/api/validation/document', postJson(validBody));
-          return { status: res.status, ms: Date.now() - started };
-        }),
+      const statuses = await Promise.all(
+        Array.from(
+          { length: 2 },
+          async () => (await call(gateway.url, '/api/validation/document', postJson(validBody))).status,
+        ),
       );
-      expect(answers.filter((a) => a.status === 200).length).toBeGreaterThanOrEqual(1);
-      expect(answers.filter((a) => a.status === 504).length).toBeGreaterThanOrEqual(3);
-      // Queued calls give up at the timeout instead of waiting their turn (5 x 400 ms).
-      expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(1_200);
+      expect(statuses).toEqual([200, 200]);
     } finally {
       await gateway.close();
       await sim.close();

@@ -72,6 +72,15 @@ describe('loadConfig', () => {
     );
   });
 
+  it('bounds the wait for an upstream socket: 1 s and 1024 sockets by default, 0 allowed, typos refused by name', () => {
+    expect(loadConfig({}).upstream).toMatchObject({ maxSockets: 1024, queueTimeoutMs: 1_000 });
+    expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: '0' }).upstream.queueTimeoutMs).toBe(0);
+    for (const typo of ['1s', '-1', '1.5', '600000'])
+      expect(problemsOf({ UPSTREAM_QUEUE_TIMEOUT_MS: typo }).map((p) => p.variable)).toEqual([
+        'UPSTREAM_QUEUE_TIMEOUT_MS',
+      ]);
+  });
+
   it('never echoes a secret value in its messages', () => {
     const secret = 'not-base64-but-very-secret-value!!';
     let message = '';
