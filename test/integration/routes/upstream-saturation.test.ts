@@ -35,7 +35,8 @@ function startGateway(queueTimeoutMs: number): Promise<TestGateway> {
     UPSTREAM_QUEUE_TIMEOUT_MS: String(queueTimeoutMs),
     UPSTREAM_TIMEOUT_MS: '20000',
     // Two upstream failures would open the circuit: saturation must not count as one.
-    CIRCUIT_FAILURE_THRESHOLD: '2',
+    CIRCUIT_MINIMUM_CALLS: '2',
+    CIRCUIT_FAILURE_RATIO: '0.1',
     PLAN_CACHE_TTL_SECONDS: '0',
   });
 }
