@@ -20,7 +20,9 @@ describe('derived keys', () => {
     const key = deriveKey(master, 'log-reference');
     const reference = keyedReference(key, '20-12345678-9', 16);
     expect(keyedReference(key, '20-12345678-9', 16)).toBe(reference);
-    expect(keyedReference(deriveKey(randomBytes(32), 'log-reference'), '20-12345678-9', 16)).not.toBe(reference);
+    expect(keyedReference(deriveKey(randomBytes(32), 'log-reference'), '20-12345678-9', 16)).not.toBe(
+      reference,
+    );
     expect(reference).toMatch(/^[0-9a-f]{16}$/);
     expect(reference).not.toContain('12345678');
   });
