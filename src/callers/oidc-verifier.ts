@@ -167,6 +167,11 @@ function firstString(...values: unknown[]): string | undefined {
 
 const KEYS_UNAVAILABLE = 'The bearer token could not be verified: the issuer keys are unavailable.';
 
+/** Whether a refusal says the issuer could not be asked (an outage), rather than that the token is bad. */
+export function isIssuerUnavailable(error: GatewayError): boolean {
+  return error.detail === KEYS_UNAVAILABLE;
+}
+
 /** A sentence for the caller; jose's own messages are safe too, but these say what to fix. */
 function explain(error: unknown): string {
   if (error instanceof errors.JWTExpired) return 'The bearer token has expired.';
