@@ -35,6 +35,8 @@ export interface AuthFailureLimit {
   refuse(req: Request, res: Response, next: NextFunction): void;
   /** Counts a failed authentication (the answer is `error`, a 401) and past the limit blocks the IP (429). */
   failed(req: Request, res: Response, next: NextFunction, error: GatewayError): void;
+  /** A credential that could not be checked (issuer outage): the 401 `error`, logged in aggregate, not counted. */
+  unverified(req: Request, res: Response, next: NextFunction, error: GatewayError): void;
 }
 
 /** Blocked addresses are swept of ended blocks once the map holds this many. */
@@ -131,6 +133,11 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       options.failureLog.failed(clientKey(req), req.id);
       // Under the limit the limiter calls next() and the answer is the 401; past it, next(429) from its handler.
       void counter(req, res, (refusal?: unknown) => next(refusal ?? error));
+    },
+    unverified(req, res, next, error) {
+      res.locals.quiet = true;
+      options.failureLog.unverified(clientKey(req), req.id);
+      next(error);
     },
   };
 }

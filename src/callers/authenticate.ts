@@ -82,8 +82,10 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
         next();
       },
       (error: unknown) => {
+        if (!(error instanceof GatewayError)) next(error);
         // The issuer being down is the operator's problem, not a failure of this caller's credential.
-        if (error instanceof GatewayError && !isIssuerUnavailable(error)) fail(error);
+        else if (!isIssuerUnavailable(error)) fail(error);
+        else if (failures) failures.unverified(req, res, next, error);
         else next(error);
       },
     );

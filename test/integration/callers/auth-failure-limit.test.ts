@@ -265,7 +265,10 @@ describe('failed authentications per client IP, through a real Redis shared by t
     }
     expect(await a!.rejections()).toBe(0);
     a!.failureLog.flush();
-    expect(a!.logger.lines.filter((l) => l.message === 'failed authentications')).toEqual([]);
+    const lines = a!.logger.lines.filter((l) => l.message === 'failed authentications');
+    expect(lines.map((l) => l.fields)).toEqual([
+      expect.objectContaining({ clientIp: '127.0.0.1', failed: 0, refused: 0, unverified: 6 }),
+    ]);
   });
 
   test('failures are logged as one line per IP with counts, and the block once', async () => {
@@ -278,7 +281,12 @@ describe('failed authentications per client IP, through a real Redis shared by t
       {
         level: 'warn',
         message: 'failed authentications',
-        fields: expect.objectContaining({ clientIp: '127.0.0.1', failed: LIMIT + 1, refused: 10 }),
+        fields: expect.objectContaining({
+          clientIp: '127.0.0.1',
+          failed: LIMIT + 1,
+          refused: 10,
+          unverified: 0,
+        }),
       },
     ]);
     const blocks = a!.logger.lines.filter((l) => l.message.startsWith('client IP blocked'));
