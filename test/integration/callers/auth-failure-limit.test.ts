@@ -308,6 +308,7 @@ describe('failed authentications per client IP, through a real Redis shared by t
       expect((await a!.connect()({ 'x-api-key': KEY })).status).toBe(200);
     } finally {
       await redis.restart();
+      await waitFor(() => a!.client.status === 'ready', { what: 'reconnect', timeoutMs: 15_000 });
     }
   });
 });
