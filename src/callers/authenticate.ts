@@ -30,7 +30,8 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 export function authenticate(options: AuthenticateOptions): RequestHandler {
   const { registry, oidc, failures } = options;
   return (req, res, next) => {
-    const blocked = failures?.isBlocked(req) === true;
+    // Whether the IP is blocked is asked only on the way to a refusal or a verification: valid callers on their
+    // remembered connection never pay for it.
     const fail = (detail: string | GatewayError): void => {
       const error = typeof detail === 'string' ? new GatewayError('CLIENT_UNAUTHENTICATED', detail) : detail;
       if (!failures) {
@@ -38,13 +39,13 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
         return;
       }
       rememberFailure(req);
-      if (blocked) failures.refuse(req, res, next);
+      if (failures.isBlocked(req)) failures.refuse(req, res, next);
       else failures.failed(req, res, next, error);
     };
-    /** Whether to refuse without verifying: a blocked IP whose last attempt on this connection failed. */
+    /** Refuses without verifying when an attempt from this IP already failed on this connection and it is blocked. */
     const refusedUnverified = (): boolean => {
-      if (!blocked || !failedOnThisConnection(req)) return false;
-      failures?.refuse(req, res, next);
+      if (!failures || !failedOnThisConnection(req) || !failures.isBlocked(req)) return false;
+      failures.refuse(req, res, next);
       return true;
     };
 
@@ -101,7 +102,8 @@ function rememberFailure(req: Request): void {
 }
 
 function failedOnThisConnection(req: Request): boolean {
-  return (req.socket as RemembersFailure)[FAILED_FOR] === req.ip;
+  const failedFor = (req.socket as RemembersFailure)[FAILED_FOR];
+  return failedFor !== undefined && failedFor === req.ip;
 }
 
 /** The key a keep-alive connection last presented, and the client it named. */
