@@ -13,6 +13,8 @@ export interface AuthenticateOptions {
   readonly oidc?: OidcVerifier;
   /** Counts failures per client IP and blocks floods; absent, every failure is a plain 401. */
   readonly failures?: AuthFailureLimit;
+  /** The clock of the per-connection re-check after a failure (tests). Default Date.now. */
+  readonly now?: () => number;
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
@@ -23,12 +25,13 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
  *
  * From a client IP blocked for failed authentications (see {@link AuthFailureLimit}) a request is refused 429 with
  * nothing hashed or verified when it carries no usable credential, or when its credential is not the valid key
- * this connection presented before and an authentication from this IP already failed on this connection. So a
- * flood costs one verification per connection it opens, while a valid caller on its own connection is always
- * verified (and its remembered key is not even hashed) and never locked out by someone else's bad key.
+ * this connection presented before and an authentication from this IP failed on this connection within the last
+ * second. So a flood costs at most one verification per connection and second, while a valid caller on its own
+ * connection is always verified (its remembered key not even hashed) and never locked out by someone else's key.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
   const { registry, oidc, failures } = options;
+  const now = options.now ?? Date.now;
   return (req, res, next) => {
     // Whether the IP is blocked is asked only on the way to a refusal or a verification: valid callers on their
     // remembered connection never pay for it.
@@ -38,13 +41,13 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
         next(error);
         return;
       }
-      rememberFailure(req);
+      rememberFailure(req, now());
       if (failures.isBlocked(req)) failures.refuse(req, res, next);
       else failures.failed(req, res, next, error);
     };
-    /** Refuses without verifying when an attempt from this IP already failed on this connection and it is blocked. */
+    /** Refuses without verifying when this IP is blocked and failed on this connection within the last second. */
     const refusedUnverified = (): boolean => {
-      if (!failures || !failedOnThisConnection(req) || !failures.isBlocked(req)) return false;
+      if (!failures || !failedOnThisConnection(req, now()) || !failures.isBlocked(req)) return false;
       failures.refuse(req, res, next);
       return true;
     };
@@ -93,17 +96,24 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
   };
 }
 
-/** The client IP whose authentication last failed on a connection (a proxy's connection carries several). */
-const FAILED_FOR = Symbol('authenticationFailedFor');
-type RemembersFailure = Socket & { [FAILED_FOR]?: string };
+/**
+ * While its IP is blocked, a connection on which an authentication from that IP failed gets at most one
+ * verification per second: a flood on it costs that little, and a caller that fixed its own key (or shares a proxy's
+ * pooled connection with the flood) is verified again within a second instead of waiting for the block to end.
+ */
+const RECHECK_AFTER_FAILURE_MS = 1_000;
 
-function rememberFailure(req: Request): void {
-  (req.socket as RemembersFailure)[FAILED_FOR] = req.ip;
+/** The client IP whose authentication last failed on a connection (a proxy's connection carries several), and when. */
+const FAILED_FOR = Symbol('authenticationFailedFor');
+type RemembersFailure = Socket & { [FAILED_FOR]?: { readonly ip: string | undefined; readonly at: number } };
+
+function rememberFailure(req: Request, now: number): void {
+  (req.socket as RemembersFailure)[FAILED_FOR] = { ip: req.ip, at: now };
 }
 
-function failedOnThisConnection(req: Request): boolean {
-  const failedFor = (req.socket as RemembersFailure)[FAILED_FOR];
-  return failedFor !== undefined && failedFor === req.ip;
+function failedOnThisConnection(req: Request, now: number): boolean {
+  const failure = (req.socket as RemembersFailure)[FAILED_FOR];
+  return failure !== undefined && now - failure.at < RECHECK_AFTER_FAILURE_MS && failure.ip === req.ip;
 }
 
 /** The key a keep-alive connection last presented, and the client it named. */

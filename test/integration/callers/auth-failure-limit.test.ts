@@ -119,8 +119,11 @@ describe('failed authentications per client IP, through a real Redis shared by t
             return verifier.verify(token);
           },
         };
+        // The clock of the per-connection re-check, moved by hand: a slow machine never changes what is counted.
+        const clock = { now: Date.now() };
         const app = testApp(
           authenticate({
+            now: () => clock.now,
             registry: countingRegistry,
             oidc: countingVerifier,
             failures: authFailureLimit({
@@ -143,7 +146,15 @@ describe('failed authentications per client IP, through a real Redis shared by t
         const rejections = async () =>
           (await metrics.rateLimitRejections.get()).values.find((v) => v.labels.reason === 'auth-failures')
             ?.value ?? 0;
-        return { counted, logger, failureLog, rejections, connect: () => connection(port, agents), client };
+        return {
+          counted,
+          logger,
+          failureLog,
+          rejections,
+          clock,
+          connect: () => connection(port, agents),
+          client,
+        };
       }),
     );
   }
@@ -222,6 +233,28 @@ describe('failed authentications per client IP, through a real Redis shared by t
     // ...while the flood's connection stays refused, even for a token that would have verified: the price of
     // sharing a connection with failed credentials (a new connection is verified).
     expect((await flood({ authorization: `Bearer ${token}` })).status).toBe(429);
+  });
+
+  test('a caller that fixed its own key is verified again on the same connection a second after its last failure', async () => {
+    const [a] = await fleet(1);
+    const own = a!.connect();
+    for (let i = 0; i <= LIMIT; i++) await own({ 'x-api-key': BAD_KEY });
+    const lookups = a!.counted.lookups;
+    expect((await own({ 'x-api-key': KEY })).status).toBe(429); // within the second: not even hashed
+    expect(a!.counted.lookups).toBe(lookups);
+    a!.clock.now += 1_000;
+    expect((await own({ 'x-api-key': KEY })).status).toBe(200);
+    expect((await own({ 'x-api-key': KEY })).status).toBe(200); // remembered now
+    expect(a!.counted.lookups).toBe(lookups + 1);
+    // The flood on a connection: one verification per second, each failure starting the second again.
+    const flood = a!.connect();
+    await flood({ 'x-api-key': BAD_KEY });
+    for (let second = 0; second < 3; second++) {
+      for (let i = 0; i < 10; i++) expect((await flood({ 'x-api-key': BAD_KEY })).status).toBe(429);
+      a!.clock.now += 1_000;
+    }
+    // The fixed key, the flood's first request on its new connection, one in each of the two later seconds.
+    expect(a!.counted.lookups).toBe(lookups + 1 + 1 + 2);
   });
 
   test('a blocked IP verifies one credential per new connection: a flood over new connections costs one each', async () => {
