@@ -39,8 +39,8 @@ export interface AuthFailureLimit {
   unverified(req: Request, res: Response, next: NextFunction, error: GatewayError): void;
 }
 
-/** Blocked addresses are swept of ended blocks once the map holds this many. */
-const SWEEP_AT = 10_000;
+/** Blocked addresses are swept of ended blocks once the map holds this many; past it, the oldest is forgotten. */
+const MAX_REMEMBERED_BLOCKS = 10_000;
 
 /**
  * The count lives in the shared store (Redis, memory when Redis fails) and is taken only when an authentication has
@@ -55,9 +55,13 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
   const blockedUntil = new Map<string, number>();
 
   const block = (key: string, until: number) => {
-    if (blockedUntil.size >= SWEEP_AT) {
+    if (blockedUntil.size >= MAX_REMEMBERED_BLOCKS) {
       const at = now();
       for (const [address, ends] of blockedUntil) if (ends <= at) blockedUntil.delete(address);
+      // Bounded memory: a forgotten block is found again at that address's next failure (the count is still past
+      // the limit), at the price of one verification.
+      const oldest = blockedUntil.keys().next();
+      if (blockedUntil.size >= MAX_REMEMBERED_BLOCKS && !oldest.done) blockedUntil.delete(oldest.value);
     }
     if (!blockedUntil.has(key))
       options.logger.warn(
