@@ -4,6 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { DestinationStream, Logger } from 'pino';
 import { type CallerGuards, createApp } from './app';
+import { authFailureLimit } from './callers/auth-failure-limit';
 import { authenticate, requireScope } from './callers/authenticate';
 import { type ClientRegistry, loadClientRegistry } from './callers/client-registry';
 import { cors } from './callers/cors';
@@ -12,6 +13,7 @@ import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import { type AuthFailureLog, createAuthFailureLog } from './observability/auth-failure-log';
 import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
 import {
@@ -191,7 +193,10 @@ export async function startGateway(
       refuseDevelopmentKey: config.production,
     });
     closers.push(() => registry.close());
-    const guards = callerGuards(config, registry, redis, logger, metrics);
+    const failureLog = createAuthFailureLog({ logger });
+    // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
+    closers.push(() => failureLog.close());
+    const guards = callerGuards(config, registry, redis, logger, metrics, failureLog);
 
     const readiness = createReadiness({
       tokens,
@@ -299,6 +304,7 @@ function callerGuards(
   redis: RedisClient | undefined,
   logger: Logger,
   metrics: Metrics,
+  failureLog: AuthFailureLog,
 ): CallerGuards {
   const { oidc } = config.callers;
   return {
@@ -307,6 +313,14 @@ function callerGuards(
     authenticate: authenticate({
       registry,
       oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      failures: authFailureLimit({
+        redis,
+        keyPrefix: config.redis.keyPrefix,
+        ...config.callers.authFailureLimit,
+        metrics,
+        logger,
+        failureLog,
+      }),
     }),
     requireScope,
     rateLimit: rateLimit({

@@ -2,14 +2,19 @@
 import type { Socket } from 'node:net';
 import type { Request, RequestHandler } from 'express';
 import { GatewayError } from '../http/gateway-error';
+import type { AuthFailureLimit } from './auth-failure-limit';
 import type { Caller, Scope } from './caller';
 import type { ClientRegistry } from './client-registry';
-import type { OidcVerifier } from './oidc-verifier';
+import { isIssuerUnavailable, type OidcVerifier } from './oidc-verifier';
 
 export interface AuthenticateOptions {
   readonly registry: Pick<ClientRegistry, 'findByApiKey' | 'findById'>;
   /** Absent when OIDC_ISSUER is not configured: bearer tokens are then refused. */
   readonly oidc?: OidcVerifier;
+  /** Counts failures per client IP and blocks floods; absent, every failure is a plain 401. */
+  readonly failures?: AuthFailureLimit;
+  /** The clock of the per-connection re-check after a failure (tests). Default Date.now. */
+  readonly now?: () => number;
 }
 
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
@@ -17,55 +22,98 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 /**
  * 401 CLIENT_UNAUTHENTICATED unless the request carries a valid credential. X-API-Key wins when both are sent
  * (a service may forward its user's Authorization header). Details say what is wrong, never what was sent.
+ *
+ * From a client IP blocked for failed authentications (see {@link AuthFailureLimit}) a request is refused 429 with
+ * nothing hashed or verified when it carries no usable credential, or when its credential is not the valid key
+ * this connection presented before and an authentication from this IP failed on this connection within the last
+ * second. So a flood costs at most one verification per connection and second, while a valid caller on its own
+ * connection is always verified (its remembered key not even hashed) and never locked out by someone else's key.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
-  const { registry, oidc } = options;
-  return (req, _res, next) => {
-    const apiKey = req.headers['x-api-key'];
-    if (apiKey !== undefined) {
-      const caller = typeof apiKey === 'string' ? callerOfKey(registry, req, apiKey) : undefined;
-      if (!caller) {
-        next(new GatewayError('CLIENT_UNAUTHENTICATED', 'The API key is not valid.'));
+  const { registry, oidc, failures } = options;
+  const now = options.now ?? Date.now;
+  return (req, res, next) => {
+    // Whether the IP is blocked is asked only on the way to a refusal or a verification: valid callers on their
+    // remembered connection never pay for it.
+    const fail = (detail: string | GatewayError): void => {
+      const error = typeof detail === 'string' ? new GatewayError('CLIENT_UNAUTHENTICATED', detail) : detail;
+      if (!failures) {
+        next(error);
         return;
       }
+      rememberFailure(req, now());
+      if (failures.isBlocked(req)) failures.refuse(req, res, next);
+      else failures.failed(req, res, next, error);
+    };
+    /** Refuses without verifying when this IP is blocked and failed on this connection within the last second. */
+    const refusedUnverified = (): boolean => {
+      if (!failures || !failedOnThisConnection(req, now()) || !failures.isBlocked(req)) return false;
+      failures.refuse(req, res, next);
+      return true;
+    };
+
+    const apiKey = req.headers['x-api-key'];
+    if (apiKey !== undefined) {
+      if (typeof apiKey !== 'string') return fail('The API key is not valid.');
+      const remembered = rememberedCaller(registry, req, apiKey);
+      if (remembered) {
+        req.caller = remembered;
+        next();
+        return;
+      }
+      if (refusedUnverified()) return;
+      const caller = lookUpAndRemember(registry, req, apiKey);
+      if (!caller) return fail('The API key is not valid.');
       req.caller = caller;
       next();
       return;
     }
     const authorization = req.headers.authorization;
     if (authorization === undefined) {
-      next(
-        new GatewayError(
-          'CLIENT_UNAUTHENTICATED',
-          oidc
-            ? 'The request carries no credential: send an X-API-Key header or Authorization: Bearer <token>.'
-            : 'The request carries no credential: send an X-API-Key header.',
-        ),
+      return fail(
+        oidc
+          ? 'The request carries no credential: send an X-API-Key header or Authorization: Bearer <token>.'
+          : 'The request carries no credential: send an X-API-Key header.',
       );
-      return;
     }
     const token = BEARER.exec(authorization)?.[1];
-    if (token === undefined) {
-      next(new GatewayError('CLIENT_UNAUTHENTICATED', 'The Authorization header is not a Bearer token.'));
-      return;
-    }
-    if (!oidc) {
-      next(
-        new GatewayError(
-          'CLIENT_UNAUTHENTICATED',
-          'Bearer tokens are not accepted here: send an X-API-Key header.',
-        ),
-      );
-      return;
-    }
+    if (token === undefined) return fail('The Authorization header is not a Bearer token.');
+    if (!oidc) return fail('Bearer tokens are not accepted here: send an X-API-Key header.');
+    if (refusedUnverified()) return;
     oidc.verify(token).then(
       (caller) => {
         req.caller = caller;
         next();
       },
-      (error: unknown) => next(error),
+      (error: unknown) => {
+        if (!(error instanceof GatewayError)) next(error);
+        // The issuer being down is the operator's problem, not a failure of this caller's credential.
+        else if (!isIssuerUnavailable(error)) fail(error);
+        else if (failures) failures.unverified(req, res, next, error);
+        else next(error);
+      },
     );
   };
+}
+
+/**
+ * While its IP is blocked, a connection on which an authentication from that IP failed gets at most one
+ * verification per second: a flood on it costs that little, and a caller that fixed its own key (or shares a proxy's
+ * pooled connection with the flood) is verified again within a second instead of waiting for the block to end.
+ */
+const RECHECK_AFTER_FAILURE_MS = 1_000;
+
+/** The client IP whose authentication last failed on a connection (a proxy's connection carries several), and when. */
+const FAILED_FOR = Symbol('authenticationFailedFor');
+type RemembersFailure = Socket & { [FAILED_FOR]?: { readonly ip: string | undefined; readonly at: number } };
+
+function rememberFailure(req: Request, now: number): void {
+  (req.socket as RemembersFailure)[FAILED_FOR] = { ip: req.ip, at: now };
+}
+
+function failedOnThisConnection(req: Request, now: number): boolean {
+  const failure = (req.socket as RemembersFailure)[FAILED_FOR];
+  return failure !== undefined && now - failure.at < RECHECK_AFTER_FAILURE_MS && failure.ip === req.ip;
 }
 
 /** The key a keep-alive connection last presented, and the client it named. */
@@ -79,21 +127,29 @@ type RemembersKey = Socket & { [REMEMBERED_KEY]?: { readonly key: string; readon
  * a revoked or rotated key is looked up again and refused), and the keys are compared in constant time, so a
  * connection shared by several callers (a proxy in front) tells no caller anything about another's key.
  */
-function callerOfKey(
+function rememberedCaller(
   registry: AuthenticateOptions['registry'],
   req: Request,
   key: string,
 ): Caller | undefined {
-  const connection = req.socket as RemembersKey;
-  const remembered = connection[REMEMBERED_KEY];
+  const remembered = (req.socket as RemembersKey)[REMEMBERED_KEY];
   if (
     remembered &&
     equalInConstantTime(remembered.key, key) &&
     registry.findById(remembered.caller.id) === remembered.caller
   )
     return remembered.caller;
+  return undefined;
+}
+
+/** The registry lookup (the hash); a valid key is remembered on the connection. */
+function lookUpAndRemember(
+  registry: AuthenticateOptions['registry'],
+  req: Request,
+  key: string,
+): Caller | undefined {
   const caller = registry.findByApiKey(key);
-  if (caller) connection[REMEMBERED_KEY] = { key, caller };
+  if (caller) (req.socket as RemembersKey)[REMEMBERED_KEY] = { key, caller };
   return caller;
 }
 

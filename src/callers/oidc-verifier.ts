@@ -1,8 +1,13 @@
 // Verifies company-SSO bearer JWTs against the OIDC issuer's JWKS and turns them into a Caller.
-import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
+import { createRemoteJWKSet, customFetch, errors, type JWTPayload, jwtVerify } from 'jose';
 import { GatewayError } from '../http/gateway-error';
 import type { Caller } from './caller';
 import type { ClientRegistry } from './client-registry';
+import {
+  DEFAULT_ISSUER_FAILURE_MEMORY_MS,
+  failureMemory,
+  jwksFetchRememberingFailures,
+} from './issuer-fetch';
 import { CLIENT_ID_PATTERN } from './registry-schema';
 
 export interface OidcVerifierOptions {
@@ -24,6 +29,11 @@ export interface OidcVerifierOptions {
   readonly jwksCooldownMs?: number;
   /** Time limit of a JWKS or discovery fetch. Default 5 s. */
   readonly fetchTimeoutMs?: number;
+  /**
+   * A failed discovery or JWKS fetch is remembered this long: meanwhile bearer tokens that need the issuer are
+   * refused without asking it again. Default 5 s.
+   */
+  readonly issuerFailureMemoryMs?: number;
   /** Told when the issuer's keys cannot be fetched (an operator problem, not the caller's). */
   readonly logger?: { warn(fields: Record<string, unknown>, message: string): void };
 }
@@ -60,15 +70,30 @@ const MAX_TOKEN_LENGTH = 8_192;
  */
 export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
   const timeoutDuration = options.fetchTimeoutMs ?? 5_000;
+  const memoryMs = options.issuerFailureMemoryMs ?? DEFAULT_ISSUER_FAILURE_MEMORY_MS;
+  // The operator is told once per failed fetch; the failures answered from memory meanwhile are not news.
+  const tell = (error: unknown) =>
+    options.logger?.warn(
+      { err: { message: error instanceof Error ? error.message : String(error) } },
+      'OIDC issuer keys unavailable',
+    );
+  const discoveryFailure = failureMemory(memoryMs, tell);
+  const jwksFetch = jwksFetchRememberingFailures(failureMemory(memoryMs, tell));
   let jwks: Promise<ReturnType<typeof createRemoteJWKSet>> | undefined;
 
   const keySet = () => {
+    discoveryFailure.check();
     if (!jwks) {
       jwks = resolveJwksUrl(options, timeoutDuration).then((url) =>
-        createRemoteJWKSet(url, { cooldownDuration: options.jwksCooldownMs ?? 10_000, timeoutDuration }),
+        createRemoteJWKSet(url, {
+          cooldownDuration: options.jwksCooldownMs ?? 10_000,
+          timeoutDuration,
+          [customFetch]: jwksFetch,
+        }),
       );
-      // A failed discovery is retried by the next request rather than cached.
-      jwks.catch(() => {
+      // A failed discovery is retried, but not before its memory expires: until then requests fail from memory.
+      jwks.catch((error: unknown) => {
+        discoveryFailure.remember(error);
         jwks = undefined;
       });
     }
@@ -91,14 +116,7 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
         });
         payload = verified;
       } catch (error) {
-        const detail = explain(error);
-        if (detail === KEYS_UNAVAILABLE) {
-          options.logger?.warn(
-            { err: { message: (error as Error).message } },
-            'OIDC issuer keys unavailable',
-          );
-        }
-        throw unauthenticated(detail, error);
+        throw unauthenticated(explain(error), error);
       }
       const clientId = firstString(payload.azp, payload.client_id);
       if (clientId === undefined)
@@ -148,6 +166,11 @@ function firstString(...values: unknown[]): string | undefined {
 }
 
 const KEYS_UNAVAILABLE = 'The bearer token could not be verified: the issuer keys are unavailable.';
+
+/** Whether a refusal says the issuer could not be asked (an outage), rather than that the token is bad. */
+export function isIssuerUnavailable(error: GatewayError): boolean {
+  return error.detail === KEYS_UNAVAILABLE;
+}
 
 /** A sentence for the caller; jose's own messages are safe too, but these say what to fix. */
 function explain(error: unknown): string {

@@ -120,6 +120,8 @@ export const envSchema = z.object({
   CLIENTS_FILE: z.string().min(1).optional(),
   RATE_LIMIT_DEFAULT_LIMIT: int(1, 1_000_000).default(600),
   RATE_LIMIT_DEFAULT_WINDOW_SECONDS: int(1, 86_400).default(60),
+  AUTH_FAILURE_LIMIT: int(1, 1_000_000).default(20),
+  AUTH_FAILURE_WINDOW_SECONDS: int(1, 86_400).default(300),
   OIDC_ISSUER: z.url().optional(),
   OIDC_AUDIENCE: z.string().min(1).optional(),
   OIDC_JWKS_URL: z.url().optional(),

@@ -93,6 +93,8 @@ export interface GatewayConfig {
   readonly callers: {
     readonly clientsFile: string;
     readonly defaultRateLimit: { readonly limit: number; readonly windowSeconds: number };
+    /** Failed authentications per client IP and window before that IP's unauthenticated requests get 429. */
+    readonly authFailureLimit: { readonly limit: number; readonly windowSeconds: number };
     readonly oidc?: OidcSettings;
   };
 }

@@ -174,6 +174,10 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
         limit: env.RATE_LIMIT_DEFAULT_LIMIT,
         windowSeconds: env.RATE_LIMIT_DEFAULT_WINDOW_SECONDS,
       },
+      authFailureLimit: {
+        limit: env.AUTH_FAILURE_LIMIT,
+        windowSeconds: env.AUTH_FAILURE_WINDOW_SECONDS,
+      },
       oidc:
         env.OIDC_ISSUER && env.OIDC_AUDIENCE
           ? {

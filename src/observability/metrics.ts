@@ -78,8 +78,8 @@ export function createMetrics() {
     }),
     rateLimitRejections: new Counter({
       name: 'rate_limit_rejections_total',
-      help: 'Requests refused by the rate limiter.',
-      labelNames: ['client'] as const,
+      help: 'Requests refused 429: client-limit (a client over its limit), auth-failures (an IP blocked for failed authentications).',
+      labelNames: ['client', 'reason'] as const,
       registers,
     }),
     rateLimitFallbacks: new Counter({

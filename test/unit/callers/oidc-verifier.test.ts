@@ -179,3 +179,88 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     expect(warnings).toEqual(['OIDC issuer keys unavailable']);
   });
 });
+
+describe('an issuer outage is remembered for a few seconds', () => {
+  let issuer: TestIssuer;
+  beforeEach(async () => {
+    issuer = await startTestIssuer();
+  });
+  afterEach(() => issuer.close());
+
+  const burst = async (verify: (token: string) => Promise<Caller>, size: number) => {
+    const token = await issuer.sign({ aud: AUDIENCE, azp: 'web' });
+    const concurrent = Array.from({ length: size }, () =>
+      verify(token).then(
+        () => 200,
+        () => 401,
+      ),
+    );
+    const sequential: number[] = [];
+    for (let i = 0; i < size; i++)
+      sequential.push(
+        await verify(token).then(
+          () => 200,
+          () => 401,
+        ),
+      );
+    return [...(await Promise.all(concurrent)), ...sequential];
+  };
+
+  test('a failing JWKS endpoint is asked once for a burst of 40 bearer requests, and told once', async () => {
+    issuer.failWith = 503;
+    const warnings: string[] = [];
+    const verifier = createOidcVerifier({
+      issuer: issuer.issuer,
+      audience: AUDIENCE,
+      jwksUrl: issuer.jwksUrl,
+      clockToleranceSeconds: 0,
+      logger: { warn: (_fields, message) => warnings.push(message) },
+    });
+    const statuses = await burst((token) => verifier.verify(token), 20);
+    expect(statuses).toEqual(Array(40).fill(401));
+    expect(issuer.jwksFetches).toBe(1);
+    expect(warnings).toEqual(['OIDC issuer keys unavailable']);
+  });
+
+  test('a failing discovery document is asked once for a burst of 40 bearer requests', async () => {
+    issuer.failWith = 500;
+    const verifier = createOidcVerifier({
+      issuer: issuer.issuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 0,
+    });
+    expect(await burst((token) => verifier.verify(token), 20)).toEqual(Array(40).fill(401));
+    expect(issuer.discoveryFetches).toBe(1);
+    expect(issuer.jwksFetches).toBe(0);
+  });
+
+  test('once the memory has passed the issuer is asked again, and a recovered issuer is used', async () => {
+    issuer.failWith = 502;
+    const verifier = createOidcVerifier({
+      issuer: issuer.issuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 0,
+      issuerFailureMemoryMs: 300,
+    });
+    const token = await issuer.sign({ aud: AUDIENCE, azp: 'web' });
+    await expect(verifier.verify(token)).rejects.toBeInstanceOf(GatewayError);
+    await expect(verifier.verify(token)).rejects.toBeInstanceOf(GatewayError);
+    expect(issuer.discoveryFetches).toBe(1);
+    issuer.failWith = undefined;
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    await expect(verifier.verify(token)).resolves.toMatchObject({ id: 'web' });
+    expect(issuer.discoveryFetches).toBe(2);
+    expect(issuer.jwksFetches).toBe(1);
+  });
+
+  test('a JWKS that answers 200 with something other than a key set is remembered as a failure too', async () => {
+    const verifier = createOidcVerifier({
+      issuer: issuer.issuer,
+      audience: AUDIENCE,
+      jwksUrl: `${issuer.issuer}/.well-known/openid-configuration`, // JSON, but no "keys"
+      clockToleranceSeconds: 0,
+    });
+    expect(await burst((token) => verifier.verify(token), 5)).toEqual(Array(10).fill(401));
+    expect(issuer.discoveryFetches).toBe(1);
+  });
+});

@@ -426,6 +426,18 @@ describe('loadConfig', () => {
       loadConfig({ OIDC_ISSUER: 'https://sso.example.com', OIDC_AUDIENCE: 'payments-bff' }).callers.oidc,
     ).toMatchObject({ issuer: 'https://sso.example.com', audience: 'payments-bff' });
   });
+
+  it('limits failed authentications per IP: 20 per 5 min by default, a zero or a typo refused by name', () => {
+    expect(loadConfig({}).callers.authFailureLimit).toEqual({ limit: 20, windowSeconds: 300 });
+    expect(
+      loadConfig({ AUTH_FAILURE_LIMIT: '5', AUTH_FAILURE_WINDOW_SECONDS: '60' }).callers.authFailureLimit,
+    ).toEqual({ limit: 5, windowSeconds: 60 });
+    expect(
+      problemsOf({ AUTH_FAILURE_LIMIT: '0', AUTH_FAILURE_WINDOW_SECONDS: '5m' })
+        .map((p) => p.variable)
+        .sort(),
+    ).toEqual(['AUTH_FAILURE_LIMIT', 'AUTH_FAILURE_WINDOW_SECONDS']);
+  });
 });
 
 describe('server keep-alive', () => {

@@ -16,6 +16,9 @@ export interface TestIssuer {
   /** The keys the JWKS currently publishes (first one signs by default). */
   keys: SigningKey[];
   jwksFetches: number;
+  discoveryFetches: number;
+  /** When set, the JWKS and discovery endpoints answer this status with no document (an issuer outage). */
+  failWith?: number;
   /** Date.now() of the latest JWKS fetch (0 before any). */
   lastJwksFetchAt: number;
   sign(
@@ -36,11 +39,22 @@ export async function startTestIssuer(): Promise<TestIssuer> {
     if (req.url === '/jwks') {
       state.jwksFetches += 1;
       state.lastJwksFetchAt = Date.now();
+      if (state.failWith) {
+        res.statusCode = state.failWith;
+        res.end();
+        return;
+      }
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ keys: state.keys.map((key) => key.publicJwk) }));
       return;
     }
     if (req.url === '/.well-known/openid-configuration') {
+      state.discoveryFetches += 1;
+      if (state.failWith) {
+        res.statusCode = state.failWith;
+        res.end();
+        return;
+      }
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ issuer: state.issuer, jwks_uri: state.jwksUrl }));
       return;
@@ -56,6 +70,7 @@ export async function startTestIssuer(): Promise<TestIssuer> {
     jwksUrl: `${issuer}/jwks`,
     keys: [await newSigningKey()],
     jwksFetches: 0,
+    discoveryFetches: 0,
     lastJwksFetchAt: 0,
     async sign(claims, options = {}) {
       const key = options.key ?? state.keys[0]!;

@@ -1,0 +1,152 @@
+// The express-rate-limit store behind every limiter: counters in Redis shared by the fleet, replica memory when
+// Redis fails, with each outage logged once and every decision taken from memory counted.
+import {
+  type ClientRateLimitInfo,
+  type IncrementResponse,
+  MemoryStore,
+  type Options,
+  type Store,
+} from 'express-rate-limit';
+import type { Metrics } from '../observability/metrics';
+import type { RedisClient } from '../store/redis-connection';
+import { QuotaLeaseStore } from './quota-lease-store';
+
+type LogFn = (fields: Record<string, unknown>, message: string) => void;
+export interface CounterStoreLogger {
+  info: LogFn;
+  warn: LogFn;
+}
+
+export interface OutageTrackerOptions {
+  /** Names the limiter in its log lines ("rate limiter", "authentication-failure limiter"). */
+  readonly name: string;
+  readonly metrics: Pick<Metrics, 'rateLimitFallbacks'>;
+  readonly logger: CounterStoreLogger;
+  /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
+  readonly redisRetryMs?: number;
+}
+
+/** Logs the start and end of a Redis outage once each, and counts every decision taken from memory meanwhile. */
+export class OutageTracker {
+  private down = false;
+  private retryAt = 0;
+
+  constructor(private readonly options: OutageTrackerOptions) {}
+
+  /** Whether to try Redis for this decision. */
+  shouldTry(redis: RedisClient): boolean {
+    if (redis.status !== 'ready') {
+      this.failed(undefined, redis.status);
+      return false;
+    }
+    return !this.down || Date.now() >= this.retryAt;
+  }
+
+  failed(error: unknown, status?: string): void {
+    this.retryAt = Date.now() + (this.options.redisRetryMs ?? 1_000);
+    if (this.down) return;
+    this.down = true;
+    this.options.logger.warn(
+      { err: error instanceof Error ? { message: error.message } : undefined, redisStatus: status },
+      `${this.options.name} cannot reach Redis; counting in replica memory until it is back`,
+    );
+  }
+
+  recovered(): void {
+    if (!this.down) return;
+    this.down = false;
+    this.options.logger.info(
+      {},
+      `${this.options.name} reaches Redis again; counters are shared across replicas`,
+    );
+  }
+
+  fellBack(): void {
+    this.options.metrics.rateLimitFallbacks.inc();
+  }
+}
+
+export interface CounterStoreOptions {
+  /** Absent (local mode): counters in replica memory only. */
+  readonly redis?: RedisClient;
+  /** Counters live under `<prefix><key>` in Redis. */
+  readonly prefix: string;
+  /** The limit of every key of this store. */
+  readonly limit: number;
+  readonly outage: OutageTracker;
+}
+
+/** Redis with memory fallback when there is Redis; memory alone when there is none. */
+export function sharedCounterStore(options: CounterStoreOptions): Store {
+  const memory = new MemoryStore();
+  if (!options.redis) return memory;
+  const shared = new QuotaLeaseStore({ redis: options.redis, prefix: options.prefix, limit: options.limit });
+  return new FallbackStore(shared, memory, options.redis, options.outage);
+}
+
+/**
+ * Redis first, replica memory when Redis fails: the wrapper never throws, so a Redis outage never turns into a
+ * 500 and never waits on reconnection (the client fails fast with no offline queue). Counts taken in memory
+ * during an outage are not merged back; the window simply restarts in Redis.
+ */
+class FallbackStore implements Store {
+  constructor(
+    private readonly shared: QuotaLeaseStore,
+    private readonly memory: MemoryStore,
+    private readonly redis: RedisClient,
+    private readonly outage: OutageTracker,
+  ) {}
+
+  init(options: Options): void {
+    this.memory.init(options);
+    this.shared.init(options);
+  }
+
+  /** Synchronous while the lease has hits left (the common case): no promise to create and wait for. */
+  increment(key: string): IncrementResponse | Promise<IncrementResponse> {
+    if (!this.outage.shouldTry(this.redis)) return this.fromMemory(key);
+    let leased: IncrementResponse | Promise<IncrementResponse>;
+    try {
+      leased = this.shared.increment(key);
+    } catch (error) {
+      this.outage.failed(error);
+      return this.fromMemory(key);
+    }
+    if (!(leased instanceof Promise)) return this.fromShared(leased);
+    return leased.then(
+      (result) => this.fromShared(result),
+      (error: unknown) => {
+        this.outage.failed(error);
+        return this.fromMemory(key);
+      },
+    );
+  }
+
+  private fromShared(result: IncrementResponse): IncrementResponse {
+    this.outage.recovered();
+    return result;
+  }
+
+  private fromMemory(key: string): Promise<IncrementResponse> {
+    this.outage.fellBack();
+    return this.memory.increment(key);
+  }
+
+  async get(key: string): Promise<ClientRateLimitInfo | undefined> {
+    return (await this.shared.get(key)) ?? this.memory.get(key);
+  }
+
+  async decrement(key: string): Promise<void> {
+    await this.memory.decrement(key);
+    await this.shared.decrement(key).catch(() => undefined);
+  }
+
+  async resetKey(key: string): Promise<void> {
+    await this.memory.resetKey(key);
+    await this.shared.resetKey(key).catch(() => undefined);
+  }
+
+  shutdown(): void {
+    this.memory.shutdown();
+  }
+}
