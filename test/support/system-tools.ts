@@ -49,6 +49,12 @@ export function requiredTools(env: NodeJS.ProcessEnv): SystemTool[] {
       debianPackage: 'kubernetes-client',
       neededBy: 'the Kubernetes manifest tests',
     },
+    {
+      name: 'promtool',
+      command: 'promtool',
+      debianPackage: 'prometheus',
+      neededBy: 'the dashboard and alert-rule tests',
+    },
   ];
 }
 
