@@ -15,12 +15,13 @@ function machine(present: string[], { root = true, apt = true } = {}): MachineLo
 const everything = tools.map((tool) => tool.command);
 
 describe('requiredTools', () => {
-  test('lists what the suite starts: redis-server, redis-cli, Chromium at /usr/bin/chromium, kubectl', () => {
+  test('lists what the suite starts: redis-server, redis-cli, Chromium at /usr/bin/chromium, kubectl, promtool', () => {
     expect(tools.map((t) => [t.command, t.debianPackage])).toEqual([
       ['redis-server', 'redis-server'],
       ['redis-cli', 'redis-tools'],
       ['/usr/bin/chromium', 'chromium'],
       ['kubectl', 'kubernetes-client'],
+      ['promtool', 'prometheus'],
     ]);
   });
 
@@ -37,7 +38,7 @@ describe('planSystemTools', () => {
   });
 
   test('root with apt-get: one update, then one install of exactly the missing packages', () => {
-    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli']));
+    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli', 'promtool']));
     expect(plan).toEqual({
       kind: 'install',
       missing: tools.filter((t) => ['chromium', 'kubernetes-client'].includes(t.debianPackage)),
@@ -65,7 +66,10 @@ describe('planSystemTools', () => {
   });
 
   test('not root: stops with the one sudo command that installs them all, and installs nothing', () => {
-    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli', 'kubectl'], { root: false }));
+    const plan = planSystemTools(
+      tools,
+      machine(['redis-server', 'redis-cli', 'kubectl', 'promtool'], { root: false }),
+    );
     expect(plan).toEqual({
       kind: 'stop',
       missing: tools.filter((t) => t.debianPackage === 'chromium'),
@@ -77,7 +81,7 @@ describe('planSystemTools', () => {
     const plan = planSystemTools(tools, machine([], { root: true, apt: false }));
     expect(plan.kind).toBe('stop');
     expect(plan.kind === 'stop' && plan.command).toBe(
-      'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools chromium kubernetes-client',
+      'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools chromium kubernetes-client prometheus',
     );
   });
 
