@@ -59,7 +59,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         legacyHeaders: false,
         store,
         // FallbackStore already answers from memory when Redis fails; should anything still throw, let the
-        // request through rather than answer 500 (SPEC §4: fail open to availability).
+        // request through rather than answer 500 (fail open to availability).
         passOnStoreError: true,
         handler: (req, res, next) => {
           const client = req.caller?.id ?? 'anonymous';

@@ -1,4 +1,4 @@
-// The client registry file format (SPEC §4, issue 2): one zod schema for loading, the CLI and the JSON Schema.
+// The client registry file format: one zod schema for loading, the CLI and the JSON Schema.
 import { z } from 'zod';
 import { SCOPES } from './caller';
 

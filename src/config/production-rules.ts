@@ -1,4 +1,4 @@
-// The production rules (SPEC §7): when they apply, and what they refuse, each refusal naming the variable and the fix.
+// The production rules: when they apply, and what they refuse, each refusal naming the variable and the fix.
 import type { RawEnv } from './env-schema';
 import type { RedisTopology } from './gateway-config';
 

@@ -1,4 +1,4 @@
-// Renders every gateway-made error in the SPEC §3 envelope, and turns anything else into a safe 500.
+// Renders every gateway-made error in the one error envelope, and turns anything else into a safe 500.
 import type { ErrorRequestHandler, Response } from 'express';
 import { GatewayError, isGatewayError } from './gateway-error';
 

@@ -1,4 +1,4 @@
-// The one error type of the gateway: a SPEC §3 reason, its HTTP status and a human detail.
+// The one error type of the gateway: a reason of the error catalogue, its HTTP status and a human detail.
 export const REASON_STATUS = {
   INVALID_REQUEST: 400,
   CLIENT_UNAUTHENTICATED: 401,

@@ -93,4 +93,4 @@ export const errorEnvelope = z
     requestId: z.string(),
     errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   })
-  .meta({ description: 'Every error the gateway itself makes (SPEC §3).' });
+  .meta({ description: 'Every error the gateway itself makes.' });

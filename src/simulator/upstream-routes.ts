@@ -1,4 +1,4 @@
-// The provider's four endpoints (SPEC §2), behind its IP allow-list, with faults and bearer authentication.
+// The provider's four endpoints, behind its IP allow-list, with faults and bearer authentication.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler, type Router } from 'express';
 import { z } from 'zod';

@@ -1,7 +1,7 @@
 // Reads a token's expiry from its JWT `exp` claim, decoded without verification (the gateway has no key).
 import { decodeJwt } from 'jose';
 
-/** The provider's documented lifetimes (SPEC §2), used when a token carries no readable `exp`. */
+/** The provider's documented lifetimes (5 min, 24 h), used when a token carries no readable `exp`. */
 export const ACCESS_FALLBACK_SECONDS = 300;
 export const REFRESH_FALLBACK_SECONDS = 86_400;
 

@@ -14,7 +14,7 @@ export interface UpstreamCredentials {
   readonly password: string;
 }
 
-/** The two token endpoints of SPEC §2. Rejections are GatewayErrors that never carry a token or credential. */
+/** The provider's two token endpoints. Rejections are GatewayErrors that never carry a token or credential. */
 export interface TokenClient {
   login(credentials: UpstreamCredentials): Promise<TokenResponse>;
   /** Rejects with UPSTREAM_AUTH_FAILED when the refresh token is invalid or expired (then log in instead). */

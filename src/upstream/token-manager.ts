@@ -1,4 +1,4 @@
-// Obtains, caches, shares and renews the upstream token pair for the whole fleet of replicas (SPEC §5).
+// Obtains, caches, shares and renews the upstream token pair for the whole fleet of replicas.
 import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';

@@ -1,7 +1,7 @@
 // Faults under steady load: three gateway PROCESSES share one redis-server in front of one simulator (short access
 // TTL, so tokens are refreshed during the run). Each case drives 20 loops for a few seconds, injects one fault
 // mid-load, and counts every request sent and every answer received: nothing lost means every request got a
-// well-formed answer (status, X-Request-Id, JSON body; errors in the SPEC §3 envelope). A table is printed at the end.
+// well-formed answer (status, X-Request-Id, JSON body; errors in the gateway's error envelope). A table is printed at the end.
 import { randomBytes } from 'node:crypto';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { writeClientsFile } from '../support/clients-file';

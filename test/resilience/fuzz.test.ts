@@ -21,12 +21,12 @@ const ENCRYPTION_KEY = randomBytes(32).toString('base64');
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const BODY_LIMIT = 16 * 1024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** The SPEC's formats, restated here (not imported from the gateway) as the oracle. */
+/** The provider's formats, restated here (not imported from the gateway) as the oracle. */
 const COUNTRIES = new Set(Object.keys(getAlpha3Codes()));
 const ID_CHARACTER = /^[A-Za-z0-9Ñ&./ -]$/;
 const ID_END = /^[A-Za-z0-9Ñ&]$/;
 const TYPE = /^[A-Z0-9_]{1,32}$/;
-/** Headers the upstream may receive (SPEC §3 allow-list, the static header, and transport headers). */
+/** Headers the upstream may receive (the allow-list, the static header, and transport headers). */
 const UPSTREAM_HEADERS = new Set([
   'accept',
   'authorization',
@@ -122,7 +122,7 @@ function keep(where: string, answer: Answer) {
   captured.push({ where: `${where} headers`, text: JSON.stringify(answer.headers) });
 }
 
-/** The gateway's own error: the SPEC §3 envelope, its code the HTTP status, its requestId the header's. */
+/** The gateway's own error: the gateway's error envelope, its code the HTTP status, its requestId the header's. */
 function expectEnvelope(answer: Answer, statuses: readonly number[]) {
   if (!statuses.includes(answer.status)) {
     throw new Error(
@@ -140,7 +140,7 @@ function expectNoFiveHundred(answer: Answer) {
   if (answer.status >= 500) throw new Error(`5xx answer ${answer.status}: ${answer.body.slice(0, 300)}`);
 }
 
-/** What the gateway should forward for a parsed body, or undefined when the body is invalid (SPEC §3). */
+/** What the gateway should forward for a parsed body, or undefined when the body is invalid. */
 function expectedForward(
   value: unknown,
 ): { country: string; document: { id: string; type: string } } | undefined {

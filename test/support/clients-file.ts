@@ -1,4 +1,4 @@
-// Writes a client registry file (the SPEC §4 format) for tests, from plain keys.
+// Writes a client registry file (the registry format) for tests, from plain keys.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256Hex } from '../../src/callers/client-registry';

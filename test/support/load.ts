@@ -1,6 +1,6 @@
 // A bounded steady-load driver for the resilience tests: N loops send requests for a fixed time (and at most a
 // fixed count); every request sent and every answer received is counted, by status, with the max latency.
-// An answer is well-formed when it has a status, an X-Request-Id and a JSON body (an error: the SPEC §3 envelope).
+// An answer is well-formed when it has a status, an X-Request-Id and a JSON body (an error: the gateway's error envelope).
 import { Agent, request as httpRequest } from 'node:http';
 
 export interface LoadRequest {
@@ -57,7 +57,7 @@ export interface LoadReport {
   /** Requests sent without an answer (reset after connect, hung): must be 0 for "nothing lost". */
   readonly lost: number;
   readonly errors: Record<string, number>;
-  /** Answers without a JSON body, an X-Request-Id, or (errors) the SPEC §3 envelope. */
+  /** Answers without a JSON body, an X-Request-Id, or (errors) the gateway's error envelope. */
   readonly malformed: number;
   readonly malformedSamples: string[];
   readonly maxLatencyMs: number;

@@ -1,4 +1,4 @@
-// /readyz as SPEC §3: ready when healthy, degraded-but-ready without Redis, 503 when the upstream refuses the
+// /readyz: ready when healthy, degraded-but-ready without Redis, 503 when the upstream refuses the
 // credentials, and 503 while draining.
 import { connect } from 'node:net';
 import { loadConfig } from '../../../src/config/load-config';

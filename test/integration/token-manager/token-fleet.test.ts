@@ -1,4 +1,4 @@
-// A fleet of token managers against a real redis-server and the simulator: SPEC §5, issue 4's "done when".
+// A fleet of token managers against a real redis-server and the simulator: one login for a cold fleet, one refresh per token lifetime.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
