@@ -27,7 +27,7 @@ export function sendError(res: Response, error: GatewayError): void {
 }
 
 /** Errors of Express and body-parser that a caller causes, as 4xx reasons; anything else stays unknown. */
-function fromCallerMistake(error: { name?: string; type?: string }): GatewayError | undefined {
+function fromCallerMistake(error: { name?: string; type?: string; code?: string }): GatewayError | undefined {
   // The router could not percent-decode a path parameter (e.g. `%ZZ`, `%E0%A4%A`).
   if (error.name === 'URIError') {
     return new GatewayError('INVALID_REQUEST', 'The request path is not valid percent-encoding.');
@@ -47,9 +47,11 @@ function fromCallerMistake(error: { name?: string; type?: string }): GatewayErro
     case 'request.size.invalid':
     case 'stream.encoding.set':
       return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
-    default:
-      return undefined;
   }
+  // A gzip/deflate/br body that does not decompress: body-parser passes zlib's error on with no `type`.
+  if (error.code?.startsWith('Z_') || error.code?.startsWith('ERR__'))
+    return new GatewayError('INVALID_REQUEST', 'The request body could not be decompressed.');
+  return undefined;
 }
 
 /** The last middleware: whatever reached it becomes one envelope; internals are logged, never answered. */

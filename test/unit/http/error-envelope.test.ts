@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import express from 'express';
 import request from 'supertest';
 import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
@@ -98,5 +99,27 @@ describe('the error envelope', () => {
     const res = await request(appThatThrows(new Error('unused'))).get('/item/%ZZ');
     expect(res.status).toBe(400);
     expect(res.body.status.description).toBe('INVALID_REQUEST');
+  });
+  it('answers 400, not 500, for a compressed body that does not decompress (corrupt or cut short)', async () => {
+    const app = appThatThrows(new Error('unused'));
+    const whole = gzipSync('{"country":"ARG"}');
+    const bodies: [string, Buffer][] = [
+      ['gzip', Buffer.from('not gzip at all')],
+      ['gzip', whole.subarray(0, 12)],
+      ['deflate', Buffer.from('not deflate')],
+      ['br', Buffer.from('not brotli')],
+    ];
+    for (const [encoding, bytes] of bodies) {
+      const res = await request(app)
+        .post('/echo')
+        .set('content-type', 'application/json')
+        .set('content-encoding', encoding)
+        .send(bytes);
+      expect({ encoding, status: res.status, reason: res.body.status?.description }).toEqual({
+        encoding,
+        status: 400,
+        reason: 'INVALID_REQUEST',
+      });
+    }
   });
 });
