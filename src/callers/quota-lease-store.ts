@@ -20,8 +20,10 @@ return {total, ttl}`;
 const LEASE_SHARE_OF_REMAINING = 1 / 100;
 /** And at most this many hits: one Redis round trip per this many requests of a busy client. */
 export const MAX_LEASE = 100;
-/** Leases of ended windows are swept once the map holds this many keys. */
+/** Leases of ended windows are swept once the map holds this many keys, and again each time it doubles. */
 const SWEEP_AT = 10_000;
+/** Past this many keys (a flood from many addresses), the oldest leases are forgotten; Redis keeps their counts. */
+export const MAX_LEASES = 100_000;
 
 /**
  * The hits this replica may hand out for one key: hit numbers `next + 1 … end` of the fleet's window counter are
@@ -56,6 +58,7 @@ export interface QuotaLeaseStoreOptions {
  */
 export class QuotaLeaseStore implements Store {
   private readonly leases = new Map<string, Lease>();
+  private sweepAt = SWEEP_AT;
   private windowMs = 60_000;
   private readonly now: () => number;
 
@@ -120,7 +123,7 @@ export class QuotaLeaseStore implements Store {
     const lease = this.leases.get(key);
     if (lease && now < lease.windowEndsAt) return lease;
     if (lease?.claim) return lease; // a claim in flight will set the new window
-    if (this.leases.size >= SWEEP_AT) this.sweep(now);
+    if (this.leases.size >= this.sweepAt) this.sweep(now);
     const fresh: Lease = { next: 0, end: 0, windowEndsAt: Number.POSITIVE_INFINITY, waiting: 0 };
     this.leases.set(key, fresh);
     return fresh;
@@ -153,8 +156,16 @@ export class QuotaLeaseStore implements Store {
     return Math.max(1, Math.min(MAX_LEASE, Math.max(share, forWaiting)));
   }
 
+  /** Amortized: the next sweep waits until the map has doubled, so a flood of new keys costs O(1) each. */
   private sweep(now: number): void {
     for (const [key, lease] of this.leases)
       if (now >= lease.windowEndsAt && !lease.claim) this.leases.delete(key);
+    // A forgotten lease loses only its unused hits (counted in Redis as taken); its key claims afresh next time.
+    if (this.leases.size >= MAX_LEASES)
+      for (const [key, lease] of this.leases) {
+        if (this.leases.size < MAX_LEASES / 2) break;
+        if (!lease.claim) this.leases.delete(key);
+      }
+    this.sweepAt = Math.min(MAX_LEASES, Math.max(SWEEP_AT, 2 * this.leases.size));
   }
 }
