@@ -121,8 +121,12 @@ export class LoginBackoff {
     return { refusal: this.refusals.current, transient: this.transients.current };
   }
 
-  /** Records a refusal of the current credentials; answers the record to share with the fleet. */
-  refused(reason: RefusalReason): BackoffRecord {
+  /**
+   * Records a refusal of the credentials `fingerprint`; answers the record to share with the fleet, or undefined when
+   * they are no longer the current ones (rotated while the call was on the wire): the new ones start clean.
+   */
+  refused(reason: RefusalReason, fingerprint: string = this.fingerprint): BackoffRecord | undefined {
+    if (fingerprint !== this.fingerprint) return undefined;
     this.failure = reason;
     return this.refusals.failed(reason, this.fingerprint);
   }

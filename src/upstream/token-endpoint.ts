@@ -48,7 +48,7 @@ export class TokenEndpoint {
         this.recordCall('refresh', resultOf(error), started, error);
         // A refused refresh token (expired, revoked, rotated away) is no refusal of the gateway: log in.
         if (!isGatewayError(error) || error.reason !== 'UPSTREAM_AUTH_FAILED')
-          throw await this.failed(error, keys);
+          throw await this.failed(error, keys, credentials);
       }
     }
     const started = clock.now();
@@ -58,7 +58,7 @@ export class TokenEndpoint {
       return this.pairOf(answer.access, answer.refresh, credentials);
     } catch (error) {
       this.recordCall('login', resultOf(error), started, error);
-      throw await this.failed(error, keys);
+      throw await this.failed(error, keys, credentials);
     }
   }
 
@@ -99,11 +99,15 @@ export class TokenEndpoint {
   }
 
   /** Remembers a failure here and for the fleet; answers what the callers of this flight get. */
-  private async failed(error: unknown, keys: TokenKeys): Promise<unknown> {
+  private async failed(error: unknown, keys: TokenKeys, credentials: Credentials): Promise<unknown> {
     const { backoff, cache } = this.deps;
     const refused = isRefusal(error);
     const kind: FailureKind = refused ? 'refusal' : 'transient';
-    const record: BackoffRecord = refused ? backoff.refused(error.reason) : backoff.unavailable(error);
+    const record: BackoffRecord | undefined = refused
+      ? backoff.refused(error.reason, credentials.fingerprint)
+      : backoff.unavailable(error);
+    // A refusal of credentials replaced while the call was on the wire says nothing about the new ones.
+    if (!record) return error;
     if (record.waitMs > 0)
       await cache.writeFailure(keys, kind, record, record.waitMs + STREAK_MEMORY_MS[kind]);
     return backoff.blocked() ?? error;

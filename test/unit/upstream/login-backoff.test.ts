@@ -9,7 +9,14 @@ import {
   tokenKeys,
 } from '../../../src/upstream/token-manager';
 import type { TokenProvider } from '../../../src/upstream/token-provider';
-import { captureLogger, FakeClock, FakeCredentialSource, FakeTokenClient, testMetrics } from './token-fakes';
+import {
+  captureLogger,
+  FakeClock,
+  FakeCredentialSource,
+  FakeTokenClient,
+  settle,
+  testMetrics,
+} from './token-fakes';
 
 const BASE_URL = 'https://api.example.test';
 const SETTINGS: TokenManagerSettings = {
@@ -182,6 +189,23 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
     await expect(b.getAccessToken()).rejects.toMatchObject({ reason: 'UPSTREAM_AUTH_FAILED' });
     const again = await a.getAccessToken().catch((e: GatewayError) => Number(e.headers['Retry-After']));
     expect(again).toBe(20);
+  });
+
+  it('a refusal of the old password that arrives after a rotation does not hold back the new one', async () => {
+    const f = fleet({ random: () => 0 });
+    f.client.options.password = 'the-real-password';
+    const [a, b] = [f.replica(), f.replica()];
+    for (const r of [a, b]) await r.start();
+    f.client.hold();
+    const onTheWire = a.getAccessToken().catch((error: unknown) => error);
+    await settle();
+    // The operator fixes the password while the login with the old one is still on the wire.
+    f.credentials.change('merchant', 'the-real-password');
+    f.client.release();
+    await expect(onTheWire).resolves.toMatchObject({ reason: 'UPSTREAM_AUTH_FAILED' });
+    expect(await f.store.get(KEYS.failure)).toBeUndefined();
+    await expect(b.getAccessToken()).resolves.toMatchObject({ source: 'upstream' });
+    await expect(a.getAccessToken()).resolves.toMatchObject({ source: 'memory' });
   });
 
   it('with the store down, each replica still backs off exponentially from memory', async () => {
