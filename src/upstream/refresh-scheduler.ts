@@ -22,6 +22,9 @@ export interface RefreshSchedulerDeps {
   readonly refresh: () => Promise<unknown>;
 }
 
+/** setTimeout's longest delay (about 24.8 days): Node fires a longer one after 1 ms, which would refresh in a loop. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export class RefreshScheduler {
   private timer?: ClockTimer;
 
@@ -34,7 +37,11 @@ export class RefreshScheduler {
     const pair = this.deps.current();
     if (this.deps.stopped() || !pair) return;
     const due = pair.accessExpiresAt - skewMs - random() * 0.1 * skewMs - clock.now();
-    const timer = clock.setTimeout(() => this.onDue(pair), Math.max(0, delayMs ?? due));
+    // A longer life (or an `exp` in milliseconds, a provider bug) refreshes after the longest wait a timer holds.
+    const timer = clock.setTimeout(
+      () => this.onDue(pair),
+      Math.min(MAX_TIMER_MS, Math.max(0, delayMs ?? due)),
+    );
     timer.unref?.();
     this.timer = timer;
   }

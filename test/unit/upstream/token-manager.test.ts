@@ -147,6 +147,17 @@ describe('token manager: proactive refresh', () => {
     expect(next.value).not.toBe(first.value);
   });
 
+  it('a token living longer than a timer can wait (or an exp in milliseconds) is not refreshed in a tight loop', async () => {
+    const f = fleet({ client: { accessTtlSeconds: 40 * 86_400 } });
+    // As Node does: a delay past 2^31 - 1 ms does not fit in its timer and fires after 1 ms instead.
+    const nodeSetTimeout = f.clock.setTimeout;
+    f.clock.setTimeout = (run, ms) => nodeSetTimeout(run, ms > 2 ** 31 - 1 ? 1 : ms);
+    const manager = f.replica();
+    await manager.getAccessToken();
+    await f.clock.advance(1_000);
+    expect(f.client.refreshes).toBe(0);
+  });
+
   it('keeps refreshing once per lifetime over several lifetimes, with no caller ever waiting', async () => {
     const f = fleet();
     const manager = f.replica();
