@@ -17,7 +17,7 @@ function markdownFiles(directory: string): string[] {
 }
 
 /** The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to dashes. */
-export function headingAnchor(heading: string): string {
+function headingAnchor(heading: string): string {
   return heading
     .trim()
     .toLowerCase()
