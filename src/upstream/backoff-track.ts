@@ -12,6 +12,11 @@ export interface BackoffRecord {
   readonly streak: number;
   /** Fingerprint of the credentials that were refused (refusals only): other credentials start clean. */
   readonly credentials?: string;
+  /**
+   * The provider refused tokens it had just issued (logins succeed, calls get 401): the streak survives successful
+   * logins and ends only when the provider accepts a call.
+   */
+  readonly tokenRejected?: boolean;
 }
 
 export interface BackoffPolicy {
@@ -58,13 +63,20 @@ export class BackoffTrack {
   }
 
   /** A failure this replica saw: the next step of the streak; `floorMs` (a Retry-After) lengthens the wait. */
-  failed(reason: string, credentials?: string, floorMs = 0): BackoffRecord {
+  failed(reason: string, credentials?: string, floorMs = 0, tokenRejected = false): BackoffRecord {
     const streak = Math.min(MAX_STREAK, (this.known?.streak ?? 0) + 1);
     const waitMs = Math.max(
       nextWaitMs(this.policy, streak, this.random),
       Math.min(floorMs, this.policy.ceilingMs),
     );
-    const record: BackoffRecord = { reason, at: this.now(), waitMs, streak, credentials };
+    const record: BackoffRecord = {
+      reason,
+      at: this.now(),
+      waitMs,
+      streak,
+      credentials,
+      ...(tokenRejected && { tokenRejected }),
+    };
     this.known = record;
     return record;
   }

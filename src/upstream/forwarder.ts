@@ -281,13 +281,19 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         const token = await deps.tokens.getAccessToken();
         noteTokenSource(res, token.source);
         const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
-        if (first.kind === 'answer') return first.answer;
+        if (first.kind === 'answer') {
+          deps.tokens.accepted?.();
+          return first.answer;
+        }
 
         // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
         const renewed = await deps.tokens.renewAfterRejection(token.value);
         noteTokenSource(res, renewed.source);
         const second = await deps.slots.run(res, () => guardedAttempt(req, res, call, renewed.value));
-        if (second.kind === 'answer') return second.answer;
+        if (second.kind === 'answer') {
+          deps.tokens.accepted?.();
+          return second.answer;
+        }
         throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
       } catch (error) {
         throw toGatewayError(error, deps.circuits.of(exchange.route));

@@ -48,7 +48,14 @@ export function decodeFailure(text: string, kind: FailureKind): BackoffRecord | 
       (kind === 'transient' || typeof value.credentials === 'string')
     ) {
       const { reason, at, waitMs, streak, credentials } = value as BackoffRecord;
-      return { reason, at, waitMs, streak, credentials };
+      return {
+        reason,
+        at,
+        waitMs,
+        streak,
+        credentials,
+        ...(value.tokenRejected === true && { tokenRejected: true }),
+      };
     }
   } catch {
     // not JSON: not a record
@@ -131,6 +138,28 @@ export class LoginBackoff {
     return this.refusals.failed(reason, this.fingerprint);
   }
 
+  /**
+   * Records that the provider refused a token obtained since its last accepted call (logins succeed, calls get
+   * 401): a refusal of the gateway like a refused login, whose streak only an accepted call ends.
+   */
+  tokensRejected(fingerprint: string): BackoffRecord | undefined {
+    if (fingerprint !== this.fingerprint) return undefined;
+    this.failure = 'UPSTREAM_AUTH_FAILED';
+    return this.refusals.failed('UPSTREAM_AUTH_FAILED', this.fingerprint, 0, true);
+  }
+
+  /** The provider has been refusing the tokens it issues, and has accepted none since. */
+  get rejectingTokens(): boolean {
+    return this.refusals.current?.tokenRejected === true;
+  }
+
+  /** The provider accepted a call: a streak of rejected tokens is over. */
+  tokenAccepted(): void {
+    if (!this.rejectingTokens) return;
+    this.refusals.clear();
+    this.failure = undefined;
+  }
+
   /** Records a transient failure (a 429's Retry-After lengthens the wait); answers the record to share. */
   unavailable(error: unknown): BackoffRecord {
     const reason =
@@ -141,9 +170,9 @@ export class LoginBackoff {
     return this.transients.failed(reason, undefined, retryAfterMs(error));
   }
 
-  /** A token was obtained: nothing to back off from. */
+  /** A token was obtained: nothing to back off from, unless the provider has been refusing the tokens it issues. */
   succeeded(): void {
-    this.refusals.clear();
+    if (!this.rejectingTokens) this.refusals.clear();
     this.transients.clear();
     this.failure = undefined;
   }

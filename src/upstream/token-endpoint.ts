@@ -62,6 +62,25 @@ export class TokenEndpoint {
     }
   }
 
+  /**
+   * The provider refused a token obtained since its last accepted call: recorded and shared as a refusal, so that
+   * caller traffic cannot turn into one login per request; answers what the callers get.
+   */
+  async tokensRejected(keys: TokenKeys, credentials: Credentials): Promise<GatewayError> {
+    const { backoff, cache, logger } = this.deps;
+    const record = backoff.tokensRejected(credentials.fingerprint);
+    if (record && record.waitMs > 0)
+      await cache.writeFailure(keys, 'refusal', record, record.waitMs + STREAK_MEMORY_MS.refusal);
+    logger.warn(
+      { event: 'token.rejected', streak: record?.streak, waitMs: record?.waitMs },
+      'the upstream refuses the tokens it issues: backing off as after a refused login',
+    );
+    return (
+      backoff.blocked() ??
+      new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the tokens it issued to the gateway.')
+    );
+  }
+
   /** A rotated refresh token replaces the old one; without rotation the old one (and its expiry) stays. */
   private pairOf(
     access: string,

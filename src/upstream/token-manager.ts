@@ -98,6 +98,8 @@ class FleetTokenManager implements TokenProvider {
   private stopped = false;
   private rereading = false;
   private unsubscribeChannel?: () => void;
+  /** The token the last renewal after a rejection obtained, until the provider accepts a call. */
+  private renewedToken?: string;
   private unsubscribeCredentials?: () => void;
 
   constructor(deps: TokenManagerDeps) {
@@ -157,6 +159,16 @@ class FleetTokenManager implements TokenProvider {
   }
 
   async renewAfterRejection(rejected: string): Promise<AccessToken> {
+    // A token renewed after a rejection is rejected too, or tokens keep being rejected: the provider refuses the
+    // tokens it issues, and renewing per request would log in once per caller request.
+    if (rejected === this.renewedToken || this.backoff.rejectingTokens) {
+      if (this.pair?.access === rejected) this.dropMemory();
+      const blocked = this.backoff.blocked();
+      if (blocked) throw blocked;
+      // The refused pair leaves the store too (compare before delete), so no replica adopts it again.
+      await this.cache.read(this.keys, rejected);
+      throw await this.endpoint.tokensRejected(this.keys, this.credentials);
+    }
     if (this.pair?.access === rejected) {
       this.dropMemory();
     } else if (this.memo !== undefined && this.clock.now() < this.usableUntil) {
@@ -171,7 +183,15 @@ class FleetTokenManager implements TokenProvider {
     }
     const blocked = this.backoff.blocked();
     if (blocked) throw blocked;
-    return this.counted(await this.join('renew', rejected));
+    const renewed = await this.join('renew', rejected);
+    this.renewedToken = renewed.value;
+    return this.counted(renewed);
+  }
+
+  accepted(): void {
+    if (this.renewedToken === undefined && !this.backoff.rejectingTokens) return;
+    this.renewedToken = undefined;
+    this.backoff.tokenAccepted();
   }
 
   status(): TokenStatus {

@@ -33,6 +33,8 @@ export interface TokenProvider {
    * newer one written by another replica survives) and get a fresh one through the same single flight.
    */
   renewAfterRejection(rejected: string): Promise<AccessToken>;
+  /** The provider answered a call made with a token without a 401 (ends a streak of rejected tokens). */
+  accepted?(): void;
   status(): TokenStatus;
   /** Starts background refresh (before expiry) and store change notifications. */
   start(): Promise<void>;

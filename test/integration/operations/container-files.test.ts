@@ -70,7 +70,10 @@ describe('Dockerfile', () => {
     expect(new Set(images).size).toBe(1);
     const [image = ''] = images;
     // node:24…@sha256:<digest>: a tag alone (node:24-slim, even node:24.21.0-slim) can be rebuilt under the same name.
-    expect({ image, pinned: /^node:24[\w.-]*@sha256:[0-9a-f]{64}$/.test(image) }).toEqual({ image, pinned: true });
+    expect({ image, pinned: /^node:24[\w.-]*@sha256:[0-9a-f]{64}$/.test(image) }).toEqual({
+      image,
+      pinned: true,
+    });
   });
 
   test('the image leaves out the development registry, the compose files and the nginx config', () => {

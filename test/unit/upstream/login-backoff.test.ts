@@ -220,6 +220,64 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
   });
 });
 
+describe('an upstream that issues tokens and refuses every call made with them', () => {
+  /** Callers as the forwarder drives them: a token, a 401, one renewal, a 401 again (the provider refuses them all). */
+  async function rejectedCalls(clock: FakeClock, replicas: TokenProvider[], durationMs: number, stepMs: number) {
+    const reasons = new Set<string>();
+    for (let t = 0; t < durationMs; t += stepMs) {
+      for (const replica of replicas) {
+        replica
+          .getAccessToken()
+          .then((token) => replica.renewAfterRejection(token.value))
+          .then((renewed) => replica.renewAfterRejection(renewed.value))
+          .catch((error: GatewayError) => reasons.add(error.reason));
+      }
+      await clock.advance(stepMs);
+    }
+    return reasons;
+  }
+
+  it('24 h of caller traffic on 3 replicas cost at most 110 logins, not one per request', async () => {
+    const f = fleet();
+    const replicas = [f.replica(), f.replica(), f.replica()];
+    for (const r of replicas) await r.start();
+    const reasons = await rejectedCalls(f.clock, replicas, 24 * HOUR, 5_000);
+    expect(reasons).toEqual(new Set(['UPSTREAM_AUTH_FAILED']));
+    // Logins succeed each time; the tokens they give are refused, so the fleet backs off as after refused logins.
+    expect(f.client.logins + f.client.refreshes).toBeGreaterThan(3);
+    expect(f.client.logins + f.client.refreshes).toBeLessThanOrEqual(110);
+  }, 120_000);
+
+  it('a single rejected token is renewed at once, and an accepted call ends a streak of rejected ones', async () => {
+    const f = fleet();
+    const replica = f.replica();
+    await replica.start();
+    // A revoked token (one rejection): renewed at once, no back-off.
+    const first = await replica.getAccessToken();
+    const renewed = await replica.renewAfterRejection(first.value);
+    expect(renewed.value).not.toBe(first.value);
+    replica.accepted?.();
+    // Later the renewed token is revoked too: after an accepted call that is a new, single rejection.
+    const again = await replica.renewAfterRejection(renewed.value);
+    expect(again.value).not.toBe(renewed.value);
+    // Its renewal refused at once as well: the provider refuses what it issues; the fleet waits the minimum.
+    await expect(replica.renewAfterRejection(again.value)).rejects.toMatchObject({
+      reason: 'UPSTREAM_AUTH_FAILED',
+      headers: { 'Retry-After': expect.any(String) },
+    });
+    const calls = f.client.logins + f.client.refreshes;
+    await expect(replica.getAccessToken()).rejects.toMatchObject({ reason: 'UPSTREAM_AUTH_FAILED' });
+    expect(f.client.logins + f.client.refreshes).toBe(calls);
+    // After the wait a new token is fetched; the provider accepts it: the streak is over.
+    await f.clock.advance(30_000);
+    const healed = await replica.getAccessToken();
+    replica.accepted?.();
+    expect(healed.value).not.toBe(again.value);
+    const next = await replica.renewAfterRejection(healed.value);
+    expect(next.value).not.toBe(healed.value);
+  });
+});
+
 describe('transient token-endpoint failures: a short back-off of their own', () => {
   it('5xx and timeouts back off briefly, never count as refusals, and the first refusal after them waits the minimum', async () => {
     const f = fleet({ random: () => 0 });
