@@ -6,6 +6,8 @@ type Fail = (variable: string, message: string) => void;
 
 /** Refused logins retried faster than this could lock the merchant account. */
 export const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
+/** The longest wait may not be shorter: a refused password then costs about 100 login attempts a day, not thousands. */
+export const PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS = 900_000;
 
 /**
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;
@@ -49,6 +51,11 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
     fail(
       'TOKEN_LOGIN_MIN_INTERVAL_MS',
       `must be at least ${PRODUCTION_MIN_LOGIN_INTERVAL_MS} in production (refused logins retried faster can lock the merchant account)${why}`,
+    );
+  if (env.TOKEN_LOGIN_MAX_INTERVAL_MS < PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS)
+    fail(
+      'TOKEN_LOGIN_MAX_INTERVAL_MS',
+      `must be at least ${PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS} in production (a shorter longest wait lets a wrong password cost thousands of refused logins a day)${why}`,
     );
   if (topology.kind !== 'none' && !redisUsesTls(topology, env.REDIS_TLS) && !env.REDIS_ALLOW_PLAINTEXT) {
     const fix =

@@ -191,6 +191,25 @@ describe('loadConfig', () => {
       );
     });
 
+    it('refuses a longest login wait below 15 min (a wrong password would cost thousands of logins a day)', () => {
+      const env = {
+        ...upstreamEnv,
+        NODE_ENV: 'production',
+        REDIS_URL: 'rediss://redis:6380',
+        TOKEN_ENCRYPTION_KEY: KEY,
+        METRICS_PORT: '9464',
+      };
+      expect(
+        problemsOf({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '5000', TOKEN_LOGIN_MAX_INTERVAL_MS: '5000' }),
+      ).toEqual([expect.objectContaining({ variable: 'TOKEN_LOGIN_MAX_INTERVAL_MS' })]);
+      expect(loadConfig({ ...env, TOKEN_LOGIN_MAX_INTERVAL_MS: '3600000' }).tokens.loginMaxIntervalMs).toBe(
+        3_600_000,
+      );
+      expect(loadConfig({ ...testEnv, TOKEN_LOGIN_MAX_INTERVAL_MS: '30000' }).tokens.loginMaxIntervalMs).toBe(
+        30_000,
+      );
+    });
+
     it('accepts a complete production configuration', () => {
       const config = loadConfig({ ...upstreamEnv, ...productionReady, NODE_ENV: 'production' });
       expect(config.tokens.encryptionKey?.length).toBe(32);

@@ -222,7 +222,12 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
 
 describe('an upstream that issues tokens and refuses every call made with them', () => {
   /** Callers as the forwarder drives them: a token, a 401, one renewal, a 401 again (the provider refuses them all). */
-  async function rejectedCalls(clock: FakeClock, replicas: TokenProvider[], durationMs: number, stepMs: number) {
+  async function rejectedCalls(
+    clock: FakeClock,
+    replicas: TokenProvider[],
+    durationMs: number,
+    stepMs: number,
+  ) {
     const reasons = new Set<string>();
     for (let t = 0; t < durationMs; t += stepMs) {
       for (const replica of replicas) {
