@@ -19,7 +19,7 @@ return {total, ttl}`;
 /** A lease is at most this share of what the fleet has left in the window, so little can sit unused in a replica. */
 const LEASE_SHARE_OF_REMAINING = 1 / 100;
 /** And at most this many hits: one Redis round trip per this many requests of a busy client. */
-export const MAX_LEASE = 100;
+export const MAX_LEASE = 250;
 /** Leases of ended windows are swept once the map holds this many keys, and again each time it doubles. */
 const SWEEP_AT = 10_000;
 /** Past this many keys (a flood from many addresses), the oldest leases are forgotten; Redis keeps their counts. */
