@@ -124,8 +124,25 @@ export class SharedTokenCache {
     const raw = this.seal.seal(JSON.stringify(pair), keys.pair);
     const written = await this.call('set', () => this.store.set(keys.pair, raw, ttl));
     if (written === DOWN) return;
-    await this.call('delete', () => this.store.delete(keys.failure, keys.transient));
+    // A refusal of other credentials (a rollout with a new password on some replicas) or of the tokens the provider
+    // issues stays: this success ends neither.
+    const refusal = await this.readRefusal(keys);
+    const ended =
+      refusal === undefined || (refusal.credentials === pair.credentials && !refusal.tokenRejected);
+    const stale = ended ? [keys.failure, keys.transient] : [keys.transient];
+    await this.call('delete', () => this.store.delete(...stale));
     await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
+  }
+
+  /** The provider accepted a call again: a shared streak of rejected tokens is over. */
+  async clearRejectedTokens(keys: TokenKeys): Promise<void> {
+    const refusal = await this.readRefusal(keys);
+    if (refusal?.tokenRejected) await this.call('delete', () => this.store.delete(keys.failure));
+  }
+
+  private async readRefusal(keys: TokenKeys): Promise<BackoffRecord | undefined> {
+    const raw = await this.call('get', () => this.store.get(keys.failure));
+    return raw === DOWN ? undefined : this.openFailure('refusal', raw, keys.failure);
   }
 
   /**

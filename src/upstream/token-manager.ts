@@ -191,7 +191,9 @@ class FleetTokenManager implements TokenProvider {
   accepted(): void {
     if (this.renewedToken === undefined && !this.backoff.rejectingTokens) return;
     this.renewedToken = undefined;
+    if (!this.backoff.rejectingTokens) return;
     this.backoff.tokenAccepted();
+    void this.cache.clearRejectedTokens(this.keys);
   }
 
   status(): TokenStatus {
