@@ -185,7 +185,8 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
     // The refusal of the old password may stay in the store (a replica still on it keeps its streak); it holds back
     // no replica on the new one.
     const left = await f.store.get(KEYS.failure);
-    if (left !== undefined) expect(JSON.parse(left).credentials).not.toBe(f.credentials.current().fingerprint);
+    if (left !== undefined)
+      expect(JSON.parse(left).credentials).not.toBe(f.credentials.current().fingerprint);
 
     // The streak starts over: a refusal now costs the minimum again, not the maximum.
     f.credentials.change('merchant', 'wrong-again');
@@ -266,9 +267,20 @@ describe('an upstream that issues tokens and refuses every call made with them',
     await expect(a.renewAfterRejection(renewed.value)).rejects.toMatchObject({
       headers: { 'Retry-After': '20' },
     });
-    // After the wait another replica logs in (the login succeeds): the provider refuses that token too.
+    await settle();
+    // The other replica held the renewed token too: refused at once, no token call.
+    const calls = () => f.client.logins + f.client.refreshes;
+    const before = calls();
+    await expect(b.renewAfterRejection(renewed.value)).rejects.toMatchObject({
+      reason: 'UPSTREAM_AUTH_FAILED',
+    });
+    expect(calls()).toBe(before);
+    // After the wait it gets a new token (the token call succeeds): that ends nothing for the fleet.
     await f.clock.advance(21_000);
     const third = await b.getAccessToken();
+    expect(calls()).toBe(before + 1);
+    expect(await f.store.get(KEYS.failure)).toBeDefined();
+    // The provider refuses that one too: the streak goes on (a longer wait), it does not start over.
     await expect(b.renewAfterRejection(third.value)).rejects.toMatchObject({
       headers: { 'Retry-After': '40' },
     });
