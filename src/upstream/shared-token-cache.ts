@@ -124,25 +124,34 @@ export class SharedTokenCache {
     const raw = this.seal.seal(JSON.stringify(pair), keys.pair);
     const written = await this.call('set', () => this.store.set(keys.pair, raw, ttl));
     if (written === DOWN) return;
+    await this.call('delete', () => this.store.delete(keys.transient));
     // A refusal of other credentials (a rollout with a new password on some replicas) or of the tokens the provider
-    // issues stays: this success ends neither.
+    // issues stays: this success ends neither. Deleted only if unchanged since read (compare before delete).
     const refusal = await this.readRefusal(keys);
     const ended =
-      refusal === undefined || (refusal.credentials === pair.credentials && !refusal.tokenRejected);
-    const stale = ended ? [keys.failure, keys.transient] : [keys.transient];
-    await this.call('delete', () => this.store.delete(...stale));
+      refusal !== undefined &&
+      (refusal.record === undefined ||
+        (refusal.record.credentials === pair.credentials && !refusal.record.tokenRejected));
+    if (ended)
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.failure, refusal.raw));
     await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
   }
 
   /** The provider accepted a call again: a shared streak of rejected tokens is over. */
   async clearRejectedTokens(keys: TokenKeys): Promise<void> {
     const refusal = await this.readRefusal(keys);
-    if (refusal?.tokenRejected) await this.call('delete', () => this.store.delete(keys.failure));
+    if (refusal?.record?.tokenRejected)
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.failure, refusal.raw));
   }
 
-  private async readRefusal(keys: TokenKeys): Promise<BackoffRecord | undefined> {
+  /**
+   * The stored refusal as read, to delete only if unchanged since; undefined when there is none or the store did
+   * not answer. `record` is undefined when it does not open (a forgery: nothing to keep).
+   */
+  private async readRefusal(keys: TokenKeys): Promise<{ raw: string; record?: BackoffRecord } | undefined> {
     const raw = await this.call('get', () => this.store.get(keys.failure));
-    return raw === DOWN ? undefined : this.openFailure('refusal', raw, keys.failure);
+    if (raw === DOWN || raw === undefined) return undefined;
+    return { raw, record: this.openFailure('refusal', raw, keys.failure) };
   }
 
   /**

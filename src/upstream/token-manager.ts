@@ -166,8 +166,12 @@ class FleetTokenManager implements TokenProvider {
       const blocked = this.backoff.blocked();
       if (blocked) throw blocked;
       // The refused pair leaves the store too (compare before delete), so no replica adopts it again.
-      await this.cache.read(this.keys, rejected);
-      throw await this.endpoint.tokensRejected(this.keys, this.credentials);
+      const shared = await this.cache.read(this.keys, rejected);
+      // A streak another replica has since ended (an accepted call cleared the fleet's record): a single rejection.
+      const fleetRejecting = shared === DOWN || shared.refusal?.tokenRejected === true;
+      if (rejected === this.renewedToken || fleetRejecting)
+        throw await this.endpoint.tokensRejected(this.keys, this.credentials);
+      this.backoff.tokenAccepted();
     }
     if (this.pair?.access === rejected) {
       this.dropMemory();
@@ -184,7 +188,9 @@ class FleetTokenManager implements TokenProvider {
     const blocked = this.backoff.blocked();
     if (blocked) throw blocked;
     const renewed = await this.join('renew', rejected);
-    this.renewedToken = renewed.value;
+    // Only a token the endpoint just issued is evidence when refused in turn; one adopted from the store may be as
+    // old as the refused one (a missed notification) and gets a renewal of its own.
+    this.renewedToken = renewed.source === 'upstream' ? renewed.value : undefined;
     return this.counted(renewed);
   }
 
