@@ -10,24 +10,19 @@ import {
 } from '../../../src/upstream/token-manager';
 import type { TokenProvider } from '../../../src/upstream/token-provider';
 import {
+  brokenStore,
   captureLogger,
   FakeClock,
   FakeCredentialSource,
   FakeTokenClient,
   settle,
+  TEST_BASE_URL,
+  TEST_SETTINGS,
   testMetrics,
 } from './token-fakes';
 
-const BASE_URL = 'https://api.example.test';
-const SETTINGS: TokenManagerSettings = {
-  upstreamBaseUrl: BASE_URL,
-  refreshSkewSeconds: 60,
-  lockTtlMs: 15_000,
-  lockWaitMs: 5_000,
-  loginMinIntervalMs: 20_000,
-  loginMaxIntervalMs: 900_000,
-  keyPrefix: 'bff:',
-};
+const BASE_URL = TEST_BASE_URL;
+const SETTINGS = TEST_SETTINGS;
 const HOUR = 3_600_000;
 const KEYS = tokenKeys('bff:', BASE_URL, 'merchant');
 
@@ -60,26 +55,6 @@ function fleet(
     return manager;
   };
   return { clock, client, store, credentials, metrics, replica };
-}
-
-/** A store whose every call fails, like Redis when it is down. */
-function brokenStore(): TokenStore {
-  const fail = async () => {
-    throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
-  };
-  return {
-    kind: 'redis',
-    get: fail,
-    set: fail,
-    delete: fail,
-    compareAndDelete: fail,
-    acquireLock: fail,
-    releaseLock: fail,
-    publish: fail,
-    subscribe: () => () => undefined,
-    healthy: () => false,
-    close: async () => undefined,
-  };
 }
 
 /** Every replica asks for a token (callers) and is probed (/readyz) every `stepMs`, for `durationMs`. */

@@ -4,11 +4,12 @@ import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { createMetrics } from '../../../src/observability/metrics';
+import type { TokenStore } from '../../../src/store/token-store';
 import type { CredentialSource, Credentials, CredentialsListener } from '../../../src/upstream/credentials';
 import { credentialsOf } from '../../../src/upstream/credentials';
 import { deriveKey } from '../../../src/upstream/derived-keys';
 import type { TokenClient, TokenResponse, UpstreamCredentials } from '../../../src/upstream/token-client';
-import type { Clock, ClockTimer } from '../../../src/upstream/token-manager';
+import type { Clock, ClockTimer, TokenManagerSettings } from '../../../src/upstream/token-manager';
 
 /** Lets every pending promise chain run (real macrotask turns; nothing here uses real timers otherwise). */
 export async function settle(turns = 5): Promise<void> {
@@ -203,4 +204,37 @@ export function captureLogger(): { logger: Logger; lines: () => string } {
 
 export function testMetrics() {
   return createMetrics();
+}
+
+export const TEST_BASE_URL = 'https://api.example.test';
+
+/** The token manager settings the unit tests start from (the production defaults of the lifecycle). */
+export const TEST_SETTINGS: TokenManagerSettings = {
+  upstreamBaseUrl: TEST_BASE_URL,
+  refreshSkewSeconds: 60,
+  lockTtlMs: 15_000,
+  lockWaitMs: 5_000,
+  loginMinIntervalMs: 20_000,
+  loginMaxIntervalMs: 900_000,
+  keyPrefix: 'bff:',
+};
+
+/** A store whose every call fails, like Redis when it is down. */
+export function brokenStore(): TokenStore {
+  const fail = async () => {
+    throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
+  };
+  return {
+    kind: 'redis',
+    get: fail,
+    set: fail,
+    delete: fail,
+    compareAndDelete: fail,
+    acquireLock: fail,
+    releaseLock: fail,
+    publish: fail,
+    subscribe: () => () => undefined,
+    healthy: () => false,
+    close: async () => undefined,
+  };
 }

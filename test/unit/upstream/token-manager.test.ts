@@ -10,24 +10,20 @@ import {
 } from '../../../src/upstream/token-manager';
 import type { TokenProvider } from '../../../src/upstream/token-provider';
 import {
+  brokenStore,
   captureLogger,
   type FakeClientOptions,
   FakeClock,
   FakeCredentialSource,
   FakeTokenClient,
   settle,
+  TEST_BASE_URL,
+  TEST_SETTINGS,
   testMetrics,
 } from './token-fakes';
 
-const BASE_URL = 'https://api.example.test';
-const SETTINGS: TokenManagerSettings = {
-  upstreamBaseUrl: BASE_URL,
-  refreshSkewSeconds: 60,
-  lockTtlMs: 15_000,
-  lockWaitMs: 5_000,
-  loginMinIntervalMs: 20_000,
-  keyPrefix: 'bff:',
-};
+const BASE_URL = TEST_BASE_URL;
+const SETTINGS = TEST_SETTINGS;
 
 interface Fleet {
   clock: FakeClock;
@@ -71,26 +67,6 @@ function fleet(
     return manager;
   };
   return { clock, client, store, credentials, managers, log: lines, metrics, replica };
-}
-
-/** A store whose every call fails, like Redis when it is down. */
-function brokenStore(): TokenStore {
-  const fail = async () => {
-    throw new Error('connect ECONNREFUSED 127.0.0.1:6379');
-  };
-  return {
-    kind: 'redis',
-    get: fail,
-    set: fail,
-    delete: fail,
-    compareAndDelete: fail,
-    acquireLock: fail,
-    releaseLock: fail,
-    publish: fail,
-    subscribe: () => () => undefined,
-    healthy: () => false,
-    close: async () => undefined,
-  };
 }
 
 const exp = (token: string) =>

@@ -2,11 +2,7 @@
 // recovered provider is trusted again at once.
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import type { TokenStore } from '../../../src/store/token-store';
-import {
-  createTokenManager,
-  type TokenManagerSettings,
-  tokenKeys,
-} from '../../../src/upstream/token-manager';
+import { createTokenManager, tokenKeys } from '../../../src/upstream/token-manager';
 import type { TokenProvider } from '../../../src/upstream/token-provider';
 import {
   captureLogger,
@@ -14,19 +10,13 @@ import {
   FakeCredentialSource,
   FakeTokenClient,
   settle,
+  TEST_BASE_URL,
+  TEST_SETTINGS,
   testMetrics,
 } from './token-fakes';
 
-const BASE_URL = 'https://api.example.test';
-const SETTINGS: TokenManagerSettings = {
-  upstreamBaseUrl: BASE_URL,
-  refreshSkewSeconds: 60,
-  lockTtlMs: 15_000,
-  lockWaitMs: 5_000,
-  loginMinIntervalMs: 20_000,
-  loginMaxIntervalMs: 900_000,
-  keyPrefix: 'bff:',
-};
+const BASE_URL = TEST_BASE_URL;
+const SETTINGS = TEST_SETTINGS;
 const KEYS = tokenKeys('bff:', BASE_URL, 'merchant');
 const running: TokenProvider[] = [];
 afterEach(async () => {
