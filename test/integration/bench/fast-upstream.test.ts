@@ -66,6 +66,7 @@ it('answers the token endpoints and both operations with fixed JSON, and counts 
     validations: 1,
     logins: 1,
     refreshes: 1,
+    tlsHandshakes: 0,
   });
 });
 
@@ -87,4 +88,21 @@ it('serves HTTPS with the throwaway CA: trusted with the CA, refused without it'
     });
   expect(await get(readFileSync(certificates.caFile))).toBe(200);
   await expect(get()).rejects.toMatchObject({ code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' });
+  // Each fresh connection (agent: false) was one TLS session; the refused one never completed its handshake.
+  const stats = await new Promise<{ tlsHandshakes: number }>((resolveStats, reject) => {
+    const req = httpsRequest(
+      `${url}/__simulator/stats`,
+      { ca: readFileSync(certificates.caFile), agent: false },
+      (res) => {
+        let body = '';
+        res.on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () => resolveStats(JSON.parse(body)));
+      },
+    );
+    req.once('error', reject);
+    req.end();
+  });
+  expect(stats.tlsHandshakes).toBe(2);
 });
