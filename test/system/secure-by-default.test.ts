@@ -1,36 +1,18 @@
 // Real gateway and doctor processes with NODE_ENV unset: an upstream means production, over real TLS.
-import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { writeClientsFile } from '../support/clients-file';
 import { startGatewayProcess } from '../support/gateway-process';
+import { runToExit as runScript } from '../support/run-to-exit';
 import { createTestPki, type TestPki } from '../support/test-certificates';
 
-const ROOT = resolve(__dirname, '..', '..');
 const USERNAME = 'prod-merchant';
 const PASSWORD = 'prod-upstream-password-42';
 const KEY = 'prod-client-key-0123456789abcdef';
 
 /** Runs a script of the project to its exit with exactly `env` (NODE_ENV unset unless given). */
-function runToExit(
-  script: string,
-  env: Record<string, string>,
-): Promise<{ code: number | null; output: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.on('exit', (code) => done({ code, output }));
-  });
+/** The gateway's (or the doctor's) process to its exit, bound to loopback on a free port unless `env` says otherwise. */
+function runToExit(script: string, env: Record<string, string>) {
+  return runScript(script, { HOST: '127.0.0.1', PORT: '0', ...env });
 }
 
 let pki: TestPki;

@@ -1,31 +1,15 @@
 // `npm run doctor` as a process against a real simulator: each failure named, exit codes, no secret printed.
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { freePort } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { runToExit } from '../../support/run-to-exit';
 import { tempDir } from '../../support/temp-dir';
 import { PASSWORD, USERNAME, writeClientsFile } from './fixture';
 
-const ROOT = resolve(__dirname, '..', '..', '..');
-
-function runDoctor(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/operations/doctor-cli.ts'], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.on('exit', (code) => done({ code, output }));
-  });
+function runDoctor(env: Record<string, string>) {
+  return runToExit('src/operations/doctor-cli.ts', env);
 }
 
 const upstreamEnv = (url: string, password = PASSWORD) => ({

@@ -173,13 +173,7 @@ describe('loadConfig', () => {
     });
 
     it('refuses a login back-off minimum below 5 s (and accepts 5 s)', () => {
-      const env = {
-        ...upstreamEnv,
-        NODE_ENV: 'production',
-        REDIS_URL: 'rediss://redis:6380',
-        TOKEN_ENCRYPTION_KEY: KEY,
-        METRICS_PORT: '9464',
-      };
+      const env = { ...upstreamEnv, ...productionReady, NODE_ENV: 'production' };
       expect(problemsOf({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '4999' })).toEqual([
         expect.objectContaining({
           variable: 'TOKEN_LOGIN_MIN_INTERVAL_MS',
@@ -192,13 +186,7 @@ describe('loadConfig', () => {
     });
 
     it('refuses a longest login wait below 15 min (a wrong password would cost thousands of logins a day)', () => {
-      const env = {
-        ...upstreamEnv,
-        NODE_ENV: 'production',
-        REDIS_URL: 'rediss://redis:6380',
-        TOKEN_ENCRYPTION_KEY: KEY,
-        METRICS_PORT: '9464',
-      };
+      const env = { ...upstreamEnv, ...productionReady, NODE_ENV: 'production' };
       expect(
         problemsOf({ ...env, TOKEN_LOGIN_MIN_INTERVAL_MS: '5000', TOKEN_LOGIN_MAX_INTERVAL_MS: '5000' }),
       ).toEqual([expect.objectContaining({ variable: 'TOKEN_LOGIN_MAX_INTERVAL_MS' })]);
