@@ -1,20 +1,16 @@
 // A flood of bad credentials against two real gateway processes sharing a real Redis: refused cheaply, logged in
 // aggregate, counted; valid callers from the same address keep passing; an issuer outage is not hammered.
-import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { join } from 'node:path';
 import { startSimulator } from '../../src/simulator/simulator';
+import { writeClientsFile } from '../support/clients-file';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
-import { tempDir } from '../support/temp-dir';
 import { startTestIssuer, type TestIssuer } from '../unit/callers/support/oidc-test-issuer';
 
 const PLAN = '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992';
 const KEY = 'pbk_system-flood-valid-key-AAAAAAAAAAAAAAAAAAAA';
 const BAD_KEY = 'pbk_system-flood-wrong-key-BBBBBBBBBBBBBBBBBBBB';
 const LIMIT = 6;
-const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
 
 interface LogLine {
   msg: string;
@@ -69,11 +65,7 @@ describe('an unauthenticated flood against two gateway processes sharing Redis',
       startSimulator({ port: 0 }),
       startTestIssuer(),
     ]);
-    const clientsFile = join(tempDir('bff-flood-'), 'clients.json');
-    writeFileSync(
-      clientsFile,
-      JSON.stringify({ clients: [{ id: 'shop', keys: [hash(KEY)], scopes: ['plans:read'] }] }),
-    );
+    const clientsFile = writeClientsFile([{ id: 'shop', keys: [KEY], scopes: ['plans:read'] }]);
     const env = {
       UPSTREAM_BASE_URL: simulator.url,
       UPSTREAM_ALLOW_HTTP: 'true',

@@ -1,10 +1,7 @@
 // Failed authentications counted per client IP in a real Redis shared by two replicas: a flood is refused 429 with
 // nothing hashed or verified, while valid callers from the same IP keep passing.
-import { createHash } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { authFailureLimit } from '../../../src/callers/auth-failure-limit';
 import { authenticate } from '../../../src/callers/authenticate';
 import { loadClientRegistry } from '../../../src/callers/client-registry';
@@ -12,9 +9,9 @@ import { createOidcVerifier, type OidcVerifier } from '../../../src/callers/oidc
 import { createAuthFailureLog } from '../../../src/observability/auth-failure-log';
 import { createMetrics } from '../../../src/observability/metrics';
 import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
+import { writeClientsFile } from '../../support/clients-file';
 import { waitFor } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { tempDir } from '../../support/temp-dir';
 import { startTestIssuer, type TestIssuer } from '../../unit/callers/support/oidc-test-issuer';
 import { memoryLogger, testApp } from '../../unit/callers/support/test-app';
 
@@ -23,19 +20,11 @@ const OTHER_KEY = 'pbk_flood-test-other-key-0123456789AB';
 const BAD_KEY = 'pbk_flood-test-wrong-key-0123456789AB';
 const AUDIENCE = 'payments-bff';
 const LIMIT = 5;
-const hash = (key: string) => `sha256:${createHash('sha256').update(key).digest('hex')}`;
-
-const dir = tempDir('bff-auth-flood-');
-writeFileSync(
-  join(dir, 'clients.json'),
-  JSON.stringify({
-    clients: [
-      { id: 'checkout', keys: [hash(KEY)], scopes: ['plans:read'] },
-      { id: 'reporting', keys: [hash(OTHER_KEY)], scopes: ['plans:read'] },
-    ],
-  }),
-);
-const registry = loadClientRegistry(join(dir, 'clients.json'), { logger: memoryLogger(), watch: false });
+const clientsFile = writeClientsFile([
+  { id: 'checkout', keys: [KEY], scopes: ['plans:read'] },
+  { id: 'reporting', keys: [OTHER_KEY], scopes: ['plans:read'] },
+]);
+const registry = loadClientRegistry(clientsFile, { logger: memoryLogger(), watch: false });
 
 interface Answer {
   status: number;
