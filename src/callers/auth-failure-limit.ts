@@ -1,18 +1,18 @@
 // Failed authentications counted per client IP across the fleet (express-rate-limit on the failure path only); a
 // blocked IP's unauthenticated requests are refused 429 from replica memory, before any hashing or verification.
 import type { NextFunction, Request, Response } from 'express';
-import {
-  type AugmentedRequest,
-  rateLimit as expressRateLimit,
-  ipKeyGenerator,
-  type Options,
-} from 'express-rate-limit';
+import { type AugmentedRequest, rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError } from '../http/gateway-error';
 import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import type { RateLimitLogger } from './rate-limit';
-import { OutageTracker, sharedCounterStore } from './shared-counter-store';
+import {
+  clientIpKey as clientKey,
+  limiterLogger,
+  OutageTracker,
+  sharedCounterStore,
+} from './shared-counter-store';
 
 export interface AuthFailureLimitOptions {
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
@@ -109,12 +109,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       block(key, until);
       next(rateLimited(req, key, until));
     },
-    logger: {
-      warn: (error: unknown, message?: string) =>
-        options.logger.warn({ err: error }, message ?? 'authentication-failure limiter'),
-      error: (error: unknown, message?: string) =>
-        options.logger.error({ err: error }, message ?? 'authentication-failure limiter'),
-    },
+    logger: limiterLogger(options.logger, 'authentication-failure limiter'),
   } satisfies Partial<Options>);
 
   return {
@@ -144,9 +139,4 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       next(error);
     },
   };
-}
-
-/** The client IP (TRUST_PROXY decides what req.ip is), IPv6 reduced to its /56. */
-function clientKey(req: Request): string {
-  return ipKeyGenerator(req.ip ?? '');
 }

@@ -1,17 +1,18 @@
 // Per-client rate limits (express-rate-limit) with counters in Redis shared by every replica, memory when Redis is down.
 import type { RequestHandler } from 'express';
-import { rateLimit as expressRateLimit, ipKeyGenerator, type Options } from 'express-rate-limit';
+import { rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
-import { OutageTracker, sharedCounterStore } from './shared-counter-store';
+import {
+  type CounterStoreLogger,
+  clientIpKey,
+  limiterLogger,
+  OutageTracker,
+  sharedCounterStore,
+} from './shared-counter-store';
 
-type LogFn = (fields: Record<string, unknown>, message: string) => void;
-export interface RateLimitLogger {
-  info: LogFn;
-  warn: LogFn;
-  error: LogFn;
-}
+export type RateLimitLogger = CounterStoreLogger;
 
 export interface RateLimitOptions {
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
@@ -34,12 +35,7 @@ export interface RateLimitOptions {
 export function rateLimit(options: RateLimitOptions): RequestHandler {
   const limiters = new Map<string, RequestHandler>();
   const outage = new OutageTracker({ ...options, name: 'rate limiter' });
-  const erlLogger = {
-    warn: (error: unknown, message?: string) =>
-      options.logger.warn({ err: error }, message ?? 'rate limiter'),
-    error: (error: unknown, message?: string) =>
-      options.logger.error({ err: error }, message ?? 'rate limiter'),
-  };
+  const erlLogger = limiterLogger(options.logger, 'rate limiter');
 
   const limiterFor = (limit: number, windowSeconds: number): RequestHandler => {
     const id = `${limit}/${windowSeconds}`;
@@ -54,7 +50,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
       limiter = expressRateLimit({
         windowMs: windowSeconds * 1000,
         limit,
-        keyGenerator: (req) => (req.caller ? req.caller.id : `ip:${ipKeyGenerator(req.ip ?? '')}`),
+        keyGenerator: (req) => (req.caller ? req.caller.id : `ip:${clientIpKey(req)}`),
         standardHeaders: 'draft-7',
         legacyHeaders: false,
         store,

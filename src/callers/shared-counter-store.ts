@@ -1,8 +1,11 @@
 // The express-rate-limit store behind every limiter: counters in Redis shared by the fleet, replica memory when
 // Redis fails, with each outage logged once and every decision taken from memory counted.
+import type { Request } from 'express';
 import {
   type ClientRateLimitInfo,
   type IncrementResponse,
+  ipKeyGenerator,
+  type Logger,
   MemoryStore,
   type Options,
   type Store,
@@ -15,6 +18,20 @@ type LogFn = (fields: Record<string, unknown>, message: string) => void;
 export interface CounterStoreLogger {
   info: LogFn;
   warn: LogFn;
+  error: LogFn;
+}
+
+/** express-rate-limit's own logger (error first), as lines of ours naming the limiter. */
+export function limiterLogger(logger: CounterStoreLogger, name: string): Logger {
+  return {
+    warn: (error: unknown, message?: string) => logger.warn({ err: error }, message ?? name),
+    error: (error: unknown, message?: string) => logger.error({ err: error }, message ?? name),
+  };
+}
+
+/** A caller's address as every limiter counts it (TRUST_PROXY decides req.ip), IPv6 reduced to its /56. */
+export function clientIpKey(req: Request): string {
+  return ipKeyGenerator(req.ip ?? '');
 }
 
 export interface OutageTrackerOptions {
