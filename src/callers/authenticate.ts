@@ -1,6 +1,6 @@
 // Who is calling: an X-API-Key from the registry or an SSO bearer token, attached as req.caller; and per-route scopes.
 import type { Socket } from 'node:net';
-import type { Request, RequestHandler } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { GatewayError } from '../http/gateway-error';
 import type { AuthFailureLimit } from './auth-failure-limit';
 import type { Caller, Scope } from './caller';
@@ -32,38 +32,38 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 export function authenticate(options: AuthenticateOptions): RequestHandler {
   const { registry, oidc, failures } = options;
   const now = options.now ?? Date.now;
-  return (req, res, next) => {
-    // Whether the IP is blocked is asked only on the way to a refusal or a verification: valid callers on their
-    // remembered connection never pay for it.
-    const fail = (detail: string | GatewayError): void => {
-      const error = typeof detail === 'string' ? new GatewayError('CLIENT_UNAUTHENTICATED', detail) : detail;
-      if (!failures) {
-        next(error);
-        return;
-      }
-      rememberFailure(req, now());
-      if (failures.isBlocked(req)) failures.refuse(req, res, next);
-      else failures.failed(req, res, next, error);
-    };
-    /** Refuses without verifying when this IP is blocked and failed on this connection within the last second. */
-    const refusedUnverified = (): boolean => {
-      if (!failures || !failedOnThisConnection(req, now()) || !failures.isBlocked(req)) return false;
-      failures.refuse(req, res, next);
-      return true;
-    };
+  // Built once, not per request: whether the IP is blocked is asked only on the way to a refusal or a verification,
+  // so valid callers on their remembered connection never pay for it.
+  const fail = (req: Request, res: Response, next: NextFunction, detail: string | GatewayError): void => {
+    const error = typeof detail === 'string' ? new GatewayError('CLIENT_UNAUTHENTICATED', detail) : detail;
+    if (!failures) {
+      next(error);
+      return;
+    }
+    rememberFailure(req, now());
+    if (failures.isBlocked(req)) failures.refuse(req, res, next);
+    else failures.failed(req, res, next, error);
+  };
+  /** Refuses without verifying when this IP is blocked and failed on this connection within the last second. */
+  const refusedUnverified = (req: Request, res: Response, next: NextFunction): boolean => {
+    if (!failures || !failedOnThisConnection(req, now()) || !failures.isBlocked(req)) return false;
+    failures.refuse(req, res, next);
+    return true;
+  };
 
+  return (req, res, next) => {
     const apiKey = req.headers['x-api-key'];
     if (apiKey !== undefined) {
-      if (typeof apiKey !== 'string') return fail('The API key is not valid.');
+      if (typeof apiKey !== 'string') return fail(req, res, next, 'The API key is not valid.');
       const remembered = rememberedCaller(registry, req, apiKey);
       if (remembered) {
         req.caller = remembered;
         next();
         return;
       }
-      if (refusedUnverified()) return;
+      if (refusedUnverified(req, res, next)) return;
       const caller = lookUpAndRemember(registry, req, apiKey);
-      if (!caller) return fail('The API key is not valid.');
+      if (!caller) return fail(req, res, next, 'The API key is not valid.');
       req.caller = caller;
       next();
       return;
@@ -71,15 +71,18 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
     const authorization = req.headers.authorization;
     if (authorization === undefined) {
       return fail(
+        req,
+        res,
+        next,
         oidc
           ? 'The request carries no credential: send an X-API-Key header or Authorization: Bearer <token>.'
           : 'The request carries no credential: send an X-API-Key header.',
       );
     }
     const token = BEARER.exec(authorization)?.[1];
-    if (token === undefined) return fail('The Authorization header is not a Bearer token.');
-    if (!oidc) return fail('Bearer tokens are not accepted here: send an X-API-Key header.');
-    if (refusedUnverified()) return;
+    if (token === undefined) return fail(req, res, next, 'The Authorization header is not a Bearer token.');
+    if (!oidc) return fail(req, res, next, 'Bearer tokens are not accepted here: send an X-API-Key header.');
+    if (refusedUnverified(req, res, next)) return;
     oidc.verify(token).then(
       (caller) => {
         req.caller = caller;
@@ -88,7 +91,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       (error: unknown) => {
         if (!(error instanceof GatewayError)) next(error);
         // The issuer being down is the operator's problem, not a failure of this caller's credential.
-        else if (!isIssuerUnavailable(error)) fail(error);
+        else if (!isIssuerUnavailable(error)) fail(req, res, next, error);
         else if (failures) failures.unverified(req, res, next, error);
         else next(error);
       },
