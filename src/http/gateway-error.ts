@@ -53,3 +53,8 @@ export class GatewayError extends Error {
 export function isGatewayError(value: unknown): value is GatewayError {
   return value instanceof GatewayError;
 }
+
+/** The Retry-After of a wait of `ms` milliseconds: whole seconds, rounded up, at least 1. */
+export function retryAfterSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}

@@ -8,6 +8,7 @@ import {
   SamplingBreaker,
 } from 'cockatiel';
 import type { CircuitSettings } from '../config/gateway-config';
+import { retryAfterSeconds } from '../http/gateway-error';
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
 export class UpstreamFailure extends Error {
@@ -84,7 +85,7 @@ export function createUpstreamCircuit(
     get state() {
       return STATE_NAMES[policy.state];
     },
-    retryAfterSeconds: Math.max(1, Math.ceil(settings.resetMs / 1000)),
+    retryAfterSeconds: retryAfterSeconds(settings.resetMs),
   };
 }
 

@@ -1,7 +1,7 @@
 // A bounded wait for an upstream socket: at most `limit` calls run at once, the rest wait in line for at most
 // `queueTimeoutMs`, and a caller who hangs up leaves the line. Nothing waits on the agent's own unbounded queue.
 import type { Response } from 'express';
-import { GatewayError } from '../http/gateway-error';
+import { GatewayError, retryAfterSeconds } from '../http/gateway-error';
 
 /** Every upstream socket stayed busy for the whole queue timeout: answered 503 at once, never sent upstream. */
 export class UpstreamSaturatedError extends GatewayError {
@@ -36,7 +36,7 @@ interface Waiter {
 }
 
 export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: number }): UpstreamSlots {
-  const retryAfterSeconds = Math.max(1, Math.ceil(options.queueTimeoutMs / 1000));
+  const retryAfter = retryAfterSeconds(options.queueTimeoutMs);
   // An array, not a Set or Map: it is only touched under saturation, and leaving it mid-line is rare.
   const line: Waiter[] = [];
   let active = 0;
@@ -62,10 +62,7 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
         reject(error);
       };
       const onClose = () => leave(new CallerLeftQueueError());
-      const timer = setTimeout(
-        () => leave(new UpstreamSaturatedError(retryAfterSeconds)),
-        options.queueTimeoutMs,
-      );
+      const timer = setTimeout(() => leave(new UpstreamSaturatedError(retryAfter)), options.queueTimeoutMs);
       const waiter: Waiter = {
         grant() {
           clearTimeout(timer);
@@ -83,7 +80,7 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
         active += 1;
         return call().finally(release);
       }
-      if (options.queueTimeoutMs === 0) return Promise.reject(new UpstreamSaturatedError(retryAfterSeconds));
+      if (options.queueTimeoutMs === 0) return Promise.reject(new UpstreamSaturatedError(retryAfter));
       return enterLine(res).then(() => call().finally(release));
     },
     get active() {
