@@ -2,7 +2,7 @@
 // blocked IP's unauthenticated requests are refused 429 from replica memory, before any hashing or verification.
 import type { NextFunction, Request, Response } from 'express';
 import { type AugmentedRequest, rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
-import { GatewayError, retryAfterSeconds } from '../http/gateway-error';
+import { GatewayError, secondsToRetry } from '../http/gateway-error';
 import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
@@ -74,7 +74,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
   const rateLimited = (req: Request, key: string, until: number): GatewayError => {
     options.metrics.rateLimitRejections.inc({ client: 'anonymous', reason: 'auth-failures' });
     options.failureLog.refused(key, req.id);
-    const resetSeconds = String(retryAfterSeconds(until - now()));
+    const resetSeconds = String(secondsToRetry(until - now()));
     return new GatewayError(
       'RATE_LIMITED',
       `Too many failed authentications from this address; retry after ${resetSeconds} s with a valid credential.`,

@@ -55,6 +55,6 @@ export function isGatewayError(value: unknown): value is GatewayError {
 }
 
 /** The Retry-After of a wait of `ms` milliseconds: whole seconds, rounded up, at least 1. */
-export function retryAfterSeconds(ms: number): number {
+export function secondsToRetry(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }

@@ -8,7 +8,7 @@ import {
   SamplingBreaker,
 } from 'cockatiel';
 import type { CircuitSettings } from '../config/gateway-config';
-import { retryAfterSeconds } from '../http/gateway-error';
+import { secondsToRetry } from '../http/gateway-error';
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
 export class UpstreamFailure extends Error {
@@ -85,7 +85,7 @@ export function createUpstreamCircuit(
     get state() {
       return STATE_NAMES[policy.state];
     },
-    retryAfterSeconds: retryAfterSeconds(settings.resetMs),
+    retryAfterSeconds: secondsToRetry(settings.resetMs),
   };
 }
 

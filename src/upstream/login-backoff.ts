@@ -1,5 +1,5 @@
 // Fleet-wide back-offs of the token endpoints: a long one after refusals (401/403), a short one after transient failures.
-import { type ErrorReason, GatewayError, isGatewayError, retryAfterSeconds } from '../http/gateway-error';
+import { type ErrorReason, GatewayError, isGatewayError, secondsToRetry } from '../http/gateway-error';
 import { type BackoffPolicy, type BackoffRecord, BackoffTrack } from './backoff-track';
 
 export type { BackoffRecord } from './backoff-track';
@@ -77,7 +77,7 @@ type BackoffReason = keyof typeof DETAIL;
 export function backoffError(reason: string, remainingMs: number): GatewayError {
   const known: BackoffReason = reason in DETAIL ? (reason as BackoffReason) : 'UPSTREAM_UNAVAILABLE';
   return new GatewayError(known, DETAIL[known], {
-    headers: { 'Retry-After': String(retryAfterSeconds(remainingMs)) },
+    headers: { 'Retry-After': String(secondsToRetry(remainingMs)) },
   });
 }
 

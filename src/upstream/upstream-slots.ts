@@ -1,7 +1,7 @@
 // A bounded wait for an upstream socket: at most `limit` calls run at once, the rest wait in line for at most
 // `queueTimeoutMs`, and a caller who hangs up leaves the line. Nothing waits on the agent's own unbounded queue.
 import type { Response } from 'express';
-import { GatewayError, retryAfterSeconds } from '../http/gateway-error';
+import { GatewayError, secondsToRetry } from '../http/gateway-error';
 
 /** Every upstream socket stayed busy for the whole queue timeout: answered 503 at once, never sent upstream. */
 export class UpstreamSaturatedError extends GatewayError {
@@ -36,7 +36,7 @@ interface Waiter {
 }
 
 export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: number }): UpstreamSlots {
-  const retryAfter = retryAfterSeconds(options.queueTimeoutMs);
+  const retryAfter = secondsToRetry(options.queueTimeoutMs);
   // An array, not a Set or Map: it is only touched under saturation, and leaving it mid-line is rare.
   const line: Waiter[] = [];
   let active = 0;
