@@ -7,12 +7,7 @@ import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import type { RateLimitLogger } from './rate-limit';
-import {
-  clientIpKey as clientKey,
-  limiterLogger,
-  OutageTracker,
-  sharedCounterStore,
-} from './shared-counter-store';
+import { clientIpKey, limiterLogger, OutageTracker, sharedCounterStore } from './shared-counter-store';
 
 export interface AuthFailureLimitOptions {
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
@@ -139,4 +134,12 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       next(error);
     },
   };
+}
+
+/** The request's client key, computed once: a failed request asks for it up to four times (block, log, count, 429). */
+const CLIENT_KEY = Symbol('authFailureClientKey');
+function clientKey(req: Request): string {
+  const keyed = req as Request & { [CLIENT_KEY]?: string };
+  keyed[CLIENT_KEY] ??= clientIpKey(req);
+  return keyed[CLIENT_KEY];
 }
