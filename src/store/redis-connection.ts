@@ -1,6 +1,7 @@
 // Creates the one ioredis connection (standalone, Sentinel or Cluster) the gateway shares between its stores.
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { GatewayConfig, RedisTopology } from '../config/gateway-config';
+import { redisUsesTls } from '../config/production-rules';
 
 export type RedisClient = Redis | Cluster;
 
@@ -29,7 +30,7 @@ export function redisNodeOptions(
   options: RedisConnectionOptions = {},
 ): RedisOptions {
   const topology = redis.topology;
-  const tls = redis.tls || (topology.kind === 'standalone' && topology.url.startsWith('rediss:'));
+  const tls = redisUsesTls(topology, redis.tls);
   return {
     ...FAIL_FAST,
     retryStrategy: options.retry === false ? () => null : backoff,
