@@ -7,7 +7,7 @@ export const DEFAULT_ISSUER_FAILURE_MEMORY_MS = 5_000;
 type Fetch = typeof fetch;
 
 /** Thrown instead of asking the issuer again: the latest failure (its cause) is still fresh. */
-export class IssuerFailureRemembered extends Error {
+class IssuerFailureRemembered extends Error {
   constructor(cause: unknown) {
     super('the OIDC issuer failed moments ago; not asked again yet', { cause });
     this.name = 'IssuerFailureRemembered';

@@ -5,9 +5,9 @@ import type { RedisTopology } from './gateway-config';
 type Fail = (variable: string, message: string) => void;
 
 /** Refused logins retried faster than this could lock the merchant account. */
-export const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
+const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
 /** The longest wait may not be shorter: a refused password then costs about 100 login attempts a day, not thousands. */
-export const PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS = 900_000;
+const PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS = 900_000;
 
 /**
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;

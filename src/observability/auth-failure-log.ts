@@ -30,7 +30,7 @@ interface Tally {
   lastRequestId: string;
 }
 
-export const AUTH_FAILURE_LOG_MESSAGE = 'failed authentications';
+const AUTH_FAILURE_LOG_MESSAGE = 'failed authentications';
 
 export function createAuthFailureLog(options: AuthFailureLogOptions): AuthFailureLog {
   const intervalMs = options.intervalMs ?? 60_000;

@@ -59,7 +59,7 @@ export interface FaultInjector {
 }
 
 /** What a CDN-minded upstream might send: it invites every cache on the way to keep a caller's answer. */
-export const CACHING_HEADERS: Readonly<Record<string, string>> = {
+const CACHING_HEADERS: Readonly<Record<string, string>> = {
   'Cache-Control': 'public, max-age=3600',
   ETag: '"simulated-etag"',
   'Last-Modified': 'Wed, 21 Oct 2026 07:28:00 GMT',

@@ -29,7 +29,7 @@ export interface BackoffPolicy {
 }
 
 /** Each wait is stretched by up to this fraction (capped at maxMs), so fleets sharing an account drift apart. */
-export const JITTER = 0.25;
+const JITTER = 0.25;
 /** A streak longer than this gains nothing (the wait is long capped) and a forged one is bounded. */
 const MAX_STREAK = 64;
 

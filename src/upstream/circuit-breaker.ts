@@ -48,7 +48,7 @@ const STATE_NAMES: Record<CircuitState, CircuitStateName> = {
  * least `window × minimumRps` calls. It splits the window into max(5, seconds) slices of a rounded length, so the
  * rate is computed from the window it will really use; half a call below the count absorbs float rounding.
  */
-export function samplingBreakerFor(settings: CircuitSettings): SamplingBreaker {
+function samplingBreakerFor(settings: CircuitSettings): SamplingBreaker {
   const slices = Math.max(5, Math.ceil(settings.windowMs / 1000));
   const effectiveWindowMs = Math.round(settings.windowMs / slices) * slices;
   return new SamplingBreaker({

@@ -74,7 +74,7 @@ const DETAIL = {
 type BackoffReason = keyof typeof DETAIL;
 
 /** The error every caller gets, without an upstream call, while a back-off lasts. */
-export function backoffError(reason: string, remainingMs: number): GatewayError {
+function backoffError(reason: string, remainingMs: number): GatewayError {
   const known: BackoffReason = reason in DETAIL ? (reason as BackoffReason) : 'UPSTREAM_UNAVAILABLE';
   return new GatewayError(known, DETAIL[known], {
     headers: { 'Retry-After': String(secondsToRetry(remainingMs)) },

@@ -18,7 +18,7 @@ export interface PlanReaderDeps {
  * Only an answer with a body is handed to another caller (coalescing) or kept (cache): an empty body is never a
  * plan, whatever produced it. The forwarder only returns complete upstream GET answers.
  */
-export function isShareable(answer: UpstreamAnswer): boolean {
+function isShareable(answer: UpstreamAnswer): boolean {
   return answer.body.length > 0;
 }
 
