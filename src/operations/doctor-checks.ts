@@ -13,11 +13,15 @@ const STORE_TIMEOUT_MS = 3_000;
 
 const silentRegistryLogger = { info: () => undefined, error: () => undefined };
 
-/** Loads CLIENTS_FILE with the gateway's own loader (same schema, same duplicate checks), once, unwatched. */
+/** Loads CLIENTS_FILE as the gateway does (same schema, duplicate checks, production refusals), once, unwatched. */
 export function checkClientRegistry(config: GatewayConfig): ClientsCheck {
   const file = config.callers.clientsFile;
   try {
-    const registry = loadClientRegistry(file, { logger: silentRegistryLogger, watch: false });
+    const registry = loadClientRegistry(file, {
+      logger: silentRegistryLogger,
+      watch: false,
+      refuseDevelopmentKey: config.production,
+    });
     const clients = registry.size;
     registry.close();
     return { kind: 'loaded', file, clients };
