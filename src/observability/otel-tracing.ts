@@ -44,6 +44,9 @@ const KNOWN_METHODS = new Set([
   'TRACE',
 ]);
 
+/** The longest a shutdown waits for the last export: a hung collector must not hold the process past its grace period. */
+const SHUTDOWN_EXPORT_MS = 3_000;
+
 /** Probes and scrapes, every few seconds from every kubelet and Prometheus: counted in metrics, not traced. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 
@@ -159,7 +162,13 @@ export function createOtelTracing(settings: TracingSettings, version: string): T
     },
 
     async shutdown() {
-      await provider.shutdown();
+      let timer: NodeJS.Timeout | undefined;
+      const givenUp = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_EXPORT_MS);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), givenUp]);
+      clearTimeout(timer);
       contexts.disable();
     },
   };

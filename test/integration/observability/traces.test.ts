@@ -2,6 +2,7 @@
 // (issue 21): the span tree under the caller's trace, no trace header to the provider unless asked, no secret or
 // id in any span, the trace id in the request log lines, the flush at shutdown, and no SDK at all when off.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { type GatewayProcess, startGatewayProcess } from '../../support/gateway-process';
@@ -309,6 +310,27 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     // The positive control of the next test: a traced gateway does load the SDK.
     expect(modules.loaded().some((path) => path.includes('@opentelemetry/sdk-trace'))).toBe(true);
   }, 30_000);
+
+  it('serves and stops gracefully while the collector hangs: the last export is given up, not waited out', async () => {
+    // Accepts connections and never answers: an export waits for its timeout (60 s here), longer than the 20 s after
+    // which the test harness kills the process; a graceful exit (code 0) shows the shutdown gave the export up.
+    const hung = createNetServer(() => undefined);
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    const port = (hung.address() as AddressInfo).port;
+    try {
+      const gateway = await startGatewayProcess({
+        env: env({
+          OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+          OTEL_EXPORTER_OTLP_TIMEOUT: '60000',
+          OTEL_BSP_SCHEDULE_DELAY: '20',
+        }),
+      });
+      for (let i = 0; i < 3; i++) expect((await getPlan(gateway)).status).toBe(200);
+      expect(await gateway.stop()).toBe(0);
+    } finally {
+      hung.close();
+    }
+  }, 40_000);
 
   it('loads no OpenTelemetry SDK, exports nothing and logs no trace id when no endpoint is set', async () => {
     const modules = moduleReport();
