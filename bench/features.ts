@@ -138,6 +138,7 @@ async function main(): Promise<void> {
       propagateUpstream: false,
     },
     'bench',
+    logger,
   );
   const bench = new Bench({ time: envNumber('BENCH_FEATURE_MS', 1000), warmupTime: 200 });
   bench

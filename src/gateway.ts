@@ -90,7 +90,7 @@ export async function startGateway(
   };
 
   try {
-    const tracing = startTracing(config.tracing, GATEWAY_VERSION);
+    const tracing = startTracing(config.tracing, GATEWAY_VERSION, logger);
     // Closed last (closers run in reverse): the spans of the drained requests are exported before the process ends.
     closers.push(() => tracing.shutdown());
     const upstream = await resolveUpstream(config, logger);

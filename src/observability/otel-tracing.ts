@@ -10,7 +10,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
   defaultResource,
@@ -24,10 +24,12 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
+  type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import type { Request } from 'express';
+import type { Logger } from 'pino';
 import type { TracingSettings } from '../config/gateway-config';
 import type { SpanAttributes, Tracing } from './tracing';
 
@@ -54,7 +56,7 @@ const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
  * No instrumentation library is registered: every span is made here by hand, and no library patches http, so
  * nothing adds a trace header to the provider's calls (or to the token endpoint) behind the gateway's back.
  */
-export function createOtelTracing(settings: TracingSettings, version: string): Tracing {
+export function createOtelTracing(settings: TracingSettings, version: string, logger: Logger): Tracing {
   const contexts = new AsyncLocalStorageContextManager().enable();
   const propagator = new W3CTraceContextPropagator();
   const provider = new TracerProvider({
@@ -65,7 +67,7 @@ export function createOtelTracing(settings: TracingSettings, version: string): T
     sampler: samplerOf(settings),
     spanProcessors: [
       new BatchSpanProcessor({
-        exporter: new OTLPTraceExporter({ url: settings.tracesUrl }),
+        exporter: reportingFailures(new OTLPTraceExporter({ url: settings.tracesUrl }), logger),
         scheduledDelayMillis: settings.exportDelayMs,
       }),
     ],
@@ -125,6 +127,8 @@ export function createOtelTracing(settings: TracingSettings, version: string): T
 
     inSpan(name, work, describe, attributes, kind) {
       const parent = contexts.active();
+      // Work no request or background task asked for (a readiness probe's token retry) starts no lone trace.
+      if (!trace.getSpan(parent)) return work();
       const span = startChild(
         name,
         parent,
@@ -153,7 +157,18 @@ export function createOtelTracing(settings: TracingSettings, version: string): T
 
     background(name, work) {
       // A timer set while a request was served would otherwise make this a child of that long-finished request.
-      return contexts.with(ROOT_CONTEXT, () => this.inSpan(name, work));
+      const span = startChild(name, ROOT_CONTEXT);
+      return contexts.with(trace.setSpan(ROOT_CONTEXT, span), work).then(
+        (result) => {
+          span.end();
+          return result;
+        },
+        (error: unknown) => {
+          failed(span, errorType(error));
+          span.end();
+          throw error;
+        },
+      );
     },
 
     injectUpstream(headers) {
@@ -171,6 +186,34 @@ export function createOtelTracing(settings: TracingSettings, version: string): T
       clearTimeout(timer);
       contexts.disable();
     },
+  };
+}
+
+/**
+ * Logs once when exports start failing (a wrong endpoint, a collector down) and once when they work again, naming
+ * the failure by its code only: the endpoint's URL and headers (a vendor's API key) are never logged.
+ */
+function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter {
+  let failing = false;
+  return {
+    export(spans, done) {
+      exporter.export(spans, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS && !failing) {
+          failing = true;
+          const { code, name } = (result.error ?? {}) as { code?: unknown; name?: unknown };
+          logger.warn(
+            { event: 'trace.export_failed', error: typeof code === 'string' ? code : name },
+            'trace export to the OTLP endpoint failed: spans are dropped until it answers',
+          );
+        } else if (result.code === ExportResultCode.SUCCESS && failing) {
+          failing = false;
+          logger.info({ event: 'trace.export_recovered' }, 'trace export to the OTLP endpoint works again');
+        }
+        done(result);
+      });
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
   };
 }
 

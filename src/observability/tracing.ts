@@ -1,6 +1,7 @@
 // OpenTelemetry traces of the gateway's work, or nothing at all: the SDK is loaded only when an OTLP endpoint is set.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Logger } from 'pino';
 import type { TracingSettings } from '../config/gateway-config';
 import type * as OtelTracing from './otel-tracing';
 
@@ -16,7 +17,7 @@ export interface Tracing {
   serve(req: Request, res: Response, next: NextFunction): void;
   /** A middleware run inside a child span of the request's span, ended when it passes on or answers. */
   around(name: string, handler: RequestHandler): RequestHandler;
-  /** `work` inside a child span of the current one; `describe` names its outcome in attributes. */
+  /** `work` inside a child span of the current one (none when no span is current); `describe` names its outcome. */
   inSpan<T>(
     name: string,
     work: () => Promise<T>,
@@ -44,9 +45,13 @@ export const NO_TRACING: Tracing = {
 };
 
 /** The SDK-backed tracing when `settings` are given (an OTLP endpoint is configured), NO_TRACING otherwise. */
-export function startTracing(settings: TracingSettings | undefined, version: string): Tracing {
+export function startTracing(
+  settings: TracingSettings | undefined,
+  version: string,
+  logger: Logger,
+): Tracing {
   if (!settings) return NO_TRACING;
   // Required here, not imported at the top: a gateway without an OTLP endpoint never loads the OpenTelemetry SDK.
   const { createOtelTracing } = require('./otel-tracing') as typeof OtelTracing;
-  return createOtelTracing(settings, version);
+  return createOtelTracing(settings, version, logger);
 }

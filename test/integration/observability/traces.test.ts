@@ -13,7 +13,7 @@ import {
   type OtlpReceiver,
   startOtlpReceiver,
 } from '../../support/otlp-receiver';
-import { waitFor } from '../../support/ports';
+import { freePort, waitFor } from '../../support/ports';
 import { tempDir } from '../../support/temp-dir';
 import { API_KEY, PASSWORD, PLAN_ID, USERNAME, writeClientsFile } from '../operations/fixture';
 
@@ -22,6 +22,7 @@ const CALLER_SPAN = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${CALLER_TRACE}-${CALLER_SPAN}-01`;
 const DOCUMENT_ID = '20-17254359-7';
 const POISON_PLAN = '0d5c0c8e-1111-4a56-9e21-522d01cf5992';
+const COLLECTOR_SECRET = 'collector-api-key-7f3a9c';
 const SERVER = 2;
 const CLIENT = 3;
 const ERROR = 2;
@@ -330,6 +331,29 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     } finally {
       hung.close();
     }
+  }, 40_000);
+
+  it('logs once, without its URL, that exports fail when the collector refuses connections; requests are served', async () => {
+    const port = await freePort(); // nothing listens there
+    const gateway = await startGatewayProcess({
+      env: env({
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://bff:${COLLECTOR_SECRET}@127.0.0.1:${port}`,
+        OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer ${COLLECTOR_SECRET}`,
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+      }),
+    });
+    try {
+      for (let i = 0; i < 3; i++) expect((await getPlan(gateway)).status).toBe(200);
+      await waitFor(() => gateway.logs().includes('"trace.export_failed"'), {
+        timeoutMs: 20_000,
+        what: 'the export failure line',
+      });
+      for (let i = 0; i < 3; i++) expect((await getPlan(gateway)).status).toBe(200);
+    } finally {
+      expect(await gateway.stop()).toBe(0);
+    }
+    expect(gateway.logs().match(/"trace\.export_failed"/g)).toHaveLength(1);
+    expect(findSecrets([{ where: 'gateway output', text: gateway.logs() }], [COLLECTOR_SECRET])).toEqual([]);
   }, 40_000);
 
   it('loads no OpenTelemetry SDK, exports nothing and logs no trace id when no endpoint is set', async () => {
