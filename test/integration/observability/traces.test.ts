@@ -312,6 +312,44 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     expect(modules.loaded().some((path) => path.includes('@opentelemetry/sdk-trace'))).toBe(true);
   }, 30_000);
 
+  it('traces the refresh before expiry as a trace of its own, not under the request that obtained the token', async () => {
+    const shortLived = await startSimulator({
+      port: 0,
+      username: USERNAME,
+      password: PASSWORD,
+      accessTtlSeconds: 4,
+    });
+    const gateway = await startGatewayProcess({
+      env: {
+        ...env({
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+          OTEL_BSP_SCHEDULE_DELAY: '20',
+          OTEL_SERVICE_NAME: 'bff-refreshing',
+          TOKEN_REFRESH_SKEW_SECONDS: '2',
+        }),
+        UPSTREAM_BASE_URL: shortLived.url,
+      },
+    });
+    try {
+      expect((await getPlan(gateway)).status).toBe(200);
+      const isRefresh = (s: ExportedSpan) =>
+        s.service === 'bff-refreshing' && s.name === 'token.background_refresh';
+      await waitFor(() => receiver.spans().some(isRefresh), {
+        timeoutMs: 15_000,
+        what: 'the background refresh',
+      });
+      const refresh = receiver.spans().find(isRefresh) as ExportedSpan;
+      expect(refresh.parentSpanId ?? '').toBe('');
+      expect(refresh.traceId).not.toBe(CALLER_TRACE);
+      await waitFor(() => childrenOf(receiver.spans(), refresh).some((s) => s.name === 'token.refresh'), {
+        what: 'the refresh call under it',
+      });
+    } finally {
+      await gateway.stop();
+      await shortLived.close();
+    }
+  }, 40_000);
+
   it('serves and stops gracefully while the collector hangs: the last export is given up, not waited out', async () => {
     // Accepts connections and never answers: an export waits for its timeout (60 s here), longer than the 20 s after
     // which the test harness kills the process; a graceful exit (code 0) shows the shutdown gave the export up.
