@@ -3,7 +3,8 @@
 // gateway's CPU per request minus the bare proxy's is roughly the sum of these, plus Express layers and promises.
 //
 //   npm run bench:features        BENCH_FEATURE_MS (1000): measuring time per feature
-import { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Socket } from 'node:net';
 import { join } from 'node:path';
 import express, { type Request, type RequestHandler, type Response } from 'express';
@@ -18,6 +19,7 @@ import { createDocumentReference } from '../src/observability/document-reference
 import { createLogger, flushLogger } from '../src/observability/logger';
 import { createMetrics } from '../src/observability/metrics';
 import { requestObserver } from '../src/observability/request-log';
+import { NO_TRACING, startTracing, type Tracing } from '../src/observability/tracing';
 import { documentValidationRequest } from '../src/routes/schemas';
 import { parseOrReject } from '../src/routes/validate-input';
 import { tempDir } from '../test/support/temp-dir';
@@ -57,6 +59,47 @@ function through(handler: RequestHandler, req: Request, res: Response): Promise<
   );
 }
 
+/** An OTLP endpoint that reads each export and answers 200, on loopback: the exporter's full cost, no collector's. */
+async function startOtlpSink(): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The tracing hooks of one forwarded request: server span, authentication, token (from memory), upstream call. */
+function tracedRequests(tracing: Tracing): () => Promise<void> {
+  const authenticated = tracing.around('authenticate', (_req, _res, next) => next());
+  const token = () => Promise.resolve({ source: 'memory' as const });
+  const upstream = () => Promise.resolve({ status: 200 });
+  const sourceOf = (t: { source: string }) => ({ 'gateway.token.source': t.source });
+  const statusOf = (a: { status: number }) => ({ 'http.response.status_code': a.status });
+  const operation = { 'http.request.method': 'POST', 'gateway.route': 'validation' };
+  return async () => {
+    for (let i = 0; i < BATCH; i++) {
+      const { req, res } = exchange();
+      await new Promise<void>((resolve) =>
+        tracing.serve(req, res, () =>
+          authenticated(req, res, () => {
+            tracing
+              .inSpan('token', token, sourceOf)
+              .then(() => tracing.inSpan('upstream', upstream, statusOf, operation, 'client'))
+              .then(() => {
+                res.emit('close');
+                resolve();
+              });
+          }),
+        ),
+      );
+    }
+  };
+}
+
 async function main(): Promise<void> {
   const dir = tempDir('bff-features-');
   const logger = createLogger({ level: 'info', file: join(dir, 'gateway.log') });
@@ -84,6 +127,19 @@ async function main(): Promise<void> {
   const bodyParser = express.json({ limit: 64 * 1024, strict: true, type: () => true });
 
   const documentReference = createDocumentReference(undefined);
+  const sink = await startOtlpSink();
+  const tracing = startTracing(
+    {
+      tracesUrl: sink.url,
+      serviceName: 'bench',
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+      exportDelayMs: 200,
+      propagateUpstream: false,
+    },
+    'bench',
+    logger,
+  );
   const bench = new Bench({ time: envNumber('BENCH_FEATURE_MS', 1000), warmupTime: 200 });
   bench
     .add('baseline: a request and response object pair', () => {
@@ -140,7 +196,12 @@ async function main(): Promise<void> {
         exchange();
         Buffer.from(JSON.stringify(parseOrReject(documentValidationRequest, body, 'request body')));
       }
-    });
+    })
+    .add(
+      'tracing off (no OTLP endpoint): the hooks of a request, its promises included',
+      tracedRequests(NO_TRACING),
+    )
+    .add('tracing on: 4 spans a request, OTLP/HTTP export to a loopback sink', tracedRequests(tracing));
   await bench.run();
 
   const perRequestUs = (name: string) => {
@@ -156,6 +217,8 @@ async function main(): Promise<void> {
   for (const name of features)
     process.stdout.write(`| ${name} | ${(perRequestUs(name) - baselineUs).toFixed(2)} |\n`);
   registry.close();
+  await tracing.shutdown();
+  await sink.close();
   await flushLogger(logger);
 }
 

@@ -11,6 +11,7 @@ import { methodNotAllowed, notFound } from './http/unmatched';
 import type { DocumentReference } from './observability/document-reference';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
+import { NO_TRACING, type Tracing } from './observability/tracing';
 import type { Readiness } from './operations/readiness';
 import {
   getPlanHandler,
@@ -43,10 +44,14 @@ export interface AppDeps {
   readonly openApiDocument: object;
   /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
   readonly serveMetrics: boolean;
+  /** Spans of the request, its caller authentication and its upstream work (NO_TRACING when traces are off). */
+  readonly tracing?: Tracing;
 }
 
 export function createApp(deps: AppDeps): Express {
   const { config, guards, readiness } = deps;
+  const tracing = deps.tracing ?? NO_TRACING;
+  const authenticate = tracing.around('authenticate', guards.authenticate);
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -59,6 +64,7 @@ export function createApp(deps: AppDeps): Express {
       metrics: deps.metrics,
       readiness,
       localMode: config.mode === 'local',
+      tracing,
     }),
   );
   app.use(securityHeaders());
@@ -69,7 +75,7 @@ export function createApp(deps: AppDeps): Express {
   app.post(
     VALIDATION_PATH,
     routeName('validation'),
-    guards.authenticate,
+    authenticate,
     guards.requireScope('documents:validate'),
     guards.rateLimit,
     jsonBody(config.server.bodyLimitBytes),
@@ -78,7 +84,7 @@ export function createApp(deps: AppDeps): Express {
   app.get(
     PLAN_PATH,
     routeName('plan'),
-    guards.authenticate,
+    authenticate,
     guards.requireScope('plans:read'),
     guards.rateLimit,
     getPlanHandler(deps.plans),

@@ -22,6 +22,7 @@ import {
   metricsEndpoint,
   registerAccessTokenTimeLeft,
 } from './observability/metrics';
+import { startTracing } from './observability/tracing';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { FORWARDED_OPERATIONS } from './routes/operation-routes';
@@ -89,6 +90,9 @@ export async function startGateway(
   };
 
   try {
+    const tracing = startTracing(config.tracing, GATEWAY_VERSION, logger);
+    // Closed last (closers run in reverse): the spans of the drained requests are exported before the process ends.
+    closers.push(() => tracing.shutdown());
     const upstream = await resolveUpstream(config, logger);
     closers.push(() => upstream.close());
 
@@ -122,6 +126,7 @@ export async function startGateway(
       credentials,
       logger,
       metrics,
+      tracing,
       settings: {
         upstreamBaseUrl: upstream.baseUrl,
         refreshSkewSeconds: config.tokens.refreshSkewSeconds,
@@ -167,6 +172,7 @@ export async function startGateway(
       staticHeaders: config.upstream.staticHeaders,
       metrics,
       logger,
+      tracing,
     });
     const ttl = config.upstream.planCacheTtlSeconds;
     const plans = createPlanReader({
@@ -216,6 +222,7 @@ export async function startGateway(
       documentReference: createDocumentReference(config.tokens.encryptionKey),
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsOnMainPort,
+      tracing,
     });
 
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):

@@ -54,6 +54,25 @@ export const envSchema = z.object({
   METRICS_ON_MAIN_PORT: bool.default(false),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   LOG_FILE: z.string().min(1).optional(),
+  /** OpenTelemetry traces: on when one of the two endpoints is set (the exporter reads its other OTEL_EXPORTER_OTLP_*). */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    .url({ protocol: /^https?$/, message: 'must be an http(s) URL' })
+    .optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('payments-bff-gateway'),
+  OTEL_SDK_DISABLED: bool.default(false),
+  OTEL_TRACES_SAMPLER: z
+    .enum([
+      'always_on',
+      'always_off',
+      'traceidratio',
+      'parentbased_always_on',
+      'parentbased_always_off',
+      'parentbased_traceidratio',
+    ])
+    .default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  OTEL_BSP_SCHEDULE_DELAY: int(1, 600_000).default(5_000),
 
   TRUST_PROXY: parsed(parseTrustProxy).default(false),
   INBOUND_ALLOW_CIDRS: list
@@ -83,6 +102,8 @@ export const envSchema = z.object({
   UPSTREAM_TIMEOUT_MS: int(100, 120_000).default(10_000),
   UPSTREAM_STATIC_HEADERS: parsed(parseStaticHeaders).default({}),
   UPSTREAM_MAX_SOCKETS: int(1, 10_000).default(DEFAULT_UPSTREAM_MAX_SOCKETS),
+  /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
+  UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
   CIRCUIT_FAILURE_RATIO: z.coerce
     .number()

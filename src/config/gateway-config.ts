@@ -37,6 +37,18 @@ export interface OidcSettings {
   readonly clockToleranceSeconds: number;
 }
 
+export interface TracingSettings {
+  /** The OTLP/HTTP traces URL (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces). */
+  readonly tracesUrl: string;
+  readonly serviceName: string;
+  readonly sampler: string;
+  readonly samplerRatio: number;
+  /** OTEL_BSP_SCHEDULE_DELAY: how long finished spans wait to be exported in one batch. */
+  readonly exportDelayMs: number;
+  /** UPSTREAM_PROPAGATE_TRACE: the provider gets a traceparent header. */
+  readonly propagateUpstream: boolean;
+}
+
 export interface GatewayConfig {
   /** `local`: no UPSTREAM_BASE_URL outside production, so the bundled simulator is the upstream. */
   readonly mode: GatewayMode;
@@ -57,6 +69,8 @@ export interface GatewayConfig {
     readonly corsOrigins: readonly string[];
   };
   readonly log: { readonly level: string; readonly file?: string };
+  /** OpenTelemetry traces; absent when off (no OTLP endpoint, or OTEL_SDK_DISABLED). */
+  readonly tracing?: TracingSettings;
   readonly upstream: {
     /** Absent in local mode until the simulator has started and its URL is known. */
     readonly baseUrl?: string;

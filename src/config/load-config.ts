@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
-import type { GatewayConfig, RedisTopology } from './gateway-config';
+import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
 import { parseHostPorts } from './parsers';
 import { checkProductionRules, isProduction, productionNote } from './production-rules';
 
@@ -131,6 +131,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       corsOrigins: env.CORS_ORIGINS,
     },
     log: { level: env.LOG_LEVEL, file: env.LOG_FILE },
+    tracing: tracingSettings(env),
     upstream: {
       baseUrl: env.UPSTREAM_BASE_URL?.replace(/\/+$/, ''),
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
@@ -188,6 +189,22 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
             }
           : undefined,
     },
+  };
+}
+
+/** Traces are off unless an OTLP endpoint is set, as the OpenTelemetry SDKs do; OTEL_SDK_DISABLED turns them off. */
+function tracingSettings(env: RawEnv): TracingSettings | undefined {
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const tracesUrl =
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (base && `${base.replace(/\/+$/, '')}/v1/traces`);
+  if (!tracesUrl || env.OTEL_SDK_DISABLED) return undefined;
+  return {
+    tracesUrl,
+    serviceName: env.OTEL_SERVICE_NAME,
+    sampler: env.OTEL_TRACES_SAMPLER,
+    samplerRatio: env.OTEL_TRACES_SAMPLER_ARG,
+    exportDelayMs: env.OTEL_BSP_SCHEDULE_DELAY,
+    propagateUpstream: env.UPSTREAM_PROPAGATE_TRACE,
   };
 }
 

@@ -3,6 +3,7 @@ import type { RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
+import { NO_TRACING, type Tracing } from '../observability/tracing';
 import type { Readiness } from '../operations/readiness';
 import { assignRequestId } from './request-id';
 
@@ -12,6 +13,8 @@ export interface RequestContextOptions {
   readonly readiness: Pick<Readiness, 'draining'>;
   /** Local mode: answers come from the bundled simulator. */
   readonly localMode: boolean;
+  /** Starts the request's server span (NO_TRACING: none). */
+  readonly tracing?: Tracing;
 }
 
 /**
@@ -22,13 +25,14 @@ export interface RequestContextOptions {
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics);
   const { readiness, localMode } = options;
+  const tracing = options.tracing ?? NO_TRACING;
   return (req, res, next) => {
     assignRequestId(req, res);
     noStore(res);
     observe(req, res);
     if (localMode) markLocalMode(res);
     if (readiness.draining) markDraining(res);
-    next();
+    tracing.serve(req, res, next);
   };
 }
 

@@ -39,6 +39,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
       lines.info(
         {
           requestId: req.id,
+          traceId: res.locals.traceId,
           client,
           clientIp: req.ip,
           route,

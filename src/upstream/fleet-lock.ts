@@ -1,5 +1,6 @@
 // The fleet lock around a token endpoint call: one replica calls, the others wait for the pair it shares.
 import { randomBytes } from 'node:crypto';
+import { NO_TRACING, type Tracing } from '../observability/tracing';
 import type { TokenStore } from '../store/token-store';
 import type { Clock, ClockTimer } from './clock';
 import type { Credentials } from './credentials';
@@ -19,6 +20,7 @@ export interface FleetLockDeps {
   /** Poll period of the store while waiting. */
   readonly pollMs: number;
   readonly stopped: () => boolean;
+  readonly tracing?: Tracing;
 }
 
 /** One flight's turn at the lock. */
@@ -53,7 +55,9 @@ export class FleetLock {
       const locked = await cache.call('lock', () => store.acquireLock(turn.keys.lock, owner, lockTtlMs));
       if (locked === DOWN) break;
       if (locked) return this.holding(turn.keys.lock, owner, turn.asHolder);
-      const waited = await this.waitForPair(turn);
+      const waited = await (this.deps.tracing ?? NO_TRACING).inSpan('token.lock.wait', () =>
+        this.waitForPair(turn),
+      );
       if (waited === DOWN) break;
       if (waited) return turn.adopt(waited);
     }

@@ -6,6 +6,7 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
+import { NO_TRACING, type Tracing } from '../observability/tracing';
 import {
   CircuitOpenError,
   type UpstreamCircuit,
@@ -48,6 +49,8 @@ export interface ForwarderDeps {
   readonly logger: Logger;
   /** Largest upstream answer the gateway buffers; larger ones are treated as an upstream failure. */
   readonly maxAnswerBytes?: number;
+  /** Spans of the token acquisition and of each upstream attempt. */
+  readonly tracing?: Tracing;
 }
 
 export interface Forwarder {
@@ -122,6 +125,7 @@ const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIP
 
 export function createForwarder(deps: ForwarderDeps): Forwarder {
   const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
+  const tracing = deps.tracing ?? NO_TRACING;
 
   const settle = (attempt: Attempt) => {
     attempt.settled = true;
@@ -215,7 +219,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   }
 
   /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
-  function attemptOnce(req: Request, call: Call, accessToken: string) {
+  function sendAttempt(req: Request, call: Call, accessToken: string) {
     const { exchange } = call;
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt: Attempt = {
@@ -246,10 +250,18 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         staticHeaders: deps.staticHeaders,
         contentLength: exchange.body?.length,
       });
+      tracing.injectUpstream(req.headers);
       // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a
       // call that coalesced readers share nor counts as an upstream failure against the circuit breaker.
       proxy(req, DETACHED_RESPONSE).catch((error: unknown) => fail(attempt, error));
     });
+  }
+
+  /** One upstream attempt, in a client span of its own. */
+  function attemptOnce(req: Request, call: Call, accessToken: string) {
+    if (!tracing.enabled) return sendAttempt(req, call, accessToken);
+    const send = () => sendAttempt(req, call, accessToken);
+    return tracing.inSpan('upstream', send, outcomeAttributes, upstreamAttributes(call.exchange), 'client');
   }
 
   /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
@@ -278,7 +290,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     async forward(req, res, exchange) {
       const call: Call = { exchange, upstreamMs: 0 };
       try {
-        const token = await deps.tokens.getAccessToken();
+        const token = await tracing.inSpan('token', () => deps.tokens.getAccessToken(), sourceAttribute);
         noteTokenSource(res, token.source);
         const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
         if (first.kind === 'answer') {
@@ -287,7 +299,11 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         }
 
         // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
-        const renewed = await deps.tokens.renewAfterRejection(token.value);
+        const renewed = await tracing.inSpan(
+          'token.renew',
+          () => deps.tokens.renewAfterRejection(token.value),
+          sourceAttribute,
+        );
         noteTokenSource(res, renewed.source);
         const second = await deps.slots.run(res, () => guardedAttempt(req, res, call, renewed.value));
         if (second.kind === 'answer') {
@@ -307,6 +323,20 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   function noteTokenSource(res: Response, source: TokenSource) {
     res.locals.tokenSource = source;
   }
+}
+
+/** Span attributes of an upstream attempt: the operation, never its path (it holds the plan id). */
+function upstreamAttributes(exchange: UpstreamExchange) {
+  return { 'http.request.method': exchange.method, 'gateway.route': exchange.route };
+}
+
+function outcomeAttributes(outcome: AttemptOutcome) {
+  return { 'http.response.status_code': outcome.kind === 'answer' ? outcome.answer.status : 401 };
+}
+
+/** Where the token came from: this replica's memory, the shared store (Redis), or a token endpoint call. */
+function sourceAttribute(token: { readonly source: TokenSource }) {
+  return { 'gateway.token.source': token.source };
 }
 
 function ipRefused(): GatewayError {

@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import { GatewayError, isGatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
+import { NO_TRACING, type Tracing } from '../observability/tracing';
 import type { BackoffRecord } from './backoff-track';
 import type { Clock } from './clock';
 import type { Credentials } from './credentials';
@@ -21,13 +22,19 @@ export interface TokenEndpointDeps {
   readonly metrics: Pick<Metrics, 'tokenRequests'>;
   /** A refresh token this close to its end is not used: a login is surer. */
   readonly skewMs: number;
+  /** Spans of the refresh and login calls. */
+  readonly tracing?: Tracing;
 }
 
 /** How long a shared failure record outlives its wait: the streak, and so the growing wait, survives between tries. */
 const STREAK_MEMORY_MS: Record<FailureKind, number> = { refusal: 24 * 3_600_000, transient: 10 * 60_000 };
 
 export class TokenEndpoint {
-  constructor(private readonly deps: TokenEndpointDeps) {}
+  private readonly tracing: Tracing;
+
+  constructor(private readonly deps: TokenEndpointDeps) {
+    this.tracing = deps.tracing ?? NO_TRACING;
+  }
 
   /**
    * The refresh token first (unless it is near its end); the credentials when it is refused. Every failure is
@@ -41,7 +48,7 @@ export class TokenEndpoint {
     if (base && base.refreshExpiresAt - clock.now() > this.deps.skewMs) {
       const started = clock.now();
       try {
-        const answer = await client.refresh(base.refresh);
+        const answer = await this.tracing.inSpan('token.refresh', () => client.refresh(base.refresh));
         this.recordCall('refresh', 'success', started);
         return this.pairOf(answer.access, answer.refresh, credentials, base);
       } catch (error) {
@@ -53,7 +60,7 @@ export class TokenEndpoint {
     }
     const started = clock.now();
     try {
-      const answer = await client.login(credentials);
+      const answer = await this.tracing.inSpan('token.login', () => client.login(credentials));
       this.recordCall('login', 'success', started);
       return this.pairOf(answer.access, answer.refresh, credentials);
     } catch (error) {

@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import { GatewayError } from '../http/gateway-error';
 import type { Metrics } from '../observability/metrics';
+import { NO_TRACING, type Tracing } from '../observability/tracing';
 import { createRecordSeal } from '../store/record-seal';
 import type { TokenStore } from '../store/token-store';
 import { type Clock, systemClock } from './clock';
@@ -68,6 +69,16 @@ export interface TokenManagerDeps {
   readonly clock?: Clock;
   /** [0, 1) for the refresh and back-off jitter; Math.random by default. */
   readonly random?: () => number;
+  /** Spans of the store read, the wait on the fleet lock and the token endpoint calls. */
+  readonly tracing?: Tracing;
+}
+
+/** What a read of the shared store gave (never the pair itself). */
+function found(shared: Awaited<ReturnType<SharedTokenCache['read']>>) {
+  return {
+    'gateway.token.store.answered': shared !== DOWN,
+    'gateway.token.pair_found': shared !== DOWN && !!shared.pair,
+  };
 }
 
 export function createTokenManager(deps: TokenManagerDeps): TokenProvider {
@@ -87,6 +98,7 @@ class FleetTokenManager implements TokenProvider {
   private readonly endpoint: TokenEndpoint;
   private readonly lock: FleetLock;
   private readonly refresher: RefreshScheduler;
+  private readonly tracing: Tracing;
 
   private credentials: Credentials;
   private keys: TokenKeys;
@@ -127,8 +139,10 @@ class FleetTokenManager implements TokenProvider {
     });
     metrics.tokenBackoff.readFrom(() => backoff.remainingByKind());
     const stopped = () => this.stopped;
+    const tracing = deps.tracing ?? NO_TRACING;
+    this.tracing = tracing;
     // The helpers share the store, its guard, the backoff and the observability of this manager.
-    const common = { store, cache, backoff, clock, logger, metrics, stopped };
+    const common = { store, cache, backoff, clock, logger, metrics, stopped, tracing };
     this.cache = cache;
     this.backoff = backoff;
     const { lockTtlMs, lockWaitMs } = settings;
@@ -143,7 +157,7 @@ class FleetTokenManager implements TokenProvider {
       usableUntil: () => this.usableUntil,
       backoffLeft: () => backoff.remaining(),
       stopped,
-      refresh: () => this.join('refresh'),
+      refresh: () => tracing.background('token.background_refresh', () => this.join('refresh')),
     });
     this.unsubscribeCredentials = deps.credentials.onChange((next) => this.onCredentialsChange(next));
   }
@@ -256,7 +270,11 @@ class FleetTokenManager implements TokenProvider {
       endsFlight(context, pair, () => this.clock.now(), this.marginMs);
     let latest = trigger?.credentials === credentials.fingerprint ? trigger : undefined;
 
-    const shared = await this.cache.read(keys, rejected);
+    const shared = await this.tracing.inSpan(
+      'token.store.read',
+      () => this.cache.read(keys, rejected),
+      found,
+    );
     if (shared !== DOWN) {
       if (accept(shared.pair)) return this.adopt(shared.pair, 'redis');
       latest = newest(latest, shared.pair, credentials.fingerprint);

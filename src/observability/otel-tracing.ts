@@ -1,0 +1,272 @@
+// The OpenTelemetry SDK behind Tracing: manual spans, OTLP/HTTP (JSON) export, W3C trace context. Loaded lazily.
+import {
+  type Context,
+  defaultTextMapGetter,
+  defaultTextMapSetter,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import {
+  defaultResource,
+  detectResources,
+  envDetector,
+  resourceFromAttributes,
+} from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  type Sampler,
+  type SpanExporter,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
+import type { Request } from 'express';
+import type { Logger } from 'pino';
+import type { TracingSettings } from '../config/gateway-config';
+import type { SpanAttributes, Tracing } from './tracing';
+
+/** Methods a span may be named by (OpenTelemetry HTTP conventions); any other is `_OTHER`, so names stay bounded. */
+const KNOWN_METHODS = new Set([
+  'CONNECT',
+  'DELETE',
+  'GET',
+  'HEAD',
+  'OPTIONS',
+  'PATCH',
+  'POST',
+  'PUT',
+  'TRACE',
+]);
+
+/** The longest a shutdown waits for the last export: a hung collector must not hold the process past its grace period. */
+const SHUTDOWN_EXPORT_MS = 3_000;
+
+/** Probes and scrapes, every few seconds from every kubelet and Prometheus: counted in metrics, not traced. */
+const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
+/**
+ * No instrumentation library is registered: every span is made here by hand, and no library patches http, so
+ * nothing adds a trace header to the provider's calls (or to the token endpoint) behind the gateway's back.
+ */
+export function createOtelTracing(settings: TracingSettings, version: string, logger: Logger): Tracing {
+  const contexts = new AsyncLocalStorageContextManager().enable();
+  const propagator = new W3CTraceContextPropagator();
+  const provider = new TracerProvider({
+    resource: defaultResource()
+      .merge(resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }))
+      // OTEL_RESOURCE_ATTRIBUTES (deployment.environment, k8s names...), as every OpenTelemetry SDK reads it.
+      .merge(detectResources({ detectors: [envDetector] })),
+    sampler: samplerOf(settings),
+    spanProcessors: [
+      new BatchSpanProcessor({
+        exporter: reportingFailures(new OTLPTraceExporter({ url: settings.tracesUrl }), logger),
+        scheduledDelayMillis: settings.exportDelayMs,
+      }),
+    ],
+  });
+  const tracer = provider.getTracer('payments-bff-gateway', version);
+
+  const startChild = (name: string, parent: Context, attributes?: SpanAttributes, kind = SpanKind.INTERNAL) =>
+    tracer.startSpan(name, { kind, attributes: defined(attributes) }, parent);
+
+  return {
+    enabled: true,
+
+    serve(req, res, next) {
+      if (UNTRACED_PATHS.has(req.url)) {
+        next();
+        return;
+      }
+      const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+      const method = KNOWN_METHODS.has(req.method) ? req.method : '_OTHER';
+      const span = tracer.startSpan(
+        method,
+        { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } },
+        parent,
+      );
+      res.locals.traceId = span.spanContext().traceId;
+      res.once('close', () => endServerSpan(span, req, res.writableFinished ? res.statusCode : 499, method));
+      contexts.with(trace.setSpan(parent, span), next);
+    },
+
+    around(name, handler) {
+      return (req, res, next) => {
+        const parent = contexts.active();
+        const span = startChild(name, parent);
+        let ended = false;
+        // A handler may answer by itself (a refusal) and never pass on: the span then ends with the answer.
+        const answered = () => {
+          if (ended) return;
+          ended = true;
+          if (res.statusCode >= 400) failed(span, `http_${res.statusCode}`);
+          span.end();
+        };
+        res.once('close', answered);
+        contexts.with(trace.setSpan(parent, span), () =>
+          handler(req, res, (error?: unknown) => {
+            res.off('close', answered);
+            if (!ended) {
+              ended = true;
+              if (error !== undefined) failed(span, errorType(error));
+              span.end();
+            }
+            // The rest of the pipeline is a sibling of this span, not its child.
+            contexts.with(parent, () => next(error as Parameters<typeof next>[0]));
+          }),
+        );
+      };
+    },
+
+    inSpan(name, work, describe, attributes, kind) {
+      const parent = contexts.active();
+      // Work no request or background task asked for (a readiness probe's token retry) starts no lone trace.
+      if (!trace.getSpan(parent)) return work();
+      const span = startChild(
+        name,
+        parent,
+        attributes,
+        kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
+      );
+      return contexts.with(trace.setSpan(parent, span), work).then(
+        (result) => {
+          const outcome = describe?.(result);
+          if (outcome) {
+            span.setAttributes(defined(outcome));
+            const status = outcome['http.response.status_code'];
+            // Client spans: every 4xx and 5xx is an error (OpenTelemetry HTTP conventions).
+            if (typeof status === 'number' && status >= 400) failed(span, String(status));
+          }
+          span.end();
+          return result;
+        },
+        (error: unknown) => {
+          failed(span, errorType(error));
+          span.end();
+          throw error;
+        },
+      );
+    },
+
+    background(name, work) {
+      // A timer set while a request was served would otherwise make this a child of that long-finished request.
+      const span = startChild(name, ROOT_CONTEXT);
+      return contexts.with(trace.setSpan(ROOT_CONTEXT, span), work).then(
+        (result) => {
+          span.end();
+          return result;
+        },
+        (error: unknown) => {
+          failed(span, errorType(error));
+          span.end();
+          throw error;
+        },
+      );
+    },
+
+    injectUpstream(headers) {
+      if (!settings.propagateUpstream) return;
+      propagator.inject(contexts.active(), headers as Record<string, unknown>, defaultTextMapSetter);
+    },
+
+    async shutdown() {
+      let timer: NodeJS.Timeout | undefined;
+      const givenUp = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_EXPORT_MS);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), givenUp]);
+      clearTimeout(timer);
+      contexts.disable();
+    },
+  };
+}
+
+/**
+ * Logs once when exports start failing (a wrong endpoint, a collector down) and once when they work again, naming
+ * the failure by its code only: the endpoint's URL and headers (a vendor's API key) are never logged.
+ */
+function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter {
+  let failing = false;
+  return {
+    export(spans, done) {
+      exporter.export(spans, (result) => {
+        if (result.code !== ExportResultCode.SUCCESS && !failing) {
+          failing = true;
+          const { code, name } = (result.error ?? {}) as { code?: unknown; name?: unknown };
+          logger.warn(
+            { event: 'trace.export_failed', error: typeof code === 'string' ? code : name },
+            'trace export to the OTLP endpoint failed: spans are dropped until it answers',
+          );
+        } else if (result.code === ExportResultCode.SUCCESS && failing) {
+          failing = false;
+          logger.info({ event: 'trace.export_recovered' }, 'trace export to the OTLP endpoint works again');
+        }
+        done(result);
+      });
+    },
+    shutdown: () => exporter.shutdown(),
+    forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
+  };
+}
+
+/** The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error. */
+function endServerSpan(span: Span, req: Request, status: number, method: string): void {
+  // The matched route's template (`/api/subscriptions/plan/:planId`), never the raw path and its ids.
+  const template: unknown = req.route?.path;
+  if (typeof template === 'string') {
+    span.updateName(`${method} ${template}`);
+    span.setAttribute('http.route', template);
+  }
+  span.setAttribute('http.response.status_code', status);
+  if (req.caller) span.setAttribute('gateway.client', req.caller.id);
+  if (status >= 500) failed(span, String(status));
+  span.end();
+}
+
+function failed(span: Span, type: string): void {
+  span.setStatus({ code: SpanStatusCode.ERROR });
+  span.setAttribute('error.type', type);
+}
+
+/** A failure named by its kind (a GatewayError reason, an upstream failure kind, a class name), never its message. */
+function errorType(error: unknown): string {
+  if (typeof error !== 'object' || error === null) return 'error';
+  const { reason, kind, name } = error as { reason?: unknown; kind?: unknown; name?: unknown };
+  if (typeof reason === 'string') return reason;
+  if (typeof kind === 'string') return `upstream_${kind}`;
+  return typeof name === 'string' ? name : 'error';
+}
+
+function defined(attributes: SpanAttributes | undefined): Record<string, string | number | boolean> {
+  const kept: Record<string, string | number | boolean> = {};
+  if (attributes)
+    for (const [key, value] of Object.entries(attributes)) if (value !== undefined) kept[key] = value;
+  return kept;
+}
+
+/** OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, with the SDKs' meanings. */
+function samplerOf(settings: TracingSettings): Sampler {
+  const ratio = new TraceIdRatioBasedSampler(settings.samplerRatio);
+  switch (settings.sampler) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return ratio;
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: ratio });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
