@@ -12,7 +12,13 @@ import { inboundAllowList } from './callers/inbound-allow-list';
 import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
-import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import { createMemoryAnswerCache, createRedisAnswerCache } from './forwarding/internal/answer-cache';
+import { createUpstreamCircuits } from './forwarding/internal/circuit-breaker';
+import { createForwarder } from './forwarding/internal/forwarder';
+import { createPlanReader } from './forwarding/internal/plan-reader';
+import { busySockets, createUpstreamAgent } from './forwarding/internal/upstream-agent';
+import { createUpstreamSlots } from './forwarding/internal/upstream-slots';
+import { deriveKey } from './keys/derived-keys';
 import { type AuthFailureLog, createAuthFailureLog } from './observability/auth-failure-log';
 import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
@@ -26,26 +32,20 @@ import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { startSimulator } from './simulator/simulator';
-import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
+import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './simulator/simulator-config';
 import { createMemoryTokenStore } from './store/memory-token-store';
-import { createRecordSeal } from './store/record-seal';
 import { createRedisClient, type RedisClient, whenRedisReady } from './store/redis-connection';
 import { createRedisTokenStore } from './store/redis-token-store';
-import { createUpstreamCircuits } from './upstream/circuit-breaker';
 import {
   type CredentialSource,
   createCredentialSource,
   staticCredentialSource,
-} from './upstream/credentials';
-import { deriveKey } from './upstream/derived-keys';
-import { createForwarder } from './upstream/forwarder';
-import { createPlanReader } from './upstream/plan-reader';
-import { createTokenCipher } from './upstream/token-cipher';
-import { createTokenClient } from './upstream/token-client';
-import { createTokenManager } from './upstream/token-manager';
-import type { TokenProvider } from './upstream/token-provider';
-import { busySockets, createUpstreamAgent } from './upstream/upstream-agent';
-import { createUpstreamSlots } from './upstream/upstream-slots';
+} from './tokens/internal/credentials';
+import { createRecordSeal } from './tokens/internal/record-seal';
+import { createTokenCipher } from './tokens/internal/token-cipher';
+import { createTokenClient } from './tokens/internal/token-client';
+import { createTokenManager } from './tokens/internal/token-manager';
+import type { TokenProvider } from './tokens/internal/token-provider';
 
 export const GATEWAY_VERSION = '0.1.0';
 

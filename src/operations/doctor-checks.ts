@@ -3,10 +3,10 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { ClientRegistryError, loadClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
-import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../config/simulator-config';
+import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../simulator/simulator-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
-import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../upstream/jwt-expiry';
-import { upstreamCa } from '../upstream/upstream-trust';
+import { upstreamCa } from '../tls/upstream-trust';
+import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../tokens/internal/jwt-expiry';
 import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;

@@ -2,7 +2,7 @@
 import { pino } from 'pino';
 import { loadConfig } from '../config/load-config';
 import { startSimulator } from '../simulator/simulator';
-import { createCredentialSource } from '../upstream/credentials';
+import { createCredentialSource } from '../tokens/internal/credentials';
 import { formatReport, runDoctor } from './doctor';
 import {
   checkClientRegistry,

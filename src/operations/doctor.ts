@@ -2,7 +2,7 @@
 import { isIP } from 'node:net';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
-import { describeTlsCode } from '../upstream/tls-failure';
+import { describeTlsCode } from '../tls/tls-failure';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
