@@ -12,12 +12,16 @@ import { inboundAllowList } from './callers/inbound-allow-list';
 import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
-import { createMemoryAnswerCache, createRedisAnswerCache } from './forwarding/internal/answer-cache';
-import { createUpstreamCircuits } from './forwarding/internal/circuit-breaker';
-import { createForwarder } from './forwarding/internal/forwarder';
-import { createPlanReader } from './forwarding/internal/plan-reader';
-import { busySockets, createUpstreamAgent } from './forwarding/internal/upstream-agent';
-import { createUpstreamSlots } from './forwarding/internal/upstream-slots';
+import {
+  busySockets,
+  createForwarder,
+  createMemoryAnswerCache,
+  createPlanReader,
+  createRedisAnswerCache,
+  createUpstreamAgent,
+  createUpstreamCircuits,
+  createUpstreamSlots,
+} from './forwarding';
 import { deriveKey } from './keys/derived-keys';
 import { type AuthFailureLog, createAuthFailureLog } from './observability/auth-failure-log';
 import { createDocumentReference } from './observability/document-reference';
@@ -39,13 +43,13 @@ import { createRedisTokenStore } from './store/redis-token-store';
 import {
   type CredentialSource,
   createCredentialSource,
+  createRecordSeal,
+  createTokenCipher,
+  createTokenClient,
+  createTokenManager,
   staticCredentialSource,
-} from './tokens/internal/credentials';
-import { createRecordSeal } from './tokens/internal/record-seal';
-import { createTokenCipher } from './tokens/internal/token-cipher';
-import { createTokenClient } from './tokens/internal/token-client';
-import { createTokenManager } from './tokens/internal/token-manager';
-import type { TokenProvider } from './tokens/internal/token-provider';
+  type TokenProvider,
+} from './tokens';
 
 export const GATEWAY_VERSION = '0.1.0';
 

@@ -6,7 +6,7 @@ import type { GatewayConfig } from '../config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../simulator/simulator-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
 import { upstreamCa } from '../tls/upstream-trust';
-import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../tokens/internal/jwt-expiry';
+import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../tokens';
 import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;

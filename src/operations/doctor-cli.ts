@@ -2,7 +2,7 @@
 import { pino } from 'pino';
 import { loadConfig } from '../config/load-config';
 import { startSimulator } from '../simulator/simulator';
-import { createCredentialSource } from '../tokens/internal/credentials';
+import { createCredentialSource } from '../tokens';
 import { formatReport, runDoctor } from './doctor';
 import {
   checkClientRegistry,

@@ -1,7 +1,6 @@
 // The two forwarded operations: validate and sanitize the input, forward it, pass the upstream answer through.
 import type { RequestHandler } from 'express';
-import { type Forwarder, sendAnswer } from '../forwarding/internal/forwarder';
-import type { PlanReader } from '../forwarding/internal/plan-reader';
+import { type Forwarder, type PlanReader, sendAnswer } from '../forwarding';
 import type { DocumentReference } from '../observability/document-reference';
 import { documentValidationRequest, planParams } from './schemas';
 import { parseOrReject } from './validate-input';

@@ -1,6 +1,6 @@
 // The in-process TokenStore: local mode (no Redis) and unit tests, with expiry on an injectable clock.
 
-import type { ChannelListener, TokenStore } from '../tokens/internal/token-store';
+import type { ChannelListener, TokenStore } from '../tokens';
 import { createExpiringMap } from './expiring-map';
 
 export interface MemoryTokenStoreOptions {

@@ -1,6 +1,6 @@
 // The fleet-wide TokenStore on Redis (standalone, Sentinel or Cluster) through the one shared ioredis client.
 import type { Logger } from 'pino';
-import type { ChannelListener, TokenStore } from '../tokens/internal/token-store';
+import type { ChannelListener, TokenStore } from '../tokens';
 import type { RedisClient } from './redis-connection';
 
 /** Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. */

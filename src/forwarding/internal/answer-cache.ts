@@ -2,7 +2,7 @@
 
 import { createExpiringMap } from '../../store/expiring-map';
 import type { RedisClient } from '../../store/redis-connection';
-import type { RecordSeal } from '../../tokens/internal/record-seal';
+import type { RecordSeal } from '../../tokens';
 import type { UpstreamAnswer } from './forwarder';
 
 export interface AnswerCache {

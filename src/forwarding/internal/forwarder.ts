@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../../http/gateway-error';
 import type { Metrics } from '../../observability/metrics';
 import { tlsFailureOf } from '../../tls/tls-failure';
-import type { TokenProvider, TokenSource } from '../../tokens/internal/token-provider';
+import type { TokenProvider, TokenSource } from '../../tokens';
 import {
   CircuitOpenError,
   type UpstreamCircuit,
