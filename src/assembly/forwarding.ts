@@ -1,0 +1,98 @@
+// Builds forwarding: per-operation circuits, the upstream socket pool and its bounded wait, the forwarder, plan reads.
+import { createHash } from 'node:crypto';
+import type { GatewayConfig } from '../config/gateway-config';
+import {
+  busySockets,
+  type CircuitStateName,
+  createForwarder,
+  createMemoryAnswerCache,
+  createPlanReader,
+  createRedisAnswerCache,
+  createUpstreamAgent,
+  createUpstreamCircuits,
+  createUpstreamSlots,
+  type Forwarder,
+  type PlanReader,
+} from '../forwarding';
+import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
+import type { RedisClient } from '../store/redis-connection';
+import { createRecordSeal, createTokenCipher, type TokenProvider } from '../tokens';
+import { type Built, building } from './lifecycle';
+import type { Observability } from './observability';
+
+const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
+
+export interface Forwarding {
+  readonly forwarder: Forwarder;
+  readonly plans: PlanReader;
+  circuitStates(): Readonly<Record<string, CircuitStateName>>;
+}
+
+export function buildForwarding(
+  config: GatewayConfig,
+  upstreamBaseUrl: string,
+  tokens: TokenProvider,
+  redis: RedisClient | undefined,
+  observability: Observability,
+): Promise<Built<Forwarding>> {
+  const { logger, metrics } = observability;
+  return building((closers) => {
+    const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
+      ...config.upstream.circuit,
+      onStateChange: (operation, state) => {
+        metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+        logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
+      },
+    });
+    for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
+    const agent = createUpstreamAgent(upstreamBaseUrl, config.upstream.maxSockets, {
+      extraCa: config.upstream.extraCa,
+    });
+    closers.push(() => agent.destroy());
+    const slots = createUpstreamSlots({
+      limit: config.upstream.maxSockets,
+      queueTimeoutMs: config.upstream.queueTimeoutMs,
+    });
+    metrics.watchUpstreamPool({ socketsInUse: () => busySockets(agent), waiting: () => slots.waiting });
+    const forwarder = createForwarder({
+      baseUrl: upstreamBaseUrl,
+      agent,
+      slots,
+      tokens,
+      circuits,
+      timeoutMs: config.upstream.timeoutMs,
+      staticHeaders: config.upstream.staticHeaders,
+      metrics,
+      logger,
+    });
+    const plans = createPlanReader({
+      forwarder,
+      cache: planCache(config, upstreamBaseUrl, redis, observability),
+    });
+    return { forwarder, plans, circuitStates: () => circuits.states() };
+  });
+}
+
+/** Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process. */
+function planCache(
+  config: GatewayConfig,
+  upstreamBaseUrl: string,
+  redis: RedisClient | undefined,
+  { metrics }: Observability,
+) {
+  const ttlSeconds = config.upstream.planCacheTtlSeconds;
+  if (ttlSeconds <= 0) return undefined;
+  const store = redis
+    ? createRedisAnswerCache(
+        redis,
+        answerCachePrefix(config.redis.keyPrefix, upstreamBaseUrl),
+        createRecordSeal(createTokenCipher(config.tokens.encryptionKey), metrics.storeRecordsRejected),
+      )
+    : createMemoryAnswerCache();
+  return { store, ttlSeconds };
+}
+
+/** Cached answers are namespaced by upstream, like tokens: sandbox and production never share a plan. */
+function answerCachePrefix(keyPrefix: string, baseUrl: string): string {
+  return `${keyPrefix}cache:${createHash('sha256').update(baseUrl).digest('hex').slice(0, 16)}:`;
+}
