@@ -1,5 +1,4 @@
 // Builds forwarding: per-operation circuits, the upstream socket pool and its bounded wait, the forwarder, plan reads.
-import { createHash } from 'node:crypto';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
   busySockets,
@@ -14,6 +13,7 @@ import {
   type Forwarder,
   type PlanReader,
 } from '../forwarding';
+import { planCachePrefix } from '../keys/redis-keys';
 import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
 import type { RedisClient } from '../store/redis-connection';
 import { createRecordSeal, createTokenCipher, type TokenProvider } from '../tokens';
@@ -85,14 +85,9 @@ function planCache(
   const store = redis
     ? createRedisAnswerCache(
         redis,
-        answerCachePrefix(config.redis.keyPrefix, upstreamBaseUrl),
+        planCachePrefix(config.redis.keyPrefix, upstreamBaseUrl),
         createRecordSeal(createTokenCipher(config.tokens.encryptionKey), metrics.storeRecordsRejected),
       )
     : createMemoryAnswerCache();
   return { store, ttlSeconds };
-}
-
-/** Cached answers are namespaced by upstream, like tokens: sandbox and production never share a plan. */
-function answerCachePrefix(keyPrefix: string, baseUrl: string): string {
-  return `${keyPrefix}cache:${createHash('sha256').update(baseUrl).digest('hex').slice(0, 16)}:`;
 }

@@ -1,8 +1,10 @@
 // Failed authentications counted per client IP across the fleet (express-rate-limit on the failure path only); a
 // blocked IP's unauthenticated requests are refused 429 from replica memory, before any hashing or verification.
+
 import type { NextFunction, Request, Response } from 'express';
 import { type AugmentedRequest, rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError, secondsToRetry } from '../http/gateway-error';
+import { authFailurePrefix } from '../keys/redis-keys';
 import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
@@ -92,7 +94,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
     legacyHeaders: false,
     store: sharedCounterStore({
       redis: options.redis,
-      prefix: `${options.keyPrefix}authfail:${windowSeconds}:`,
+      prefix: authFailurePrefix(options.keyPrefix, windowSeconds),
       limit,
       outage: new OutageTracker({ ...options, name: 'authentication-failure limiter' }),
     }),

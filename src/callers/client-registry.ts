@@ -1,8 +1,9 @@
 // The API-key client registry (CLIENTS_FILE): validated at load, looked up by key hash in constant time, reloaded on change.
-import { hash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { z } from 'zod';
+import { sha256Hex } from '../keys/hash';
 import type { Caller } from './caller';
 import { DEVELOPMENT_KEY_HASH } from './development-key';
 import { type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
@@ -88,11 +89,6 @@ export interface RegistrySnapshot {
   readonly byHash: ReadonlyMap<string, KeyRecord>;
   readonly byId: ReadonlyMap<string, Caller>;
   readonly origins: ReadonlySet<string>;
-}
-
-/** SHA-256 of the UTF-8 text as lower-case hex, from the one-shot hash (a third of the cost of a Hash object). */
-export function sha256Hex(value: string): string {
-  return hash('sha256', value, 'hex');
 }
 
 export function normalizeOrigin(origin: string): string {

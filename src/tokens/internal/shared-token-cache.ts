@@ -1,6 +1,6 @@
 // The token pair as the fleet shares it in the store: keys, sealed encoding, and guarded store access.
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { TokenKeys } from '../../keys/redis-keys';
 import type { Metrics } from '../../observability/metrics';
 import type { Clock } from './clock';
 import {
@@ -14,28 +14,7 @@ import type { RecordSeal } from './record-seal';
 import type { TokenPair } from './token-pair';
 import type { TokenStore } from './token-store';
 
-/** Store names of one credential's pair. They share the hash tag in braces: one Redis Cluster slot. */
-export interface TokenKeys {
-  readonly pair: string;
-  readonly lock: string;
-  /** The last refusal of the credentials (401/403): the long back-off. */
-  readonly failure: string;
-  /** The last transient failure of the token endpoints (5xx, timeout, 429): the short back-off. */
-  readonly transient: string;
-  readonly channel: string;
-}
-
-export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: string): TokenKeys {
-  const hash = createHash('sha256').update(`${upstreamBaseUrl}\n${username}`).digest('hex').slice(0, 16);
-  const base = `${keyPrefix}{token:${hash}}`;
-  return {
-    pair: `${base}:pair`,
-    lock: `${base}:lock`,
-    failure: `${base}:failure`,
-    transient: `${base}:transient`,
-    channel: `${base}:changed`,
-  };
-}
+export { type TokenKeys, tokenKeys } from '../../keys/redis-keys';
 
 export interface SharedState extends SharedFailures {
   readonly raw?: string;
