@@ -58,14 +58,14 @@ export async function startGateway(
     const redis = await life.use(buildRedis(config, observability));
     const { tokens, credentials } = await life.use(buildTokens(config, upstream, redis, observability));
     const forwarding = await life.use(
-      buildForwarding(config, upstream.baseUrl, tokens, redis, observability),
+      buildForwarding(config, upstream.baseUrl, tokens, redis.client, observability),
     );
     const { guards, registry } = await life.use(buildCallerGuards(config, redis, observability));
     const readiness = createReadiness({
       tokens,
-      storeKind: redis ? 'redis' : 'memory',
+      storeKind: redis.client ? 'redis' : 'memory',
       circuitStates: forwarding.circuitStates,
-      storeHealthy: redis ? () => redis.status === 'ready' : undefined,
+      storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
     });
     const app = createApp({

@@ -9,9 +9,9 @@ import { createOidcVerifier } from '../callers/oidc-verifier';
 import { rateLimit } from '../callers/rate-limit';
 import type { GatewayConfig } from '../config/gateway-config';
 import { type AuthFailureLog, createAuthFailureLog } from '../observability/auth-failure-log';
-import type { RedisClient } from '../store/redis-connection';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
+import type { Redis } from './redis';
 
 export interface Callers {
   readonly guards: CallerGuards;
@@ -20,7 +20,7 @@ export interface Callers {
 
 export function buildCallerGuards(
   config: GatewayConfig,
-  redis: RedisClient | undefined,
+  redis: Redis,
   observability: Observability,
 ): Promise<Built<Callers>> {
   const { logger, metrics } = observability;
@@ -42,7 +42,7 @@ export function buildCallerGuards(
 function callerGuards(
   config: GatewayConfig,
   registry: ClientRegistry,
-  redis: RedisClient | undefined,
+  { client: redis, health }: Redis,
   { logger, metrics }: Observability,
   failureLog: AuthFailureLog,
 ): CallerGuards {
@@ -55,6 +55,7 @@ function callerGuards(
       oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
       failures: authFailureLimit({
         redis,
+        health,
         keyPrefix: config.redis.keyPrefix,
         ...config.callers.authFailureLimit,
         metrics,
@@ -65,6 +66,7 @@ function callerGuards(
     requireScope,
     rateLimit: rateLimit({
       redis,
+      health,
       keyPrefix: config.redis.keyPrefix,
       defaultLimit: config.callers.defaultRateLimit,
       metrics,

@@ -3,7 +3,7 @@ import type { GatewayConfig } from '../config/gateway-config';
 import { deriveKey } from '../keys/derived-keys';
 import { registerAccessTokenTimeLeft } from '../observability/metrics';
 import { createMemoryTokenStore } from '../store/memory-token-store';
-import { type RedisClient, whenRedisReady } from '../store/redis-connection';
+import { whenRedisReady } from '../store/redis-connection';
 import { createRedisTokenStore } from '../store/redis-token-store';
 import {
   type CredentialSource,
@@ -14,6 +14,7 @@ import {
 } from '../tokens';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
+import type { Redis } from './redis';
 import type { Upstream } from './upstream';
 
 /** How long start-up waits for Redis before serving degraded (tokens from this replica's own login). */
@@ -27,7 +28,7 @@ export interface Tokens {
 export function buildTokens(
   config: GatewayConfig,
   upstream: Upstream,
-  redis: RedisClient | undefined,
+  { client: redis, health }: Redis,
   { logger, metrics }: Observability,
 ): Promise<Built<Tokens>> {
   return building(async (closers) => {
@@ -53,6 +54,7 @@ export function buildTokens(
       credentials,
       logger,
       metrics,
+      storeHealth: health,
       settings: {
         upstreamBaseUrl: upstream.baseUrl,
         refreshSkewSeconds: config.tokens.refreshSkewSeconds,

@@ -9,7 +9,13 @@ import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import type { RateLimitLogger } from './rate-limit';
-import { clientIpKey, limiterLogger, OutageTracker, sharedCounterStore } from './shared-counter-store';
+import {
+  clientIpKey,
+  limiterLogger,
+  OutageTracker,
+  type OutageTrackerOptions,
+  sharedCounterStore,
+} from './shared-counter-store';
 
 export interface AuthFailureLimitOptions {
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
@@ -23,6 +29,8 @@ export interface AuthFailureLimitOptions {
   readonly logger: RateLimitLogger;
   readonly failureLog: AuthFailureLog;
   readonly now?: () => number;
+  /** The Redis-health owner, told of failed and recovered calls. */
+  readonly health?: OutageTrackerOptions['health'];
 }
 
 export interface AuthFailureLimit {

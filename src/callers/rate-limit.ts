@@ -11,6 +11,7 @@ import {
   clientIpKey,
   limiterLogger,
   OutageTracker,
+  type OutageTrackerOptions,
   sharedCounterStore,
 } from './shared-counter-store';
 
@@ -27,6 +28,8 @@ export interface RateLimitOptions {
   readonly logger: RateLimitLogger;
   /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
   readonly redisRetryMs?: number;
+  /** The Redis-health owner, told of failed and recovered calls. */
+  readonly health?: OutageTrackerOptions['health'];
 }
 
 /**

@@ -12,7 +12,7 @@ import {
 } from './login-backoff';
 import type { RecordSeal } from './record-seal';
 import type { TokenPair } from './token-pair';
-import type { TokenStore } from './token-store';
+import type { StoreHealthReport, TokenStore } from './token-store';
 
 export { type TokenKeys, tokenKeys } from '../../keys/redis-keys';
 
@@ -37,8 +37,10 @@ export interface SharedTokenCacheDeps {
   readonly seal: RecordSeal;
   readonly clock: Clock;
   readonly logger: Logger;
-  readonly metrics: Pick<Metrics, 'storeHealthy' | 'storeErrors'>;
+  readonly metrics: Pick<Metrics, 'storeErrors'>;
   readonly storeRetryMs: number;
+  /** Told of failed and recovered store calls: it alone judges and reports Redis health. */
+  readonly health?: StoreHealthReport;
 }
 
 export class SharedTokenCache {
@@ -48,6 +50,7 @@ export class SharedTokenCache {
   private readonly logger: Logger;
   private readonly metrics: SharedTokenCacheDeps['metrics'];
   private readonly storeRetryMs: number;
+  private readonly health?: StoreHealthReport;
   private skipUntil = 0;
   private ok = true;
 
@@ -58,6 +61,7 @@ export class SharedTokenCache {
     this.logger = deps.logger;
     this.metrics = deps.metrics;
     this.storeRetryMs = deps.storeRetryMs;
+    this.health = deps.health;
   }
 
   /** The last store call succeeded and the store answers right now. */
@@ -170,16 +174,16 @@ export class SharedTokenCache {
       const entry = { event: 'token.store.error', operation, error: (error as Error)?.message };
       if (this.ok) this.logger.warn(entry, 'token store unavailable; serving from memory and own logins');
       else this.logger.debug(entry, 'token store still unavailable');
-      this.mark(false);
+      this.mark(false, error);
       return DOWN;
     }
   }
 
-  private mark(ok: boolean): void {
+  private mark(ok: boolean, error?: unknown): void {
     if (ok === this.ok) return;
     this.ok = ok;
-    this.metrics.storeHealthy.set(ok ? 1 : 0);
-    if (ok) this.logger.info({ event: 'token.store.recovered' }, 'token store reachable again');
+    if (ok) this.health?.reportSuccess();
+    else this.health?.reportFailure(error);
   }
 
   private openFailure(kind: FailureKind, raw: string | undefined, key: string): BackoffRecord | undefined {

@@ -21,7 +21,7 @@ import type { TokenClient } from './token-client';
 import { TokenEndpoint } from './token-endpoint';
 import { endsFlight, type FlightKind, newest, replaces, type TokenPair, tokenOf } from './token-pair';
 import type { AccessToken, TokenProvider, TokenSource, TokenStatus } from './token-provider';
-import type { TokenStore } from './token-store';
+import type { StoreHealthReport, TokenStore } from './token-store';
 
 export { type Clock, type ClockTimer, systemClock } from './clock';
 export { type TokenKeys, tokenKeys } from './shared-token-cache';
@@ -62,9 +62,11 @@ export interface TokenManagerDeps {
   readonly logger: Logger;
   readonly metrics: Pick<
     Metrics,
-    'tokenRequests' | 'tokenSource' | 'storeHealthy' | 'storeErrors' | 'storeRecordsRejected' | 'tokenBackoff'
+    'tokenRequests' | 'tokenSource' | 'storeErrors' | 'storeRecordsRejected' | 'tokenBackoff'
   >;
   readonly settings: TokenManagerSettings;
+  /** Told of failed and recovered store calls (the Redis-health owner); absent in tests of the manager alone. */
+  readonly storeHealth?: StoreHealthReport;
   readonly clock?: Clock;
   /** [0, 1) for the refresh and back-off jitter; Math.random by default. */
   readonly random?: () => number;
@@ -117,7 +119,15 @@ class FleetTokenManager implements TokenProvider {
     this.keys = this.keysFor(this.credentials);
     const seal = createRecordSeal(createTokenCipher(settings.encryptionKey), metrics.storeRecordsRejected);
     const storeRetryMs = settings.storeRetryMs ?? 2_000;
-    const cache = new SharedTokenCache({ store, seal, clock, logger, metrics, storeRetryMs });
+    const cache = new SharedTokenCache({
+      store,
+      seal,
+      clock,
+      logger,
+      metrics,
+      storeRetryMs,
+      health: deps.storeHealth,
+    });
     const random = deps.random ?? Math.random;
     const backoff = new LoginBackoff(this.credentials.fingerprint, () => clock.now(), random, {
       loginMinIntervalMs: settings.loginMinIntervalMs,
@@ -213,7 +223,6 @@ class FleetTokenManager implements TokenProvider {
 
   async start(): Promise<void> {
     this.stopped = false;
-    this.metrics.storeHealthy.set(this.store.healthy() ? 1 : 0);
     this.unsubscribeChannel = this.store.subscribe(this.keys.channel, this.onNotification);
     // A warm fleet: adopt the shared pair now rather than on the first request.
     await this.adoptFromStore();

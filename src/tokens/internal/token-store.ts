@@ -1,5 +1,11 @@
 // The narrow seam between token management and its shared store: opaque strings, a lock and change notifications.
 
+/** Where the token cache reports failed and recovered store calls; the Redis-health owner implements it. */
+export interface StoreHealthReport {
+  reportFailure(error?: unknown): void;
+  reportSuccess(): void;
+}
+
 /** Called with the message published on a channel (never a token: the store carries only change signals). */
 export type ChannelListener = (message: string) => void;
 
