@@ -104,8 +104,8 @@ const DETACHED_RESPONSE = {
 /**
  * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
  * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
- * chain kept every later request alive through young-generation collections (10 KB promoted per request, 15 ms
- * scavenges; measured with --trace-gc under the benchmark). A property costs the collector nothing.
+ * chain kept every later request alive through young-generation collections (measured: bench/README.md). A
+ * property costs the collector nothing.
  */
 const RUNNING_ATTEMPT = Symbol('runningAttempt');
 type CarriesAttempt = IncomingMessage & { [RUNNING_ATTEMPT]?: Attempt };
