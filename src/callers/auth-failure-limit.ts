@@ -79,18 +79,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
   const rateLimited = (req: Request, key: string, until: number): GatewayError => {
     options.metrics.rateLimitRejections.inc({ client: 'anonymous', reason: 'auth-failures' });
     options.failureLog.refused(key, req.id);
-    const resetSeconds = String(secondsToRetry(until - now()));
-    return new GatewayError(
-      'RATE_LIMITED',
-      `Too many failed authentications from this address; retry after ${resetSeconds} s with a valid credential.`,
-      {
-        headers: {
-          'Retry-After': resetSeconds,
-          RateLimit: `limit=${limit}, remaining=0, reset=${resetSeconds}`,
-          'RateLimit-Policy': `${limit};w=${windowSeconds}`,
-        },
-      },
-    );
+    return tooManyFailures(limit, windowSeconds, String(secondsToRetry(until - now())));
   };
 
   const counter = expressRateLimit({
@@ -144,6 +133,21 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       next(error);
     },
   };
+}
+
+/** The 429 of a blocked address, with the reset in seconds. */
+function tooManyFailures(limit: number, windowSeconds: number, resetSeconds: string): GatewayError {
+  return new GatewayError(
+    'RATE_LIMITED',
+    `Too many failed authentications from this address; retry after ${resetSeconds} s with a valid credential.`,
+    {
+      headers: {
+        'Retry-After': resetSeconds,
+        RateLimit: `limit=${limit}, remaining=0, reset=${resetSeconds}`,
+        'RateLimit-Policy': `${limit};w=${windowSeconds}`,
+      },
+    },
+  );
 }
 
 /** The request's client key, computed once: a failed request asks for it up to four times (block, log, count, 429). */

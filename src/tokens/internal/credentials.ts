@@ -105,34 +105,9 @@ export async function createCredentialSource(
     return reading;
   };
 
-  const watchers: FSWatcher[] = [];
-  let debounce: NodeJS.Timeout | undefined;
-  let poll: NodeJS.Timeout | undefined;
-  if (usesFiles) {
-    const debounceMs = options.debounceMs ?? 100;
-    const schedule = () => {
-      if (debounce) clearTimeout(debounce);
-      debounce = setTimeout(() => void reload(), debounceMs);
-      debounce.unref();
-    };
-    const dirs = new Set(
-      [settings.usernameFile, settings.passwordFile].filter(Boolean).map((f) => dirname(f as string)),
-    );
-    for (const dir of dirs) {
-      try {
-        const watcher = watch(dir, { persistent: false }, schedule);
-        watcher.on('error', () => undefined);
-        watchers.push(watcher);
-      } catch {
-        // Watching is best effort (some file systems refuse it); the periodic re-read still applies.
-      }
-    }
-    const pollIntervalMs = options.pollIntervalMs ?? 10_000;
-    if (pollIntervalMs > 0) {
-      poll = setInterval(() => void reload(), pollIntervalMs);
-      poll.unref();
-    }
-  }
+  const stopWatching = usesFiles
+    ? watchCredentialFiles([settings.usernameFile, settings.passwordFile], options, () => void reload())
+    : undefined;
 
   return {
     current: () => current as Credentials,
@@ -142,11 +117,46 @@ export async function createCredentialSource(
       return () => listeners.delete(listener);
     },
     close() {
-      for (const watcher of watchers) watcher.close();
-      if (debounce) clearTimeout(debounce);
-      if (poll) clearInterval(poll);
+      stopWatching?.();
       listeners.clear();
     },
+  };
+}
+
+/** Calls `changed` (debounced) on events in the files' directories and on every poll; returns how to stop. */
+function watchCredentialFiles(
+  files: readonly (string | undefined)[],
+  options: Pick<CredentialSourceOptions, 'debounceMs' | 'pollIntervalMs'>,
+  changed: () => void,
+): () => void {
+  const watchers: FSWatcher[] = [];
+  let debounce: NodeJS.Timeout | undefined;
+  let poll: NodeJS.Timeout | undefined;
+  const debounceMs = options.debounceMs ?? 100;
+  const schedule = () => {
+    if (debounce) clearTimeout(debounce);
+    debounce = setTimeout(changed, debounceMs);
+    debounce.unref();
+  };
+  const dirs = new Set(files.filter(Boolean).map((f) => dirname(f as string)));
+  for (const dir of dirs) {
+    try {
+      const watcher = watch(dir, { persistent: false }, schedule);
+      watcher.on('error', () => undefined);
+      watchers.push(watcher);
+    } catch {
+      // Watching is best effort (some file systems refuse it); the periodic re-read still applies.
+    }
+  }
+  const pollIntervalMs = options.pollIntervalMs ?? 10_000;
+  if (pollIntervalMs > 0) {
+    poll = setInterval(changed, pollIntervalMs);
+    poll.unref();
+  }
+  return () => {
+    for (const watcher of watchers) watcher.close();
+    if (debounce) clearTimeout(debounce);
+    if (poll) clearInterval(poll);
   };
 }
 
