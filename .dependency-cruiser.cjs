@@ -33,6 +33,14 @@ module.exports = {
       to: { path: ['^src/simulator/', '^src/dev-[^/]+/'] },
     },
     {
+      name: 'simulator-self-contained',
+      severity: 'error',
+      comment:
+        'The simulator stands alone (npm run simulator): of the gateway it uses only the ConfigError class.',
+      from: { path: '^src/simulator/' },
+      to: { path: '^src/', pathNot: ['^src/simulator/', '^src/config/config-error\\.ts$'] },
+    },
+    {
       name: 'http-knows-no-subsystem',
       severity: 'error',
       comment: 'src/http/ is the plain HTTP toolbox: it imports nothing of tokens or forwarding.',

@@ -42,5 +42,6 @@ export function createLifecycle(): Lifecycle {
 }
 
 async function closeInReverse(closers: readonly Closer[]): Promise<void> {
-  for (const close of [...closers].reverse()) await Promise.resolve(close()).catch(() => undefined);
+  // then(): a closer that throws synchronously is caught like one that rejects.
+  for (const close of [...closers].reverse()) await Promise.resolve().then(close).catch(() => undefined);
 }

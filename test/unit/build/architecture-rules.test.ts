@@ -58,6 +58,7 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'src/callers/dev-login.ts': "export { provider } from '../dev-identity/provider';\n",
       'src/local-mode-identity.ts': "export { provider } from './dev-identity/provider';\n",
       'src/http/token-peek.ts': "export type { TokenProvider } from '../tokens';\n",
+      'src/simulator/gateway-peek.ts': "export { GATEWAY_VERSION } from '../gateway';\n",
     });
     const result = cruise(dir);
     expect(result.status).not.toBe(0);
@@ -72,6 +73,7 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'no-internal-from-root: src/peek.ts → src/forwarding/internal/forwarder.ts',
       'simulator-only-from-local-mode: src/callers/dev-login.ts → src/dev-identity/provider.ts',
       'simulator-only-from-local-mode: src/operations/simulate.ts → src/simulator/simulator.ts',
+      'simulator-self-contained: src/simulator/gateway-peek.ts → src/gateway.ts',
     ]);
   });
 
