@@ -57,7 +57,9 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'src/dev-identity/provider.ts': 'export const provider = 1;\n',
       'src/callers/dev-login.ts': "export { provider } from '../dev-identity/provider';\n",
       'src/local-mode-identity.ts': "export { provider } from './dev-identity/provider';\n",
-      'src/http/token-peek.ts': "export type { TokenProvider } from '../tokens';\n",
+      // Not even through another folder: http reaches tokens through an innocent-looking observability module.
+      'src/http/token-peek.ts': "export { relay } from '../observability/relay';\n",
+      'src/observability/relay.ts': "export { createTokenManager as relay } from '../tokens';\n",
       'src/simulator/gateway-peek.ts': "export { GATEWAY_VERSION } from '../gateway';\n",
     });
     const result = cruise(dir);
@@ -67,8 +69,13 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
     const cycles = found.filter((v) => v.startsWith('no-circular'));
     expect(cycles).toHaveLength(1);
     expect(cycles[0]).toMatch(/^no-circular: src\/http\/cycle-[ab]\.ts → $/);
-    expect(found.filter((v) => !v.startsWith('no-circular')).sort()).toEqual([
-      'http-knows-no-subsystem: src/http/token-peek.ts → src/tokens/index.ts',
+    const http = found.filter((v) => v.startsWith('http-knows-no-subsystem'));
+    expect(http).toContain('http-knows-no-subsystem: src/http/token-peek.ts → src/tokens/index.ts');
+    expect(
+      http.every((v) => v.startsWith('http-knows-no-subsystem: src/http/token-peek.ts → src/tokens/')),
+    ).toBe(true);
+    const others = found.filter((v) => !v.startsWith('no-circular') && !v.startsWith('http-knows'));
+    expect(others.sort()).toEqual([
       'no-foreign-internal: src/routes/peek.ts → src/tokens/internal/token-manager.ts',
       'no-internal-from-root: src/peek.ts → src/forwarding/internal/forwarder.ts',
       'simulator-only-from-local-mode: src/callers/dev-login.ts → src/dev-identity/provider.ts',
