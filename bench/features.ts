@@ -19,7 +19,8 @@ import { createDocumentReference } from '../src/observability/document-reference
 import { createLogger, flushLogger } from '../src/observability/logger';
 import { createMetrics } from '../src/observability/metrics';
 import { requestObserver } from '../src/observability/request-log';
-import { NO_TRACING, startTracing, type Tracing } from '../src/observability/tracing';
+import { startTracing } from '../src/observability/start-tracing';
+import { NO_TRACING, type Tracing } from '../src/observability/tracing';
 import { documentValidationRequest } from '../src/routes/schemas';
 import { parseOrReject } from '../src/routes/validate-input';
 import { tempDir } from '../test/support/temp-dir';

@@ -3,6 +3,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { Scope } from './callers/caller';
 import type { GatewayConfig } from './config/gateway-config';
+import type { Forwarder, PlanReader } from './forwarding';
 import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
 import { requestContext } from './http/request-context';
@@ -19,8 +20,6 @@ import {
   VALIDATION_PATH,
   validateDocumentHandler,
 } from './routes/operation-routes';
-import type { Forwarder } from './upstream/forwarder';
-import type { PlanReader } from './upstream/plan-reader';
 
 /** Who may call, built by src/callers: the app only decides where each guard stands. */
 export interface CallerGuards {

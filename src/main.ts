@@ -36,7 +36,10 @@ async function main(): Promise<void> {
 
   try {
     const config = loadConfig(process.env);
-    gateway = await startGateway(config);
+    // Loaded only in local mode: production start-up never loads the simulator.
+    const localUpstream =
+      config.mode === 'local' ? await (await import('./local-mode.js')).startLocalUpstream() : undefined;
+    gateway = await startGateway(config, { localUpstream });
     const exposed = !isLoopback(gateway.listenAddress);
     if (config.mode === 'local') printLocalModeHelp(gateway, exposed);
     gateway.logger.info(

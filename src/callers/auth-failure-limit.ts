@@ -1,13 +1,21 @@
 // Failed authentications counted per client IP across the fleet (express-rate-limit on the failure path only); a
 // blocked IP's unauthenticated requests are refused 429 from replica memory, before any hashing or verification.
+
 import type { NextFunction, Request, Response } from 'express';
 import { type AugmentedRequest, rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError, secondsToRetry } from '../http/gateway-error';
+import { authFailurePrefix } from '../keys/redis-keys';
 import type { AuthFailureLog } from '../observability/auth-failure-log';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import type { RateLimitLogger } from './rate-limit';
-import { clientIpKey, limiterLogger, OutageTracker, sharedCounterStore } from './shared-counter-store';
+import {
+  clientIpKey,
+  limiterLogger,
+  OutageTracker,
+  type OutageTrackerOptions,
+  sharedCounterStore,
+} from './shared-counter-store';
 
 export interface AuthFailureLimitOptions {
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
@@ -21,6 +29,8 @@ export interface AuthFailureLimitOptions {
   readonly logger: RateLimitLogger;
   readonly failureLog: AuthFailureLog;
   readonly now?: () => number;
+  /** The Redis-health owner, told of failed and recovered calls. */
+  readonly health?: OutageTrackerOptions['health'];
 }
 
 export interface AuthFailureLimit {
@@ -69,18 +79,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
   const rateLimited = (req: Request, key: string, until: number): GatewayError => {
     options.metrics.rateLimitRejections.inc({ client: 'anonymous', reason: 'auth-failures' });
     options.failureLog.refused(key, req.id);
-    const resetSeconds = String(secondsToRetry(until - now()));
-    return new GatewayError(
-      'RATE_LIMITED',
-      `Too many failed authentications from this address; retry after ${resetSeconds} s with a valid credential.`,
-      {
-        headers: {
-          'Retry-After': resetSeconds,
-          RateLimit: `limit=${limit}, remaining=0, reset=${resetSeconds}`,
-          'RateLimit-Policy': `${limit};w=${windowSeconds}`,
-        },
-      },
-    );
+    return tooManyFailures(limit, windowSeconds, String(secondsToRetry(until - now())));
   };
 
   const counter = expressRateLimit({
@@ -92,7 +91,7 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
     legacyHeaders: false,
     store: sharedCounterStore({
       redis: options.redis,
-      prefix: `${options.keyPrefix}authfail:${windowSeconds}:`,
+      prefix: authFailurePrefix(options.keyPrefix, windowSeconds),
       limit,
       outage: new OutageTracker({ ...options, name: 'authentication-failure limiter' }),
     }),
@@ -134,6 +133,21 @@ export function authFailureLimit(options: AuthFailureLimitOptions): AuthFailureL
       next(error);
     },
   };
+}
+
+/** The 429 of a blocked address, with the reset in seconds. */
+function tooManyFailures(limit: number, windowSeconds: number, resetSeconds: string): GatewayError {
+  return new GatewayError(
+    'RATE_LIMITED',
+    `Too many failed authentications from this address; retry after ${resetSeconds} s with a valid credential.`,
+    {
+      headers: {
+        'Retry-After': resetSeconds,
+        RateLimit: `limit=${limit}, remaining=0, reset=${resetSeconds}`,
+        'RateLimit-Policy': `${limit};w=${windowSeconds}`,
+      },
+    },
+  );
 }
 
 /** The request's client key, computed once: a failed request asks for it up to four times (block, log, count, 429). */

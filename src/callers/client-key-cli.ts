@@ -1,7 +1,7 @@
 // `npm run client-key -- <clientId> [scopes...]`: a new random API key (shown once) and the registry entry to paste.
 import { randomBytes } from 'node:crypto';
+import { sha256Hex } from '../keys/hash';
 import { SCOPES } from './caller';
-import { sha256Hex } from './client-registry';
 import { CLIENT_ID_PATTERN, type ClientEntry } from './registry-schema';
 
 export const KEY_PREFIX = 'pbk_';

@@ -1,8 +1,9 @@
 // The API-key client registry (CLIENTS_FILE): validated at load, looked up by key hash in constant time, reloaded on change.
-import { hash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import type { z } from 'zod';
+import { sha256Hex } from '../keys/hash';
 import type { Caller } from './caller';
 import { DEVELOPMENT_KEY_HASH } from './development-key';
 import { type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
@@ -88,11 +89,6 @@ export interface RegistrySnapshot {
   readonly byHash: ReadonlyMap<string, KeyRecord>;
   readonly byId: ReadonlyMap<string, Caller>;
   readonly origins: ReadonlySet<string>;
-}
-
-/** SHA-256 of the UTF-8 text as lower-case hex, from the one-shot hash (a third of the cost of a Hash object). */
-export function sha256Hex(value: string): string {
-  return hash('sha256', value, 'hex');
 }
 
 export function normalizeOrigin(origin: string): string {
@@ -244,52 +240,12 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     return current();
   }
 
-  let watcher: FSWatcher | undefined;
-  let poller: NodeJS.Timeout | undefined;
-  let debounce: NodeJS.Timeout | undefined;
-  if (options.watch) {
-    const schedule = () => {
-      clearTimeout(debounce);
-      debounce = setTimeout(reloadIfChanged, 50);
-      debounce.unref();
-    };
-    // Watch the directory, not the file: editors replace files and Kubernetes ConfigMaps swap a `..data`
-    // symlink, both of which end a watch on the file itself. Any event there just triggers a content compare.
-    const name = basename(file);
-    try {
-      watcher = watch(dirname(file), { persistent: false }, (_event, changed) => {
-        if (!changed || changed === name || changed.startsWith('..')) schedule();
-      });
-      watcher.on('error', () => {
-        watcher?.close();
-        watcher = undefined;
-      });
-    } catch {
-      // Some file systems do not support watching; the poll below still notices changes.
-    }
-    let signature = statSignature(file);
-    poller = setInterval(() => {
-      const current = statSignature(file);
-      if (current !== signature) {
-        signature = current;
-        schedule();
-      }
-    }, options.pollIntervalMs ?? 5_000);
-    poller.unref();
-  }
+  const stopWatching = options.watch
+    ? watchFile(file, options.pollIntervalMs ?? 5_000, reloadIfChanged)
+    : undefined;
 
   return {
-    findByApiKey(key) {
-      if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) return undefined;
-      const digest = sha256Hex(key);
-      // A Map keyed by the presented key's hash: the lookup's timing depends only on SHA-256(key), which an
-      // attacker cannot steer toward a stored hash (they would need a preimage), so it leaks nothing about the
-      // stored keys. The final comparison is still constant time, so a match is never decided by a short-circuit
-      // string compare. A linear timingSafeEqual scan would also be safe but costs O(keys) per request.
-      const record = snapshot.byHash.get(digest);
-      if (!record || !timingSafeEqual(record.hexHash, Buffer.from(digest, 'latin1'))) return undefined;
-      return record.caller;
-    },
+    findByApiKey: (key) => findByKey(snapshot, key),
     findById: (clientId) => snapshot.byId.get(clientId),
     allOrigins: () => snapshot.origins,
     originsOf: (clientId) => snapshot.byId.get(clientId)?.origins ?? [],
@@ -299,10 +255,59 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     reload: reloadIfChanged,
     health: () => health,
     close() {
-      watcher?.close();
-      clearInterval(poller);
-      clearTimeout(debounce);
+      stopWatching?.();
     },
+  };
+}
+
+function findByKey(snapshot: RegistrySnapshot, key: unknown): Caller | undefined {
+  if (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH) return undefined;
+  const digest = sha256Hex(key);
+  // A Map keyed by the presented key's hash: the lookup's timing depends only on SHA-256(key), which an
+  // attacker cannot steer toward a stored hash (they would need a preimage), so it leaks nothing about the
+  // stored keys. The final comparison is still constant time, so a match is never decided by a short-circuit
+  // string compare. A linear timingSafeEqual scan would also be safe but costs O(keys) per request.
+  const record = snapshot.byHash.get(digest);
+  if (!record || !timingSafeEqual(record.hexHash, Buffer.from(digest, 'latin1'))) return undefined;
+  return record.caller;
+}
+
+/** Calls `changed` (debounced) when the file may have changed; returns how to stop watching. */
+function watchFile(file: string, pollIntervalMs: number, changed: () => void): () => void {
+  let watcher: FSWatcher | undefined;
+  let debounce: NodeJS.Timeout | undefined;
+  const schedule = () => {
+    clearTimeout(debounce);
+    debounce = setTimeout(changed, 50);
+    debounce.unref();
+  };
+  // Watch the directory, not the file: editors replace files and Kubernetes ConfigMaps swap a `..data`
+  // symlink, both of which end a watch on the file itself. Any event there just triggers a content compare.
+  const name = basename(file);
+  try {
+    watcher = watch(dirname(file), { persistent: false }, (_event, changedName) => {
+      if (!changedName || changedName === name || changedName.startsWith('..')) schedule();
+    });
+    watcher.on('error', () => {
+      watcher?.close();
+      watcher = undefined;
+    });
+  } catch {
+    // Some file systems do not support watching; the poll below still notices changes.
+  }
+  let signature = statSignature(file);
+  const poller = setInterval(() => {
+    const current = statSignature(file);
+    if (current !== signature) {
+      signature = current;
+      schedule();
+    }
+  }, pollIntervalMs);
+  poller.unref();
+  return () => {
+    watcher?.close();
+    clearInterval(poller);
+    clearTimeout(debounce);
   };
 }
 

@@ -1,7 +1,9 @@
 // Per-client rate limits (express-rate-limit) with counters in Redis shared by every replica, memory when Redis is down.
+
 import type { RequestHandler } from 'express';
 import { rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError } from '../http/gateway-error';
+import { rateLimitPrefix } from '../keys/redis-keys';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import {
@@ -9,6 +11,7 @@ import {
   clientIpKey,
   limiterLogger,
   OutageTracker,
+  type OutageTrackerOptions,
   sharedCounterStore,
 } from './shared-counter-store';
 
@@ -25,6 +28,8 @@ export interface RateLimitOptions {
   readonly logger: RateLimitLogger;
   /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
   readonly redisRetryMs?: number;
+  /** The Redis-health owner, told of failed and recovered calls. */
+  readonly health?: OutageTrackerOptions['health'];
 }
 
 /**
@@ -43,7 +48,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
     if (!limiter) {
       const store = sharedCounterStore({
         redis: options.redis,
-        prefix: `${options.keyPrefix}rl:${windowSeconds}:`,
+        prefix: rateLimitPrefix(options.keyPrefix, windowSeconds),
         limit,
         outage,
       });

@@ -12,6 +12,7 @@ import {
 } from 'express-rate-limit';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
+import type { StoreHealth } from '../store/redis-health';
 import { QuotaLeaseStore } from './quota-lease-store';
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
@@ -41,6 +42,8 @@ export interface OutageTrackerOptions {
   readonly logger: CounterStoreLogger;
   /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
   readonly redisRetryMs?: number;
+  /** Told of failed and recovered Redis calls: the Redis-health owner judges and reports Redis health. */
+  readonly health?: Pick<StoreHealth, 'reportFailure' | 'reportSuccess'>;
 }
 
 /** Logs the start and end of a Redis outage once each, and counts every decision taken from memory meanwhile. */
@@ -61,6 +64,7 @@ export class OutageTracker {
 
   failed(error: unknown, status?: string): void {
     this.retryAt = Date.now() + (this.options.redisRetryMs ?? 1_000);
+    if (error !== undefined) this.options.health?.reportFailure(error);
     if (this.down) return;
     this.down = true;
     this.options.logger.warn(
@@ -72,6 +76,7 @@ export class OutageTracker {
   recovered(): void {
     if (!this.down) return;
     this.down = false;
+    this.options.health?.reportSuccess();
     this.options.logger.info(
       {},
       `${this.options.name} reaches Redis again; counters are shared across replicas`,

@@ -8,8 +8,8 @@ import { GatewayError } from './gateway-error';
  * Content-Length within the limit, no Content-Encoding) is read straight from the stream; anything else goes
  * through body-parser, which knows every other case (chunked bodies, gzip/deflate/br, other charsets, oversize).
  * Both paths give the same answers (test/unit/http/json-body.test.ts compares them). The direct read skips what
- * body-parser adds around the read (type-is, raw-body's stream helpers and deferred callback, iconv-lite): about
- * 2.6 µs less CPU per POST in the running gateway (paired A/B rounds of `npm run bench`'s POST load).
+ * body-parser adds around the read (type-is, raw-body's stream helpers and deferred callback, iconv-lite), which
+ * shows in the CPU per POST (bench/README.md).
  */
 export function jsonBody(limitBytes: number): RequestHandler {
   const bodyParser = express.json({ limit: limitBytes, strict: true, type: () => true });

@@ -4,13 +4,13 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
-import type { Readiness } from '../operations/readiness';
 import { assignRequestId } from './request-id';
 
 export interface RequestContextOptions {
   readonly logger: Logger;
   readonly metrics: Metrics;
-  readonly readiness: Pick<Readiness, 'draining'>;
+  /** Readiness, as far as a request needs it: a draining replica asks keep-alive callers to reconnect elsewhere. */
+  readonly readiness: { readonly draining: boolean };
   /** Local mode: answers come from the bundled simulator. */
   readonly localMode: boolean;
   /** Starts the request's server span (NO_TRACING: none). */

@@ -1,6 +1,6 @@
 // The reference a log line carries instead of a document id: a keyed HMAC, so logs hold no personal data.
 import { hash } from 'node:crypto';
-import { deriveKey } from '../upstream/derived-keys';
+import { deriveKey } from '../keys/derived-keys';
 
 /** Hex characters kept (64 bits): enough to tell documents apart in an investigation. */
 const REFERENCE_HEX_CHARS = 16;

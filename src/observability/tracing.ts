@@ -1,9 +1,6 @@
-// OpenTelemetry traces of the gateway's work, or nothing at all: the SDK is loaded only when an OTLP endpoint is set.
+// What the gateway asks of traces, and traces off: the SDK-backed implementation is in otel-tracing.ts.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import type { Logger } from 'pino';
-import type { TracingSettings } from '../config/gateway-config';
-import type * as OtelTracing from './otel-tracing';
 
 /** Span attribute values the gateway sets: names, kinds, counts and outcomes only (never a credential or an id). */
 export type SpanAttributes = Record<string, string | number | boolean | undefined>;
@@ -43,15 +40,3 @@ export const NO_TRACING: Tracing = {
   injectUpstream: () => undefined,
   shutdown: async () => undefined,
 };
-
-/** The SDK-backed tracing when `settings` are given (an OTLP endpoint is configured), NO_TRACING otherwise. */
-export function startTracing(
-  settings: TracingSettings | undefined,
-  version: string,
-  logger: Logger,
-): Tracing {
-  if (!settings) return NO_TRACING;
-  // Required here, not imported at the top: a gateway without an OTLP endpoint never loads the OpenTelemetry SDK.
-  const { createOtelTracing } = require('./otel-tracing') as typeof OtelTracing;
-  return createOtelTracing(settings, version, logger);
-}

@@ -3,10 +3,9 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { ClientRegistryError, loadClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
-import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from '../config/simulator-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
-import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../upstream/jwt-expiry';
-import { upstreamCa } from '../upstream/upstream-trust';
+import { upstreamCa } from '../tls/upstream-trust';
+import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../tokens';
 import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;
@@ -187,11 +186,9 @@ function tokenFacts(text: string): { tokenIssued: boolean; accessLifetimeSeconds
 }
 
 /** The gateway's configured upstream, or in local mode the bundled simulator with its development credentials. */
-export function localSimulatorTarget(baseUrl: string): TokenTarget {
-  return {
-    baseUrl,
-    label: `the bundled simulator (${baseUrl})`,
-    username: SIMULATOR_DEFAULT_USERNAME,
-    password: SIMULATOR_DEFAULT_PASSWORD,
-  };
+export function localSimulatorTarget(
+  baseUrl: string,
+  { username, password }: { readonly username: string; readonly password: string },
+): TokenTarget {
+  return { baseUrl, label: `the bundled simulator (${baseUrl})`, username, password };
 }

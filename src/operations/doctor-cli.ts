@@ -1,8 +1,8 @@
 // `npm run doctor`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails (warnings pass).
 import { pino } from 'pino';
 import { loadConfig } from '../config/load-config';
-import { startSimulator } from '../simulator/simulator';
-import { createCredentialSource } from '../upstream/credentials';
+import { startLocalUpstream } from '../local-mode';
+import { createCredentialSource } from '../tokens';
 import { formatReport, runDoctor } from './doctor';
 import {
   checkClientRegistry,
@@ -24,9 +24,12 @@ async function main(): Promise<number> {
       };
       if (config.mode === 'local' || !config.upstream.baseUrl) {
         // Local mode talks to the bundled simulator: start it here, as the gateway would.
-        const simulator = await startSimulator({ host: '127.0.0.1', port: 0 });
+        const simulator = await startLocalUpstream();
         try {
-          return await requestUpstreamToken(localSimulatorTarget(simulator.url), options);
+          return await requestUpstreamToken(
+            localSimulatorTarget(simulator.baseUrl, simulator.credentials.current()),
+            options,
+          );
         } finally {
           await simulator.close();
         }

@@ -2,7 +2,7 @@
 import { isIP } from 'node:net';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
-import { describeTlsCode } from '../upstream/tls-failure';
+import { describeTlsCode } from '../tls/tls-failure';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -195,61 +195,67 @@ const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_
 
 /** Tells the failure modes apart: credentials (401), IP whitelisting (403), TLS, DNS, refused, timeout. */
 export function diagnoseToken(attempt: TokenAttempt): DoctorStep {
+  return attempt.kind === 'error' ? diagnoseUnreachable(attempt) : diagnoseAnswer(attempt);
+}
+
+function diagnoseUnreachable(attempt: Extract<TokenAttempt, { kind: 'error' }>): DoctorStep {
   const title = TITLES.token;
   const at = attempt.target;
-  if (attempt.kind === 'error') {
-    const code = attempt.code ?? 'unknown error';
-    if (attempt.timedOut || TIMEOUT_CODES.has(code))
-      return {
-        title,
-        state: 'fail',
-        detail: `timeout: ${at} did not answer within ${attempt.timeoutMs} ms`,
-        fix: 'check egress firewall rules toward the upstream host and the provider status; UPSTREAM_TIMEOUT_MS sets the limit',
-      };
-    if (DNS_CODES.has(code))
-      return {
-        title,
-        state: 'fail',
-        detail: `DNS failure: the host of ${at} does not resolve (${code})`,
-        fix: "check the host name in UPSTREAM_BASE_URL and this machine's DNS resolver",
-      };
-    if (code === 'ECONNREFUSED')
-      return {
-        title,
-        state: 'fail',
-        detail: `connection refused by ${at} (ECONNREFUSED): nothing listens there`,
-        fix: 'check the host and port of UPSTREAM_BASE_URL (is it the Payment Service API, is it up?)',
-      };
-    const tls = describeTlsCode(code);
-    if (tls)
-      return {
-        title,
-        state: 'fail',
-        detail: `TLS failure talking to ${at}: ${tls.cause} (${code})`,
-        fix: tls.fix,
-      };
-    if (code === 'ECONNRESET' || code === 'EPIPE')
-      return {
-        title,
-        state: 'fail',
-        detail: `${at} closed the connection (${code})`,
-        fix: 'a proxy or firewall cut it, or the port does not speak the scheme of UPSTREAM_BASE_URL (http vs https)',
-      };
-    if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH')
-      return {
-        title,
-        state: 'fail',
-        detail: `no route to ${at} (${code})`,
-        fix: "check this host's network and egress routing toward the upstream",
-      };
+  const code = attempt.code ?? 'unknown error';
+  if (attempt.timedOut || TIMEOUT_CODES.has(code))
     return {
       title,
       state: 'fail',
-      detail: `${at} could not be reached (${code})`,
-      fix: 'check UPSTREAM_BASE_URL and the network path to it',
+      detail: `timeout: ${at} did not answer within ${attempt.timeoutMs} ms`,
+      fix: 'check egress firewall rules toward the upstream host and the provider status; UPSTREAM_TIMEOUT_MS sets the limit',
     };
-  }
+  if (DNS_CODES.has(code))
+    return {
+      title,
+      state: 'fail',
+      detail: `DNS failure: the host of ${at} does not resolve (${code})`,
+      fix: "check the host name in UPSTREAM_BASE_URL and this machine's DNS resolver",
+    };
+  if (code === 'ECONNREFUSED')
+    return {
+      title,
+      state: 'fail',
+      detail: `connection refused by ${at} (ECONNREFUSED): nothing listens there`,
+      fix: 'check the host and port of UPSTREAM_BASE_URL (is it the Payment Service API, is it up?)',
+    };
+  const tls = describeTlsCode(code);
+  if (tls)
+    return {
+      title,
+      state: 'fail',
+      detail: `TLS failure talking to ${at}: ${tls.cause} (${code})`,
+      fix: tls.fix,
+    };
+  if (code === 'ECONNRESET' || code === 'EPIPE')
+    return {
+      title,
+      state: 'fail',
+      detail: `${at} closed the connection (${code})`,
+      fix: 'a proxy or firewall cut it, or the port does not speak the scheme of UPSTREAM_BASE_URL (http vs https)',
+    };
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH')
+    return {
+      title,
+      state: 'fail',
+      detail: `no route to ${at} (${code})`,
+      fix: "check this host's network and egress routing toward the upstream",
+    };
+  return {
+    title,
+    state: 'fail',
+    detail: `${at} could not be reached (${code})`,
+    fix: 'check UPSTREAM_BASE_URL and the network path to it',
+  };
+}
 
+function diagnoseAnswer(attempt: Extract<TokenAttempt, { kind: 'answer' }>): DoctorStep {
+  const title = TITLES.token;
+  const at = attempt.target;
   const status = attempt.status;
   if (status === 200 && attempt.tokenIssued) {
     const lifetime =

@@ -1,7 +1,7 @@
 // Readiness: can this replica serve now? Draining, the token store, the upstream token, each circuit and the
 // client registry.
 import type { ClientRegistry } from '../callers/client-registry';
-import type { TokenProvider } from '../upstream/token-provider';
+import type { TokenProvider } from '../tokens';
 
 export type CheckState = 'ok' | 'degraded' | 'failing';
 

@@ -1,8 +1,7 @@
 // The two forwarded operations: validate and sanitize the input, forward it, pass the upstream answer through.
 import type { RequestHandler } from 'express';
+import { type Forwarder, type PlanReader, sendAnswer } from '../forwarding';
 import type { DocumentReference } from '../observability/document-reference';
-import { type Forwarder, sendAnswer } from '../upstream/forwarder';
-import type { PlanReader } from '../upstream/plan-reader';
 import { documentValidationRequest, planParams } from './schemas';
 import { parseOrReject } from './validate-input';
 

@@ -1,7 +1,25 @@
 // Test controls under /__simulator/: counters, faults, token revocation, key rotation, reset, received requests.
 import express, { type ErrorRequestHandler, type Router } from 'express';
 import { ZodError } from 'zod';
-import type { SimulatorControl } from './simulator';
+import type { Faults, FaultsInput } from './faults';
+import type { ReceivedRequest } from './request-log';
+import type { SimulatorStats } from './stats';
+
+/** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
+export interface SimulatorControl {
+  stats(): SimulatorStats;
+  /** Zeroes the counters, clears faults and the received-requests log. Issued tokens stay valid. */
+  reset(): void;
+  /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */
+  setFaults(faults: FaultsInput): Faults;
+  faults(): Faults;
+  /** Invalidates every access and refresh token issued so far. */
+  revokeTokens(): void;
+  /** Signs with a new key from now on; every token signed before fails verification. */
+  rotateSigningKey(): void;
+  /** The last 200 operation requests as received, oldest first. */
+  receivedRequests(): ReceivedRequest[];
+}
 
 export const CONTROL_PREFIX = '/__simulator';
 

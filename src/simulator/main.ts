@@ -1,7 +1,7 @@
 // `npm run simulator`: the Payment API simulator as its own process, configured by SIMULATOR_* variables.
 import { pino } from 'pino';
-import { loadSimulatorConfig } from '../config/simulator-config';
 import { startSimulator } from './simulator';
+import { loadSimulatorConfig } from './simulator-config';
 
 const logger = pino({ name: 'payment-simulator' });
 

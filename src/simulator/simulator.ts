@@ -3,30 +3,16 @@ import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
-import { SIMULATOR_DEFAULTS } from '../config/simulator-config';
-import { CONTROL_PREFIX, createControlRouter } from './control-routes';
-import { createFaultInjector, type Faults, type FaultsInput } from './faults';
+import { CONTROL_PREFIX, createControlRouter, type SimulatorControl } from './control-routes';
+import { createFaultInjector } from './faults';
 import type { SimulatorOptions } from './options';
-import { createRequestLog, type ReceivedRequest } from './request-log';
-import { createStats, type SimulatorStats } from './stats';
+import { createRequestLog } from './request-log';
+import { SIMULATOR_DEFAULTS } from './simulator-config';
+import { createStats } from './stats';
 import { createTokenIssuer } from './token-issuer';
 import { createUpstreamRouter } from './upstream-routes';
 
-/** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
-export interface SimulatorControl {
-  stats(): SimulatorStats;
-  /** Zeroes the counters, clears faults and the received-requests log. Issued tokens stay valid. */
-  reset(): void;
-  /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */
-  setFaults(faults: FaultsInput): Faults;
-  faults(): Faults;
-  /** Invalidates every access and refresh token issued so far. */
-  revokeTokens(): void;
-  /** Signs with a new key from now on; every token signed before fails verification. */
-  rotateSigningKey(): void;
-  /** The last 200 operation requests as received, oldest first. */
-  receivedRequests(): ReceivedRequest[];
-}
+export type { SimulatorControl };
 
 export interface SimulatorApp {
   app: Express;

@@ -1,6 +1,7 @@
 // The in-process TokenStore: local mode (no Redis) and unit tests, with expiry on an injectable clock.
+
+import type { ChannelListener, TokenStore } from '../tokens';
 import { createExpiringMap } from './expiring-map';
-import type { ChannelListener, TokenStore } from './token-store';
 
 export interface MemoryTokenStoreOptions {
   /** Epoch milliseconds; Date.now by default. */

@@ -1,7 +1,7 @@
 // The fleet-wide TokenStore on Redis (standalone, Sentinel or Cluster) through the one shared ioredis client.
 import type { Logger } from 'pino';
+import type { ChannelListener, TokenStore } from '../tokens';
 import type { RedisClient } from './redis-connection';
-import type { ChannelListener, TokenStore } from './token-store';
 
 /** Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. */
 const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;

@@ -1,6 +1,7 @@
-// What the gateway's middleware attaches to Express requests.
+// What the gateway's middleware attaches to Express requests, and what handlers leave for the request log.
 import type { Logger } from 'pino';
 import type { Caller } from '../callers/caller';
+import type { TokenSource } from '../tokens';
 
 declare global {
   namespace Express {
@@ -9,6 +10,24 @@ declare global {
       id: string;
       log: Logger;
       caller?: Caller;
+    }
+
+    /** Request-scoped values `res.locals` carries to the request log line and the metric labels. */
+    interface Locals {
+      /** The route template (never the raw path), so metric labels stay bounded; `unmatched` when absent. */
+      route?: string;
+      /** No request log line: a probe, or the failure log's aggregated line speaks for this request. */
+      quiet?: boolean;
+      /** Time the upstream took to answer, in ms (one decimal). */
+      upstreamMs?: number;
+      /** Where the upstream token of this call came from. */
+      tokenSource?: TokenSource;
+      /** The plan read shared another caller's upstream call. */
+      coalesced?: boolean;
+      /** The plan answer came from the short answer cache. */
+      cache?: 'hit';
+      /** The validated document: country, type and a keyed reference, never a character of the id. */
+      document?: { readonly country: string; readonly type: string; readonly ref: string };
     }
   }
 }

@@ -1,7 +1,7 @@
 // Writes a client registry file (the registry format) for tests, from plain keys.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sha256Hex } from '../../src/callers/client-registry';
+import { sha256Hex } from '../../src/keys/hash';
 import { tempDir } from './temp-dir';
 
 export interface TestClient {

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { resolve } from 'node:path';
 import { makeThrowawayCertificates } from '../../../bench/lib/throwaway-ca';
-import { tokenExpiresAt } from '../../../src/upstream/jwt-expiry';
+import { tokenExpiresAt } from '../../../src/tokens/internal/jwt-expiry';
 import { freePort, waitFor } from '../../support/ports';
 import { tempDir } from '../../support/temp-dir';
 

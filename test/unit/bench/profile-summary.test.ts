@@ -93,8 +93,8 @@ describe('profile summary by feature', () => {
     const nodes: Node[] = [
       { id: 1, callFrame: frame('(root)'), children: [2, 4] },
       // The forwarder calls the circuit breaker: the breaker's wrapper is its own feature, not the forwarder's.
-      { id: 2, callFrame: frame('forward', `${APP}/upstream/forwarder.js`), children: [3] },
-      { id: 3, callFrame: frame('execute', `${APP}/upstream/circuit-breaker.js`) },
+      { id: 2, callFrame: frame('forward', `${APP}/forwarding/internal/forwarder.js`), children: [3] },
+      { id: 3, callFrame: frame('execute', `${APP}/forwarding/internal/circuit-breaker.js`) },
       // A dependency that happens to ship src/routes/ and src/upstream/ folders.
       { id: 4, callFrame: frame('route', `${MODULES}/some-lib/src/routes/index.js`), children: [5] },
       { id: 5, callFrame: frame('call', `${MODULES}/some-lib/src/upstream/client.js`) },

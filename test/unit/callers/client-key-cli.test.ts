@@ -1,7 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { createClientKey, runClientKeyCli, USAGE } from '../../../src/callers/client-key-cli';
-import { parseClientRegistry, sha256Hex } from '../../../src/callers/client-registry';
+import { parseClientRegistry } from '../../../src/callers/client-registry';
+import { sha256Hex } from '../../../src/keys/hash';
 
 function run(args: string[]) {
   const out: string[] = [];

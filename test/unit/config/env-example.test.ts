@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { envSchema } from '../../../src/config/env-schema';
-import { simulatorEnvSchema } from '../../../src/config/simulator-config';
+import { simulatorEnvSchema } from '../../../src/simulator/simulator-config';
 
 const example = readFileSync(resolve(__dirname, '../../../.env.example'), 'utf8');
 const documented = new Set([...example.matchAll(/^([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]));

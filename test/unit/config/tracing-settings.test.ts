@@ -2,7 +2,8 @@
 import pino from 'pino';
 import { ConfigError } from '../../../src/config/config-error';
 import { loadConfig } from '../../../src/config/load-config';
-import { NO_TRACING, startTracing } from '../../../src/observability/tracing';
+import { startTracing } from '../../../src/observability/start-tracing';
+import { NO_TRACING } from '../../../src/observability/tracing';
 
 const local = { NODE_ENV: 'development' };
 

@@ -1,8 +1,8 @@
 // The log reference of a document id: a keyed HMAC, stable for one key, unlinkable without it.
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
+import { deriveKey, keyedReference } from '../../../src/keys/derived-keys';
 import { createDocumentReference } from '../../../src/observability/document-reference';
-import { deriveKey, keyedReference } from '../../../src/upstream/derived-keys';
 
 const MASTER = randomBytes(32);
 

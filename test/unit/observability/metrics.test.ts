@@ -1,7 +1,7 @@
 // http_requests_total is the latency histogram's count copied at scrape time; the token time left is read at scrape time.
 import { GatewayError } from '../../../src/http/gateway-error';
 import { createMetrics, registerAccessTokenTimeLeft } from '../../../src/observability/metrics';
-import { resultOf } from '../../../src/upstream/token-endpoint';
+import { resultOf } from '../../../src/tokens/internal/token-endpoint';
 
 async function requestsTotal(metrics: ReturnType<typeof createMetrics>) {
   const text = await metrics.registry.metrics();

@@ -1,6 +1,6 @@
 import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
-import type { TokenStatus } from '../../../src/upstream/token-provider';
+import type { TokenStatus } from '../../../src/tokens/internal/token-provider';
 
 function readinessWith(status: TokenStatus, circuit = 'closed') {
   let calls = 0;

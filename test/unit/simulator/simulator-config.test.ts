@@ -5,7 +5,7 @@ import {
   loadSimulatorConfig,
   SIMULATOR_DEFAULT_PASSWORD,
   SIMULATOR_DEFAULT_USERNAME,
-} from '../../../src/config/simulator-config';
+} from '../../../src/simulator/simulator-config';
 import { tempDir } from '../../support/temp-dir';
 
 describe('loadSimulatorConfig', () => {

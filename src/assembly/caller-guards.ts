@@ -1,0 +1,76 @@
+// Builds what stands between a caller and an operation: the client registry, authentication, limits, CORS, CIDRs.
+import type { CallerGuards } from '../app';
+import { authFailureLimit } from '../callers/auth-failure-limit';
+import { authenticate, requireScope } from '../callers/authenticate';
+import { type ClientRegistry, loadClientRegistry } from '../callers/client-registry';
+import { cors } from '../callers/cors';
+import { inboundAllowList } from '../callers/inbound-allow-list';
+import { createOidcVerifier } from '../callers/oidc-verifier';
+import { rateLimit } from '../callers/rate-limit';
+import type { GatewayConfig } from '../config/gateway-config';
+import { type AuthFailureLog, createAuthFailureLog } from '../observability/auth-failure-log';
+import { type Built, building } from './lifecycle';
+import type { Observability } from './observability';
+import type { Redis } from './redis';
+
+export interface Callers {
+  readonly guards: CallerGuards;
+  readonly registry: ClientRegistry;
+}
+
+export function buildCallerGuards(
+  config: GatewayConfig,
+  redis: Redis,
+  observability: Observability,
+): Promise<Built<Callers>> {
+  const { logger, metrics } = observability;
+  return building((closers) => {
+    const registry = loadClientRegistry(config.callers.clientsFile, {
+      logger,
+      watch: true,
+      metrics,
+      refuseDevelopmentKey: config.production,
+    });
+    closers.push(() => registry.close());
+    const failureLog = createAuthFailureLog({ logger });
+    // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
+    closers.push(() => failureLog.close());
+    return { guards: callerGuards(config, registry, redis, observability, failureLog), registry };
+  });
+}
+
+function callerGuards(
+  config: GatewayConfig,
+  registry: ClientRegistry,
+  { client: redis, health }: Redis,
+  { logger, metrics }: Observability,
+  failureLog: AuthFailureLog,
+): CallerGuards {
+  const { oidc } = config.callers;
+  return {
+    inboundAllowList: inboundAllowList(config.server.inboundAllowCidrs),
+    cors: cors({ origins: config.server.corsOrigins, registry }),
+    authenticate: authenticate({
+      registry,
+      oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      failures: authFailureLimit({
+        redis,
+        health,
+        keyPrefix: config.redis.keyPrefix,
+        ...config.callers.authFailureLimit,
+        metrics,
+        logger,
+        failureLog,
+      }),
+    }),
+    requireScope,
+    rateLimit: rateLimit({
+      redis,
+      health,
+      keyPrefix: config.redis.keyPrefix,
+      defaultLimit: config.callers.defaultRateLimit,
+      metrics,
+      logger,
+    }),
+  };
+}

@@ -1,0 +1,78 @@
+// Builds the token lifecycle: credentials, the shared store, the token client and the token manager, started.
+import type { GatewayConfig } from '../config/gateway-config';
+import { deriveKey } from '../keys/derived-keys';
+import { registerAccessTokenTimeLeft } from '../observability/metrics';
+import { createMemoryTokenStore } from '../store/memory-token-store';
+import { whenRedisReady } from '../store/redis-connection';
+import { createRedisTokenStore } from '../store/redis-token-store';
+import {
+  type CredentialSource,
+  createCredentialSource,
+  createTokenClient,
+  createTokenManager,
+  type TokenProvider,
+} from '../tokens';
+import { type Built, building } from './lifecycle';
+import type { Observability } from './observability';
+import type { Redis } from './redis';
+import type { Upstream } from './upstream';
+
+/** How long start-up waits for Redis before serving degraded (tokens from this replica's own login). */
+const REDIS_START_WAIT_MS = 2_000;
+
+export interface Tokens {
+  readonly tokens: TokenProvider;
+  readonly credentials: CredentialSource;
+}
+
+export function buildTokens(
+  config: GatewayConfig,
+  upstream: Upstream,
+  { client: redis, health }: Redis,
+  { logger, metrics, tracing }: Observability,
+): Promise<Built<Tokens>> {
+  return building(async (closers) => {
+    const encryptionKey = config.tokens.encryptionKey;
+    const fingerprintKey = encryptionKey && deriveKey(encryptionKey, 'credential-fingerprint');
+    const credentials =
+      upstream.credentials ?? (await createCredentialSource(config.credentials, { logger, fingerprintKey }));
+    closers.push(() => credentials.close());
+
+    const tokenStore = redis ? createRedisTokenStore({ client: redis, logger }) : createMemoryTokenStore();
+    // Closes its pub/sub connection (a duplicate of `redis`) before `redis` itself quits.
+    closers.push(() => tokenStore.close());
+    const tokenClient = createTokenClient({
+      baseUrl: upstream.baseUrl,
+      timeoutMs: config.upstream.timeoutMs,
+      headers: config.upstream.staticHeaders,
+      extraCa: config.upstream.extraCa,
+    });
+    closers.push(() => tokenClient.close?.());
+    const tokens = createTokenManager({
+      store: tokenStore,
+      client: tokenClient,
+      credentials,
+      logger,
+      metrics,
+      tracing,
+      storeHealth: health,
+      settings: {
+        upstreamBaseUrl: upstream.baseUrl,
+        refreshSkewSeconds: config.tokens.refreshSkewSeconds,
+        lockTtlMs: config.tokens.lockTtlMs,
+        lockWaitMs: config.tokens.lockWaitMs,
+        loginMinIntervalMs: config.tokens.loginMinIntervalMs,
+        loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
+        keyPrefix: config.redis.keyPrefix,
+        encryptionKey: config.tokens.encryptionKey,
+      },
+    });
+    if (redis && !(await whenRedisReady(redis, REDIS_START_WAIT_MS))) {
+      logger.warn({ waitedMs: REDIS_START_WAIT_MS }, 'redis not reachable at start: starting degraded');
+    }
+    await tokens.start();
+    closers.push(() => tokens.stop());
+    registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);
+    return { tokens, credentials };
+  });
+}

@@ -1,0 +1,85 @@
+// A short cache of upstream answers (plan reads), shared through Redis when there is one; off by default.
+
+import { createExpiringMap } from '../../store/expiring-map';
+import type { RedisClient } from '../../store/redis-connection';
+import type { RecordSeal } from '../../tokens';
+import type { UpstreamAnswer } from './forwarder';
+
+export interface AnswerCache {
+  get(key: string): Promise<UpstreamAnswer | undefined>;
+  set(key: string, answer: UpstreamAnswer, ttlSeconds: number): Promise<void>;
+}
+
+interface StoredAnswer {
+  s: number;
+  h: Record<string, string>;
+  b: string;
+}
+
+const encode = (answer: UpstreamAnswer): string =>
+  JSON.stringify({
+    s: answer.status,
+    h: answer.headers,
+    b: answer.body.toString('base64'),
+  } satisfies StoredAnswer);
+/** The answer from its JSON text, or undefined unless every field has its shape (it came from Redis). */
+const decode = (text: string): UpstreamAnswer | undefined => {
+  try {
+    const stored = JSON.parse(text) as Partial<StoredAnswer> | null;
+    const headers = stored?.h;
+    if (
+      !stored ||
+      !Number.isInteger(stored.s) ||
+      (stored.s as number) < 100 ||
+      (stored.s as number) > 599 ||
+      typeof stored.b !== 'string' ||
+      typeof headers !== 'object' ||
+      headers === null ||
+      Array.isArray(headers) ||
+      !Object.values(headers).every((v) => typeof v === 'string')
+    )
+      return undefined;
+    return { status: stored.s as number, headers, body: Buffer.from(stored.b, 'base64') };
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * Redis errors are misses: a cache must never turn a Redis outage into a caller error. Entries are sealed
+ * (`seal`: AES-256-GCM with the Redis key name as associated data when TOKEN_ENCRYPTION_KEY is set); one that
+ * does not open is a miss, counted, and never served.
+ */
+export function createRedisAnswerCache(redis: RedisClient, prefix: string, seal: RecordSeal): AnswerCache {
+  return {
+    async get(key) {
+      try {
+        const raw = await redis.get(prefix + key);
+        return raw ? seal.open('plan_cache', raw, prefix + key, decode) : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    async set(key, answer, ttlSeconds) {
+      try {
+        await redis.set(prefix + key, seal.seal(encode(answer), prefix + key), 'EX', ttlSeconds);
+      } catch {
+        // a missed write only costs a later upstream call
+      }
+    },
+  };
+}
+
+export function createMemoryAnswerCache(now: () => number = Date.now): AnswerCache {
+  const entries = createExpiringMap<UpstreamAnswer>(now);
+  return {
+    async get(key) {
+      return entries.get(key);
+    },
+    async set(key, answer, ttlSeconds) {
+      // Bounded: plan ids are caller-chosen; a flood of distinct ids must not grow memory without limit.
+      if (entries.size > 10_000) entries.clear();
+      entries.set(key, answer, ttlSeconds * 1000);
+    },
+  };
+}

@@ -1,0 +1,123 @@
+// Upstream circuit breakers (cockatiel), one per operation: a failure ratio over a sliding window opens one.
+import {
+  BrokenCircuitError,
+  CircuitState,
+  circuitBreaker,
+  handleWhen,
+  IsolatedCircuitError,
+  SamplingBreaker,
+} from 'cockatiel';
+import type { CircuitSettings } from '../../config/gateway-config';
+import { secondsToRetry } from '../../http/gateway-error';
+
+/** A failure that counts against the circuit: 5xx, timeout, connection error. */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: 'status' | 'timeout' | 'connection',
+    /** The socket error code of a connection failure (ECONNRESET, …). */
+    readonly code?: string,
+  ) {
+    super(`upstream ${kind} failure`);
+  }
+}
+
+export type CircuitStateName = 'closed' | 'open' | 'half-open';
+
+export interface UpstreamCircuit {
+  /** Runs one upstream attempt; rejects with CircuitOpenError without running it while the circuit is open. */
+  run<T>(attempt: () => Promise<T>): Promise<T>;
+  readonly state: CircuitStateName;
+  readonly retryAfterSeconds: number;
+}
+
+export class CircuitOpenError extends Error {
+  constructor() {
+    super('upstream circuit open');
+  }
+}
+
+const STATE_NAMES: Record<CircuitState, CircuitStateName> = {
+  [CircuitState.Closed]: 'closed',
+  [CircuitState.Open]: 'open',
+  [CircuitState.HalfOpen]: 'half-open',
+  [CircuitState.Isolated]: 'open',
+};
+
+/**
+ * cockatiel's SamplingBreaker takes a minimum rate, not a minimum count: it opens only when the window holds at
+ * least `window × minimumRps` calls. It splits the window into max(5, seconds) slices of a rounded length, so the
+ * rate is computed from the window it will really use; half a call below the count absorbs float rounding.
+ */
+function samplingBreakerFor(settings: CircuitSettings): SamplingBreaker {
+  const slices = Math.max(5, Math.ceil(settings.windowMs / 1000));
+  const effectiveWindowMs = Math.round(settings.windowMs / slices) * slices;
+  return new SamplingBreaker({
+    threshold: settings.failureRatio,
+    duration: settings.windowMs,
+    minimumRps: ((settings.minimumCalls - 0.5) * 1000) / effectiveWindowMs,
+  });
+}
+
+export function createUpstreamCircuit(
+  settings: CircuitSettings & { onStateChange?: (state: CircuitStateName) => void },
+): UpstreamCircuit {
+  const policy = circuitBreaker(
+    handleWhen((error) => error instanceof UpstreamFailure),
+    { halfOpenAfter: settings.resetMs, breaker: samplingBreakerFor(settings) },
+  );
+  if (settings.onStateChange) {
+    const notify = settings.onStateChange;
+    policy.onStateChange((state) => notify(STATE_NAMES[state]));
+  }
+  return {
+    async run(attempt) {
+      // Half-open means one probe is already in flight: cockatiel would hold every other call until the probe
+      // ends (up to the upstream timeout); they are answered at once instead, like while open.
+      if (policy.state === CircuitState.HalfOpen) throw new CircuitOpenError();
+      try {
+        return await policy.execute(attempt);
+      } catch (error) {
+        if (error instanceof BrokenCircuitError || error instanceof IsolatedCircuitError)
+          throw new CircuitOpenError();
+        throw error;
+      }
+    },
+    get state() {
+      return STATE_NAMES[policy.state];
+    },
+    retryAfterSeconds: secondsToRetry(settings.resetMs),
+  };
+}
+
+/** The circuits of the forwarded operations, by operation name (the exchange's route). */
+export interface UpstreamCircuits {
+  /** The operation's circuit; an operation not named at creation gets its own on first use. */
+  of(operation: string): UpstreamCircuit;
+  /** Every operation's state, for readiness. */
+  states(): Record<string, CircuitStateName>;
+}
+
+/**
+ * One circuit per operation: an outage of one upstream endpoint (or a caller's poison requests on it) never stops
+ * the other operation.
+ */
+export function createUpstreamCircuits(
+  operations: readonly string[],
+  settings: CircuitSettings & { onStateChange?: (operation: string, state: CircuitStateName) => void },
+): UpstreamCircuits {
+  const circuits = new Map<string, UpstreamCircuit>();
+  const create = (operation: string) => {
+    const notify = settings.onStateChange;
+    const circuit = createUpstreamCircuit({
+      ...settings,
+      onStateChange: notify && ((state) => notify(operation, state)),
+    });
+    circuits.set(operation, circuit);
+    return circuit;
+  };
+  for (const operation of operations) create(operation);
+  return {
+    of: (operation) => circuits.get(operation) ?? create(operation),
+    states: () => Object.fromEntries([...circuits].map(([operation, circuit]) => [operation, circuit.state])),
+  };
+}

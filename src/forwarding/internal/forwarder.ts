@@ -1,0 +1,410 @@
+// Forwards one validated exchange to the upstream with http-proxy-middleware: token injection, header hygiene,
+// timeout, circuit breaker, the single retry after a 401 and the single retry of an idempotent call.
+import type { Agent, ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { Request, Response } from 'express';
+import { createProxyMiddleware } from 'http-proxy-middleware';
+import type { Logger } from 'pino';
+import { GatewayError } from '../../http/gateway-error';
+import type { Metrics } from '../../observability/metrics';
+import { NO_TRACING, type Tracing } from '../../observability/tracing';
+import { tlsFailureOf } from '../../tls/tls-failure';
+import type { TokenProvider, TokenSource } from '../../tokens';
+import {
+  CircuitOpenError,
+  type UpstreamCircuit,
+  type UpstreamCircuits,
+  UpstreamFailure,
+} from './circuit-breaker';
+import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import type { UpstreamSlots } from './upstream-slots';
+
+/** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
+export interface UpstreamAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+}
+
+export interface UpstreamExchange {
+  /** Metric/log label of the operation. */
+  readonly route: string;
+  /** The exact upstream path; built by the route from validated parameters (never the caller's raw URL). */
+  readonly path: string;
+  readonly method: 'GET' | 'POST';
+  /** The sanitized body, serialized once. */
+  readonly body?: Buffer;
+}
+
+export interface ForwarderDeps {
+  readonly baseUrl: string;
+  readonly agent: Agent;
+  /** The bounded wait for one of the agent's sockets (its limit is the agent's maxSockets). */
+  readonly slots: UpstreamSlots;
+  readonly tokens: TokenProvider;
+  /** One circuit per operation, chosen by the exchange's route. */
+  readonly circuits: UpstreamCircuits;
+  readonly timeoutMs: number;
+  readonly staticHeaders: Readonly<Record<string, string>>;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Largest upstream answer the gateway buffers; larger ones are treated as an upstream failure. */
+  readonly maxAnswerBytes?: number;
+  /** Spans of the token acquisition and of each upstream attempt. */
+  readonly tracing?: Tracing;
+}
+
+export interface Forwarder {
+  forward(req: Request, res: Response, exchange: UpstreamExchange): Promise<UpstreamAnswer>;
+}
+
+/** One forwarded exchange, over all its attempts. */
+interface Call {
+  readonly exchange: UpstreamExchange;
+  /** Time spent waiting on the upstream (all attempts), for the request log. */
+  upstreamMs: number;
+}
+
+/** Per-attempt state, found by the incoming request (hpm's events hand us `req`) while the attempt runs. */
+interface Attempt {
+  readonly req: IncomingMessage;
+  /** The caller's own method, put back on `req` when the attempt settles (logs and metrics report it). */
+  readonly callerMethod: string | undefined;
+  readonly call: Call;
+  readonly accessToken: string;
+  readonly startedAt: number;
+  timer?: NodeJS.Timeout;
+  /** Known once the agent gives the request a socket (it may first wait for a free one). */
+  proxyReq?: ClientRequest;
+  timedOut: boolean;
+  settled: boolean;
+  resolve(outcome: AttemptOutcome): void;
+  reject(error: unknown): void;
+}
+
+type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
+
+/**
+ * What httpxy gets as the response of an upstream attempt (selfHandleResponse: it never writes to it). It only
+ * listens for 'close' and reads these flags; the answer is buffered and sent to the caller(s) afterwards.
+ * Shared by every attempt: listeners are dropped (it never closes), and destroy() is a no-op.
+ */
+const DETACHED_RESPONSE = {
+  destroyed: false,
+  finished: false,
+  writableFinished: false,
+  headersSent: false,
+  on() {
+    return this;
+  },
+  once() {
+    return this;
+  },
+  destroy() {
+    return this;
+  },
+} as unknown as ServerResponse;
+
+/**
+ * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
+ * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
+ * chain kept every later request alive through young-generation collections (measured: bench/README.md). A
+ * property costs the collector nothing.
+ */
+const RUNNING_ATTEMPT = Symbol('runningAttempt');
+type CarriesAttempt = IncomingMessage & { [RUNNING_ATTEMPT]?: Attempt };
+
+function runningAttempt(req: IncomingMessage): Attempt | undefined {
+  return (req as CarriesAttempt)[RUNNING_ATTEMPT];
+}
+
+function setRunningAttempt(req: IncomingMessage, attempt: Attempt | undefined): void {
+  (req as CarriesAttempt)[RUNNING_ATTEMPT] = attempt;
+}
+
+const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
+
+export function createForwarder(deps: ForwarderDeps): Forwarder {
+  const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
+  const tracing = deps.tracing ?? NO_TRACING;
+
+  const settle = (attempt: Attempt) => {
+    attempt.settled = true;
+    clearTimeout(attempt.timer);
+    attempt.req.method = attempt.callerMethod;
+    if (runningAttempt(attempt.req) === attempt) setRunningAttempt(attempt.req, undefined);
+  };
+  const fail = (attempt: Attempt, error: unknown) => {
+    if (attempt.settled) return;
+    settle(attempt);
+    attempt.reject(error);
+  };
+
+  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
+    // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
+    target: new URL(deps.baseUrl),
+    agent: deps.agent,
+    changeOrigin: true,
+    xfwd: false,
+    selfHandleResponse: true,
+    ejectPlugins: true,
+    plugins: [
+      (server) => {
+        server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
+          const attempt = runningAttempt(req);
+          if (!attempt || attempt.settled) {
+            // Settled (timed out) while waiting for a free socket: never send it.
+            proxyReq.destroy();
+            return;
+          }
+          attempt.proxyReq = proxyReq;
+          // The gateway's own token goes on the outgoing request only, never onto the caller's request object.
+          proxyReq.setHeader('authorization', `Bearer ${attempt.accessToken}`);
+          // The upstream request is complete here, body included: the caller's stream (consumed by validation, or
+          // a body-less GET) is never waited on, so a caller who hangs up cannot leave the call half-sent.
+          proxyReq.end(attempt.call.exchange.body);
+        });
+        server.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage) => {
+          const attempt = runningAttempt(req);
+          if (!attempt) {
+            proxyRes.resume();
+            return;
+          }
+          readAnswer(proxyRes, maxAnswerBytes).then(
+            (answer) => {
+              if (attempt.settled) return;
+              settle(attempt);
+              observeUpstream(attempt, answer.status);
+              if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
+              else if (answer.status === 403) attempt.reject(ipRefused());
+              else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
+              else attempt.resolve({ kind: 'answer', answer });
+            },
+            () => fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection')),
+          );
+        });
+        server.on('error', (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
+          const attempt = req && runningAttempt(req);
+          if (!req || !attempt) return;
+          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          const tls = tlsFailureOf(error);
+          if (tls)
+            deps.logger.warn(
+              { route: attempt.call.exchange.route, ...tls },
+              `upstream TLS failure: ${tls.cause}`,
+            );
+          fail(
+            attempt,
+            attempt.timedOut
+              ? new UpstreamFailure('timeout')
+              : new UpstreamFailure('connection', error.code ?? 'unknown'),
+          );
+        });
+        server.on('econnreset', (_error: Error, req?: IncomingMessage) => {
+          const attempt = req && runningAttempt(req);
+          if (!attempt) return;
+          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+          fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection'));
+        });
+      },
+    ],
+  });
+
+  function observeUpstream(attempt: Attempt, status: number | string) {
+    const ms = performance.now() - attempt.startedAt;
+    deps.metrics.upstreamDuration.observe(
+      { route: attempt.call.exchange.route, status: String(status) },
+      ms / 1000,
+    );
+    attempt.call.upstreamMs += ms;
+  }
+
+  /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
+  function sendAttempt(req: Request, call: Call, accessToken: string) {
+    const { exchange } = call;
+    return new Promise<AttemptOutcome>((resolve, reject) => {
+      const attempt: Attempt = {
+        req,
+        callerMethod: req.method,
+        call,
+        accessToken,
+        startedAt: performance.now(),
+        timedOut: false,
+        settled: false,
+        resolve,
+        reject,
+      };
+      setRunningAttempt(req, attempt);
+      // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
+      attempt.timer = setTimeout(() => {
+        attempt.timedOut = true;
+        observeUpstream(attempt, 'timeout');
+        attempt.proxyReq?.destroy();
+        fail(attempt, new UpstreamFailure('timeout'));
+      }, deps.timeoutMs);
+      req.url = exchange.path;
+      // httpxy sends the incoming request's method: the upstream must see the route's own, never a caller's HEAD
+      // (answered without a body, which coalescing and the cache would then hand to GETs).
+      req.method = exchange.method;
+      req.headers = upstreamRequestHeaders({
+        requestId: req.id,
+        staticHeaders: deps.staticHeaders,
+        contentLength: exchange.body?.length,
+      });
+      tracing.injectUpstream(req.headers);
+      // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a
+      // call that coalesced readers share nor counts as an upstream failure against the circuit breaker.
+      proxy(req, DETACHED_RESPONSE).catch((error: unknown) => fail(attempt, error));
+    });
+  }
+
+  /** One upstream attempt, in a client span of its own. */
+  function attemptOnce(req: Request, call: Call, accessToken: string) {
+    if (!tracing.enabled) return sendAttempt(req, call, accessToken);
+    const send = () => sendAttempt(req, call, accessToken);
+    return tracing.inSpan('upstream', send, outcomeAttributes, upstreamAttributes(call.exchange), 'client');
+  }
+
+  /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
+  async function guardedAttempt(req: Request, res: Response, call: Call, accessToken: string) {
+    const circuit = deps.circuits.of(call.exchange.route);
+    try {
+      return await circuit.run(() => attemptOnce(req, call, accessToken));
+    } catch (error) {
+      const retryable =
+        call.exchange.method === 'GET' &&
+        error instanceof UpstreamFailure &&
+        error.kind === 'connection' &&
+        error.code !== undefined &&
+        RETRYABLE_CONNECTION_ERRORS.has(error.code) &&
+        !res.destroyed;
+      if (!retryable) throw error;
+      deps.logger.warn(
+        { requestId: req.id, route: call.exchange.route, code: error.code },
+        'upstream connection error, retrying once',
+      );
+      return circuit.run(() => attemptOnce(req, call, accessToken));
+    }
+  }
+
+  return {
+    async forward(req, res, exchange) {
+      const call: Call = { exchange, upstreamMs: 0 };
+      try {
+        const token = await tracing.inSpan('token', () => deps.tokens.getAccessToken(), sourceAttribute);
+        noteTokenSource(res, token.source);
+        const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
+        if (first.kind === 'answer') {
+          deps.tokens.accepted?.();
+          return first.answer;
+        }
+
+        // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
+        const renewed = await tracing.inSpan(
+          'token.renew',
+          () => deps.tokens.renewAfterRejection(token.value),
+          sourceAttribute,
+        );
+        noteTokenSource(res, renewed.source);
+        const second = await deps.slots.run(res, () => guardedAttempt(req, res, call, renewed.value));
+        if (second.kind === 'answer') {
+          deps.tokens.accepted?.();
+          return second.answer;
+        }
+        throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
+      } catch (error) {
+        throw toGatewayError(error, deps.circuits.of(exchange.route));
+      } finally {
+        if (call.upstreamMs > 0) res.locals.upstreamMs = Math.round(call.upstreamMs * 10) / 10;
+      }
+    },
+  };
+
+  /** For the request log; the token manager counts the sources in metrics. */
+  function noteTokenSource(res: Response, source: TokenSource) {
+    res.locals.tokenSource = source;
+  }
+}
+
+/** Span attributes of an upstream attempt: the operation, never its path (it holds the plan id). */
+function upstreamAttributes(exchange: UpstreamExchange) {
+  return { 'http.request.method': exchange.method, 'gateway.route': exchange.route };
+}
+
+function outcomeAttributes(outcome: AttemptOutcome) {
+  return { 'http.response.status_code': outcome.kind === 'answer' ? outcome.answer.status : 401 };
+}
+
+/** Where the token came from: this replica's memory, the shared store (Redis), or a token endpoint call. */
+function sourceAttribute(token: { readonly source: TokenSource }) {
+  return { 'gateway.token.source': token.source };
+}
+
+function ipRefused(): GatewayError {
+  return new GatewayError(
+    'UPSTREAM_IP_NOT_WHITELISTED',
+    "The upstream refused this gateway's IP address: whitelist the gateway's egress IP with the provider.",
+  );
+}
+
+function toGatewayError(error: unknown, circuit: UpstreamCircuit): unknown {
+  if (error instanceof GatewayError) return error;
+  if (error instanceof CircuitOpenError) {
+    return new GatewayError(
+      'UPSTREAM_UNAVAILABLE',
+      'The upstream is failing; the gateway stopped calling it for now.',
+      {
+        status: 503,
+        headers: { 'retry-after': String(circuit.retryAfterSeconds) },
+      },
+    );
+  }
+  if (error instanceof UpstreamFailure && error.kind === 'timeout') {
+    return new GatewayError('UPSTREAM_TIMEOUT', 'The upstream did not answer in time.');
+  }
+  if (error instanceof UpstreamFailure) {
+    return new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream could not be reached or failed.');
+  }
+  return error;
+}
+
+function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<UpstreamAnswer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    proxyRes.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        proxyRes.destroy(new Error('upstream answer too large'));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    proxyRes.once('end', () => {
+      // A body cut short (fewer bytes than Content-Length, an unfinished chunked body) is a failure, never an answer.
+      if (!proxyRes.complete) {
+        reject(new Error('upstream answer incomplete'));
+        return;
+      }
+      resolve({
+        status: proxyRes.statusCode ?? 502,
+        headers: allowedAnswerHeaders(proxyRes.headers),
+        body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
+      });
+    });
+    proxyRes.once('error', reject);
+    proxyRes.once('aborted', () => reject(new Error('upstream answer aborted')));
+  });
+}
+
+/** Writes a buffered upstream answer to the caller (allow-listed headers only). */
+export function sendAnswer(res: Response, answer: UpstreamAnswer): void {
+  res.status(answer.status);
+  // The allow-list again, not the answer's own names: a cached answer (an older version's, or a forged Redis
+  // record) cannot add a header the policy drops.
+  for (const name of ANSWER_HEADERS) {
+    const value = answer.headers[name];
+    if (value !== undefined) res.setHeader(name, value);
+  }
+  res.setHeader('content-length', answer.body.length);
+  res.end(answer.body);
+}

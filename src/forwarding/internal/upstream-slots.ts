@@ -1,0 +1,93 @@
+// A bounded wait for an upstream socket: at most `limit` calls run at once, the rest wait in line for at most
+// `queueTimeoutMs`, and a caller who hangs up leaves the line. Nothing waits on the agent's own unbounded queue.
+import type { Response } from 'express';
+import { GatewayError, secondsToRetry } from '../../http/gateway-error';
+
+/** Every upstream socket stayed busy for the whole queue timeout: answered 503 at once, never sent upstream. */
+export class UpstreamSaturatedError extends GatewayError {
+  constructor(retryAfterSeconds: number) {
+    super('UPSTREAM_SATURATED', 'Every upstream connection is busy; try again shortly.', {
+      status: 503,
+      headers: { 'retry-after': String(retryAfterSeconds) },
+    });
+  }
+}
+
+/** The caller hung up while waiting in line; nothing was sent upstream and nobody reads the answer. */
+export class CallerLeftQueueError extends GatewayError {
+  constructor() {
+    super('UPSTREAM_SATURATED', 'The caller hung up while waiting for an upstream connection.', {
+      status: 503,
+    });
+  }
+}
+
+export interface UpstreamSlots {
+  /** Runs `call` holding a slot, after waiting in line for one when every slot is taken. */
+  run<T>(res: Response, call: () => Promise<T>): Promise<T>;
+  /** Calls holding a slot. */
+  readonly active: number;
+  /** Calls waiting in line for one. */
+  readonly waiting: number;
+}
+
+interface Waiter {
+  readonly grant: () => void;
+}
+
+export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: number }): UpstreamSlots {
+  const retryAfter = secondsToRetry(options.queueTimeoutMs);
+  // An array, not a Set or Map: it is only touched under saturation, and leaving it mid-line is rare.
+  const line: Waiter[] = [];
+  let active = 0;
+
+  const release = () => {
+    const next = line.shift();
+    if (next)
+      next.grant(); // the slot passes straight on: `active` stays
+    else active -= 1;
+  };
+
+  const enterLine = (res: Response) =>
+    new Promise<void>((resolve, reject) => {
+      if (res.destroyed || res.writableEnded) {
+        reject(new CallerLeftQueueError());
+        return;
+      }
+      const leave = (error: GatewayError) => {
+        clearTimeout(timer);
+        res.off('close', onClose);
+        const at = line.indexOf(waiter);
+        if (at >= 0) line.splice(at, 1);
+        reject(error);
+      };
+      const onClose = () => leave(new CallerLeftQueueError());
+      const timer = setTimeout(() => leave(new UpstreamSaturatedError(retryAfter)), options.queueTimeoutMs);
+      const waiter: Waiter = {
+        grant() {
+          clearTimeout(timer);
+          res.off('close', onClose);
+          resolve();
+        },
+      };
+      res.once('close', onClose);
+      line.push(waiter);
+    });
+
+  return {
+    run(res, call) {
+      if (active < options.limit) {
+        active += 1;
+        return call().finally(release);
+      }
+      if (options.queueTimeoutMs === 0) return Promise.reject(new UpstreamSaturatedError(retryAfter));
+      return enterLine(res).then(() => call().finally(release));
+    },
+    get active() {
+      return active;
+    },
+    get waiting() {
+      return line.length;
+    },
+  };
+}

@@ -1,0 +1,45 @@
+// Every Redis key the gateway writes, built from REDIS_KEY_PREFIX and the upstream: the layout in one place.
+import { sha256Hex } from './hash';
+
+/** Store names of one credential's pair. They share the hash tag in braces: one Redis Cluster slot. */
+export interface TokenKeys {
+  readonly pair: string;
+  readonly lock: string;
+  /** The last refusal of the credentials (401/403): the long back-off. */
+  readonly failure: string;
+  /** The last transient failure of the token endpoints (5xx, timeout, 429): the short back-off. */
+  readonly transient: string;
+  readonly channel: string;
+}
+
+/** Sandbox and production, or two merchants, never share a pair; a new username gets new keys. */
+export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: string): TokenKeys {
+  const base = `${keyPrefix}{token:${shortHash(`${upstreamBaseUrl}\n${username}`)}}`;
+  return {
+    pair: `${base}:pair`,
+    lock: `${base}:lock`,
+    failure: `${base}:failure`,
+    transient: `${base}:transient`,
+    channel: `${base}:changed`,
+  };
+}
+
+/** Cached answers are namespaced by upstream, like tokens: sandbox and production never share a plan. */
+export function planCachePrefix(keyPrefix: string, upstreamBaseUrl: string): string {
+  return `${keyPrefix}cache:${shortHash(upstreamBaseUrl)}:`;
+}
+
+/** Counters of the per-client rate limit, one set per window length. */
+export function rateLimitPrefix(keyPrefix: string, windowSeconds: number): string {
+  return `${keyPrefix}rl:${windowSeconds}:`;
+}
+
+/** Counters of failed authentications per client IP, one set per window length. */
+export function authFailurePrefix(keyPrefix: string, windowSeconds: number): string {
+  return `${keyPrefix}authfail:${windowSeconds}:`;
+}
+
+/** 16 hex digits: short enough for a key, long enough that two upstreams or usernames never meet. */
+function shortHash(value: string): string {
+  return sha256Hex(value).slice(0, 16);
+}

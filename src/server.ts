@@ -1,0 +1,107 @@
+// The gateway's HTTP servers: hardening against slow clients, listening, draining, and the separate metrics server.
+import { createServer, type RequestListener, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Built, building } from './assembly/lifecycle';
+import type { GatewayConfig } from './config/gateway-config';
+import { type Metrics, metricsEndpoint } from './observability/metrics';
+
+export interface GatewayServers {
+  /** A URL this host reaches the gateway on: loopback when it is bound to every interface. */
+  readonly url: string;
+  /** Where the socket is really bound, as the OS reports it. */
+  readonly listenAddress: string;
+  readonly metricsUrl?: string;
+  /** Stops accepting and finishes in-flight requests, waiting at most `timeoutMs`. */
+  drain(timeoutMs: number): Promise<void>;
+}
+
+export async function startServers(
+  config: GatewayConfig,
+  app: RequestListener,
+  metrics: Metrics,
+): Promise<Built<GatewayServers>> {
+  return building(async (closers) => {
+    // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
+    // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
+    const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
+    const { url, address: listenAddress } = await listen(server, config.server.host, config.server.port);
+    closers.push(() => closeServer(server, 0));
+    let metricsUrl: string | undefined;
+    let metricsServer: Server | undefined;
+    if (config.server.metricsPort !== undefined) {
+      metricsServer = createMetricsServer(metrics);
+      metricsUrl = (await listen(metricsServer, config.server.host, config.server.metricsPort)).url;
+    }
+    return {
+      url,
+      listenAddress,
+      metricsUrl,
+      async drain(timeoutMs: number) {
+        await closeServer(server, timeoutMs);
+        if (metricsServer) await closeServer(metricsServer, 1_000);
+      },
+    };
+  });
+}
+
+function createMetricsServer(metrics: Metrics): Server {
+  const serveMetrics = metricsEndpoint(metrics);
+  return createServer((req, res) => {
+    if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
+    else res.writeHead(404, { 'cache-control': 'no-store' }).end();
+  });
+}
+
+/**
+ * Timeouts against slow clients (slowloris, trickled bodies), and a keep-alive timeout ABOVE the idle timeout of the
+ * load balancer in front, so that the balancer, not the gateway, closes idle connections (no 502 on reuse).
+ */
+function hardenServer(server: Server, config: GatewayConfig): Server {
+  server.headersTimeout = config.server.headersTimeoutMs;
+  server.requestTimeout = config.server.requestTimeoutMs;
+  server.keepAliveTimeout = config.server.keepAliveTimeoutMs;
+  server.maxHeadersCount = 100;
+  return server;
+}
+
+/** The bound address as the OS reports it, and a URL this host can connect to (loopback for a wildcard bind). */
+function listen(server: Server, host: string, port: number): Promise<{ url: string; address: string }> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      const bound = server.address() as AddressInfo;
+      const ipv6 = bound.family === 'IPv6';
+      const address = `${ipv6 ? `[${bound.address}]` : bound.address}:${bound.port}`;
+      const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
+      const reachable = wildcard
+        ? ipv6
+          ? '[::1]'
+          : '127.0.0.1'
+        : ipv6
+          ? `[${bound.address}]`
+          : bound.address;
+      resolve({ url: `http://${reachable}:${bound.port}`, address });
+    });
+  });
+}
+
+/**
+ * Stops accepting, lets in-flight requests finish, and cuts what is left after `timeoutMs`. A keep-alive
+ * connection whose request was in flight turns idle when it is answered: it is closed then, not after the
+ * keep-alive timeout, so the drain ends as soon as the last answer is out.
+ */
+function closeServer(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    deadline.unref();
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    sweep.unref();
+    server.close(() => {
+      clearTimeout(deadline);
+      clearInterval(sweep);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}

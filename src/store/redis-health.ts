@@ -1,0 +1,65 @@
+// The one judge of Redis health: the only writer of token_store_healthy and of the Redis down/up log lines.
+import type { Logger } from 'pino';
+import type { Metrics } from '../observability/metrics';
+import type { RedisClient } from './redis-connection';
+
+export interface StoreHealth {
+  /** Redis answers right now (always true without Redis: memory cannot be down). */
+  healthy(): boolean;
+  /** A Redis call failed (token cache, limiter): a hung Redis keeps its connection "ready" but times out. */
+  reportFailure(error?: unknown): void;
+  /** A Redis call succeeded. */
+  reportSuccess(): void;
+  /** Called with the new state on every change; returns the unsubscribe. */
+  subscribe(listener: (healthy: boolean) => void): () => void;
+}
+
+/** Watches the connection (ioredis retries on its own) and what its users report; each outage is logged once. */
+export function createRedisHealth(
+  redis: RedisClient | undefined,
+  logger: Logger,
+  metrics: Pick<Metrics, 'storeHealthy'>,
+): StoreHealth {
+  let up = redis ? redis.status === 'ready' : true;
+  let announcedDown = false;
+  const listeners = new Set<(healthy: boolean) => void>();
+  metrics.storeHealthy.set(up ? 1 : 0);
+  const set = (healthy: boolean) => {
+    metrics.storeHealthy.set(healthy ? 1 : 0);
+    if (healthy === up) return;
+    up = healthy;
+    for (const listener of listeners) listener(healthy);
+  };
+  const markUp = () => {
+    set(true);
+    if (announcedDown) logger.info('redis reachable again');
+    announcedDown = false;
+  };
+  const markDown = (error?: unknown) => {
+    set(false);
+    if (!announcedDown) {
+      const message = error instanceof Error ? error.message : undefined;
+      logger.warn({ error: message }, 'redis unreachable: serving from memory, reconnecting');
+    }
+    announcedDown = true;
+  };
+  if (redis) {
+    redis.on('ready', markUp);
+    // A closed connection (also a quit at shutdown) is down, but only an error is worth a log line.
+    redis.on('close', () => set(false));
+    redis.on('error', markDown);
+  }
+  return {
+    healthy: () => up,
+    reportFailure: (error) => {
+      if (redis) markDown(error);
+    },
+    reportSuccess: () => {
+      if (!up) markUp();
+    },
+    subscribe(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+  };
+}

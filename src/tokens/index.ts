@@ -1,0 +1,13 @@
+// The token lifecycle's public surface: the rest of the gateway imports tokens from here, never from internal/.
+export {
+  type CredentialSource,
+  createCredentialSource,
+  staticCredentialSource,
+} from './internal/credentials';
+export { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from './internal/jwt-expiry';
+export { createRecordSeal, type RecordSeal } from './internal/record-seal';
+export { createTokenCipher } from './internal/token-cipher';
+export { createTokenClient } from './internal/token-client';
+export { createTokenManager } from './internal/token-manager';
+export type { TokenProvider, TokenSource } from './internal/token-provider';
+export type { ChannelListener, StoreHealthReport, TokenStore } from './internal/token-store';

@@ -1,0 +1,148 @@
+// The fleet lock around a token endpoint call: one replica calls, the others wait for the pair it shares.
+import { randomBytes } from 'node:crypto';
+import { NO_TRACING, type Tracing } from '../../observability/tracing';
+import type { Clock, ClockTimer } from './clock';
+import type { Credentials } from './credentials';
+import type { LoginBackoff } from './login-backoff';
+import { DOWN, type Down, type SharedTokenCache, type TokenKeys } from './shared-token-cache';
+import type { TokenPair } from './token-pair';
+import type { TokenStore } from './token-store';
+
+export interface FleetLockDeps {
+  readonly store: TokenStore;
+  readonly cache: SharedTokenCache;
+  readonly backoff: LoginBackoff;
+  readonly clock: Clock;
+  /** Lease of the lock (TOKEN_LOCK_TTL_MS). */
+  readonly lockTtlMs: number;
+  /** How long one wait for the holder's pair lasts before trying the lock again (TOKEN_LOCK_WAIT_MS). */
+  readonly lockWaitMs: number;
+  /** Poll period of the store while waiting. */
+  readonly pollMs: number;
+  readonly stopped: () => boolean;
+  readonly tracing?: Tracing;
+}
+
+/** One flight's turn at the lock. */
+export interface FleetTurn<T> {
+  readonly keys: TokenKeys;
+  readonly credentials: Credentials;
+  /** A pair that ends the wait. */
+  readonly accept: (pair: TokenPair | undefined) => pair is TokenPair;
+  /** Runs while this replica holds the lock (and renews its lease). */
+  readonly asHolder: () => Promise<T>;
+  /** What the pair another holder shared becomes. */
+  readonly adopt: (pair: TokenPair) => T;
+}
+
+export class FleetLock {
+  private held?: { readonly key: string; readonly owner: string };
+  private readonly wakers = new Set<() => void>();
+
+  constructor(private readonly deps: FleetLockDeps) {}
+
+  /**
+   * Takes the lock and runs `asHolder`, or waits for another holder's pair. While another replica holds the
+   * lock (its lease renewed as long as it works) this one waits rather than call the token endpoints alongside
+   * it; a holder that died lets its lease lapse within lockTtlMs. Undefined when the store is down, the wait
+   * outlasted two leases, or the manager stopped.
+   */
+  async withFleetLock<T>(turn: FleetTurn<T>): Promise<T | undefined> {
+    const { cache, clock, store, lockTtlMs, stopped } = this.deps;
+    const giveUpAt = clock.now() + 2 * lockTtlMs;
+    while (!stopped() && clock.now() < giveUpAt) {
+      const owner = randomBytes(12).toString('hex');
+      const locked = await cache.call('lock', () => store.acquireLock(turn.keys.lock, owner, lockTtlMs));
+      if (locked === DOWN) break;
+      if (locked) return this.holding(turn.keys.lock, owner, turn.asHolder);
+      const waited = await (this.deps.tracing ?? NO_TRACING).inSpan('token.lock.wait', () =>
+        this.waitForPair(turn),
+      );
+      if (waited === DOWN) break;
+      if (waited) return turn.adopt(waited);
+    }
+    return undefined;
+  }
+
+  /** Cuts every wait short: the store announced a change, or the manager stops. */
+  wake(): void {
+    for (const wake of [...this.wakers]) wake();
+  }
+
+  /** Wakes the waiters and releases a lock this replica still holds. */
+  async stop(): Promise<void> {
+    this.wake();
+    const held = this.held;
+    this.held = undefined;
+    if (held) await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(held.key, held.owner));
+  }
+
+  private async holding<T>(key: string, owner: string, work: () => Promise<T>): Promise<T> {
+    this.held = { key, owner };
+    const lease = this.keepLease(key, owner);
+    try {
+      return await work();
+    } finally {
+      lease.stop();
+      if (this.held?.owner === owner) this.held = undefined;
+      await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(key, owner));
+    }
+  }
+
+  /** Renews the lease at a third of its length while a slow token endpoint keeps the holder busy. */
+  private keepLease(key: string, owner: string): { stop(): void } {
+    const { store, cache, clock, lockTtlMs, stopped } = this.deps;
+    const extend = store.extendLock?.bind(store);
+    if (!extend) return { stop: () => undefined };
+    let timer: ClockTimer | undefined;
+    let active = true;
+    const every = Math.max(100, Math.floor(lockTtlMs / 3));
+    const tick = () => {
+      timer = clock.setTimeout(() => {
+        // A renewal still in flight when the lease is stopped must not schedule another one.
+        void cache
+          .call('extend_lock', () => extend(key, owner, lockTtlMs))
+          .then(() => {
+            if (active && !stopped()) tick();
+          });
+      }, every);
+      timer.unref?.();
+    };
+    tick();
+    return {
+      stop: () => {
+        active = false;
+        if (timer) clock.clearTimeout(timer);
+        timer = undefined;
+      },
+    };
+  }
+
+  /** Polls the store (woken early by a change notification) until an acceptable pair appears or the wait ends. */
+  private async waitForPair(turn: FleetTurn<unknown>): Promise<TokenPair | undefined | Down> {
+    const { cache, backoff, clock, lockWaitMs, pollMs, stopped } = this.deps;
+    const deadline = clock.now() + lockWaitMs;
+    while (!stopped()) {
+      const left = deadline - clock.now();
+      if (left <= 0) return undefined;
+      await this.sleepOrWake(Math.min(pollMs, left));
+      const shared = await cache.read(turn.keys);
+      if (shared === DOWN) return DOWN;
+      if (turn.accept(shared.pair)) return shared.pair;
+      backoff.throwIfBlocked(shared);
+    }
+    return undefined;
+  }
+
+  private sleepOrWake(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.deps.clock.clearTimeout(timer);
+        this.wakers.delete(done);
+        resolve();
+      };
+      const timer = this.deps.clock.setTimeout(done, ms);
+      this.wakers.add(done);
+    });
+  }
+}

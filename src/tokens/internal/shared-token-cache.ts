@@ -1,0 +1,225 @@
+// The token pair as the fleet shares it in the store: keys, sealed encoding, and guarded store access.
+import type { Logger } from 'pino';
+import type { TokenKeys } from '../../keys/redis-keys';
+import type { Metrics } from '../../observability/metrics';
+import type { Clock } from './clock';
+import {
+  type BackoffRecord,
+  decodeFailure,
+  encodeFailure,
+  type FailureKind,
+  type SharedFailures,
+} from './login-backoff';
+import type { RecordSeal } from './record-seal';
+import type { TokenPair } from './token-pair';
+import type { StoreHealthReport, TokenStore } from './token-store';
+
+export { type TokenKeys, tokenKeys } from '../../keys/redis-keys';
+
+export interface SharedState extends SharedFailures {
+  readonly raw?: string;
+  readonly pair?: TokenPair;
+}
+
+/** A store call that failed (or was skipped while the store is down). */
+export const DOWN = Symbol('store down');
+export type Down = typeof DOWN;
+
+/** Messages on the change channel: a new pair, or a refusal that starts the fleet's backoff. */
+export const NOTIFY_PAIR = 'pair';
+export const NOTIFY_REFUSED = 'refused';
+
+/** A store failure slower than this (a hung Redis) makes the cache leave the store alone for storeRetryMs. */
+const SLOW_STORE_FAILURE_MS = 100;
+
+export interface SharedTokenCacheDeps {
+  readonly store: TokenStore;
+  readonly seal: RecordSeal;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Pick<Metrics, 'storeErrors'>;
+  readonly storeRetryMs: number;
+  /** Told of failed and recovered store calls: it alone judges and reports Redis health. */
+  readonly health?: StoreHealthReport;
+}
+
+export class SharedTokenCache {
+  private readonly store: TokenStore;
+  private readonly seal: RecordSeal;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly metrics: SharedTokenCacheDeps['metrics'];
+  private readonly storeRetryMs: number;
+  private readonly health?: StoreHealthReport;
+  private skipUntil = 0;
+  private ok = true;
+
+  constructor(deps: SharedTokenCacheDeps) {
+    this.store = deps.store;
+    this.seal = deps.seal;
+    this.clock = deps.clock;
+    this.logger = deps.logger;
+    this.metrics = deps.metrics;
+    this.storeRetryMs = deps.storeRetryMs;
+    this.health = deps.health;
+  }
+
+  /** The last store call succeeded and the store answers right now. */
+  healthy(): boolean {
+    return this.ok && this.store.healthy();
+  }
+
+  /**
+   * The stored pair and failure records. When `rejected` is the stored access token, that exact stored value is
+   * compare-and-deleted: a newer pair written meanwhile by another replica survives.
+   */
+  async read(keys: TokenKeys, rejected?: string): Promise<SharedState | Down> {
+    const values = await this.call('get', () =>
+      Promise.all([this.store.get(keys.pair), this.store.get(keys.failure), this.store.get(keys.transient)]),
+    );
+    if (values === DOWN) return DOWN;
+    const [raw, rawRefusal, rawTransient] = values;
+    const pair = raw === undefined ? undefined : this.seal.open('token_pair', raw, keys.pair, decodePair);
+    if (raw !== undefined && pair === undefined) {
+      this.logger.warn(
+        { event: 'token.store.unreadable' },
+        'the cached token pair cannot be read; ignoring it',
+      );
+    }
+    if (raw !== undefined && pair !== undefined && rejected !== undefined && pair.access === rejected) {
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.pair, raw));
+    }
+    return {
+      raw,
+      pair,
+      refusal: this.openFailure('refusal', rawRefusal, keys.failure),
+      transient: this.openFailure('transient', rawTransient, keys.transient),
+    };
+  }
+
+  /**
+   * Stores the pair for as long as its refresh token lives, ends the fleet's back-offs (a token was obtained)
+   * and tells the other replicas.
+   */
+  async write(keys: TokenKeys, pair: TokenPair): Promise<void> {
+    const ttl = pair.refreshExpiresAt - this.clock.now();
+    if (ttl <= 0) return;
+    const raw = this.seal.seal(JSON.stringify(pair), keys.pair);
+    const written = await this.call('set', () => this.store.set(keys.pair, raw, ttl));
+    if (written === DOWN) return;
+    await this.call('delete', () => this.store.delete(keys.transient));
+    // A refusal of other credentials (a rollout with a new password on some replicas) or of the tokens the provider
+    // issues stays: this success ends neither. Deleted only if unchanged since read (compare before delete).
+    const refusal = await this.readRefusal(keys);
+    const ended =
+      refusal !== undefined &&
+      (refusal.record === undefined ||
+        (refusal.record.credentials === pair.credentials && !refusal.record.tokenRejected));
+    if (ended)
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.failure, refusal.raw));
+    await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_PAIR));
+  }
+
+  /** The provider accepted a call again: a shared streak of rejected tokens is over. */
+  async clearRejectedTokens(keys: TokenKeys): Promise<void> {
+    const refusal = await this.readRefusal(keys);
+    if (refusal?.record?.tokenRejected)
+      await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.failure, refusal.raw));
+  }
+
+  /**
+   * The stored refusal as read, to delete only if unchanged since; undefined when there is none or the store did
+   * not answer. `record` is undefined when it does not open (a forgery: nothing to keep).
+   */
+  private async readRefusal(keys: TokenKeys): Promise<{ raw: string; record?: BackoffRecord } | undefined> {
+    const raw = await this.call('get', () => this.store.get(keys.failure));
+    if (raw === DOWN || raw === undefined) return undefined;
+    return { raw, record: this.openFailure('refusal', raw, keys.failure) };
+  }
+
+  /**
+   * Shares a failure for `ttlMs` (longer than its wait: the streak outlives the wait, so the next failure waits
+   * longer); a refusal is announced so the other replicas stop at once.
+   */
+  async writeFailure(
+    keys: TokenKeys,
+    kind: FailureKind,
+    record: BackoffRecord,
+    ttlMs: number,
+  ): Promise<void> {
+    const key = kind === 'refusal' ? keys.failure : keys.transient;
+    const raw = this.seal.seal(encodeFailure(record), key);
+    const written = await this.call('set', () => this.store.set(key, raw, ttlMs));
+    if (written !== DOWN && kind === 'refusal')
+      await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_REFUSED));
+  }
+
+  /**
+   * Every store call goes through here: an error is logged (never with a value), counted and answered with
+   * DOWN, and the store is left alone for a moment so requests never queue on an unreachable Redis.
+   */
+  async call<T>(operation: string, run: () => Promise<T>): Promise<T | Down> {
+    if (this.clock.now() < this.skipUntil) return DOWN;
+    const started = this.clock.now();
+    try {
+      const value = await run();
+      this.mark(true);
+      return value;
+    } catch (error) {
+      // A refused or not-yet-connected Redis fails in no time and costs nothing; only a slow failure (a hung
+      // server, a command timeout) makes the next calls skip the store for a moment.
+      if (this.clock.now() - started >= SLOW_STORE_FAILURE_MS)
+        this.skipUntil = this.clock.now() + this.storeRetryMs;
+      this.metrics.storeErrors.inc({ operation });
+      const entry = { event: 'token.store.error', operation, error: (error as Error)?.message };
+      if (this.ok) this.logger.warn(entry, 'token store unavailable; serving from memory and own logins');
+      else this.logger.debug(entry, 'token store still unavailable');
+      this.mark(false, error);
+      return DOWN;
+    }
+  }
+
+  private mark(ok: boolean, error?: unknown): void {
+    if (ok === this.ok) return;
+    this.ok = ok;
+    if (ok) this.health?.reportSuccess();
+    else this.health?.reportFailure(error);
+  }
+
+  private openFailure(kind: FailureKind, raw: string | undefined, key: string): BackoffRecord | undefined {
+    if (raw === undefined) return undefined;
+    const recordKind = kind === 'refusal' ? 'login_refusal' : 'login_transient';
+    const record = this.seal.open(recordKind, raw, key, (text) => decodeFailure(text, kind));
+    if (!record)
+      this.logger.warn(
+        { event: 'token.store.unreadable', kind: recordKind },
+        'a shared record cannot be read; ignoring it',
+      );
+    return record;
+  }
+}
+
+/** The pair from its JSON text, or undefined when it is not one. */
+function decodePair(text: string): TokenPair | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<TokenPair>;
+    if (
+      typeof value.access === 'string' &&
+      typeof value.refresh === 'string' &&
+      typeof value.accessExpiresAt === 'number' &&
+      typeof value.refreshExpiresAt === 'number' &&
+      typeof value.credentials === 'string'
+    ) {
+      return {
+        access: value.access,
+        refresh: value.refresh,
+        accessExpiresAt: value.accessExpiresAt,
+        refreshExpiresAt: value.refreshExpiresAt,
+        credentials: value.credentials,
+      };
+    }
+  } catch {
+    // not JSON: treated as absent
+  }
+  return undefined;
+}

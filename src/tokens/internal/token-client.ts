@@ -1,0 +1,136 @@
+// Calls the upstream token endpoints (login and refresh) and turns every failure into a GatewayError reason.
+import { Agent, fetch as undiciFetch } from 'undici';
+import { GatewayError } from '../../http/gateway-error';
+import { upstreamCa } from '../../tls/upstream-trust';
+
+export interface TokenResponse {
+  readonly access: string;
+  /** Always present after a login; after a refresh only when the upstream rotates refresh tokens. */
+  readonly refresh?: string;
+}
+
+export interface UpstreamCredentials {
+  readonly username: string;
+  readonly password: string;
+}
+
+/** The provider's two token endpoints. Rejections are GatewayErrors that never carry a token or credential. */
+export interface TokenClient {
+  login(credentials: UpstreamCredentials): Promise<TokenResponse>;
+  /** Rejects with UPSTREAM_AUTH_FAILED when the refresh token is invalid or expired (then log in instead). */
+  refresh(refreshToken: string): Promise<TokenResponse>;
+  /** Closes its own connection pool, if it made one (UPSTREAM_CA_FILE). */
+  close?(): Promise<void>;
+}
+
+export interface TokenClientOptions {
+  /** The upstream base URL, without a trailing slash. */
+  readonly baseUrl: string;
+  readonly timeoutMs: number;
+  /** Configured static upstream headers (e.g. `x-version`). */
+  readonly headers?: Readonly<Record<string, string>>;
+  /** UPSTREAM_CA_FILE's certificates: trusted on top of the default roots, as the forwarder's agent does. */
+  readonly extraCa?: readonly string[];
+  /** Injectable for tests; the global fetch (undici, keep-alive connections) by default. */
+  readonly fetch?: typeof fetch;
+}
+
+const DETAIL = {
+  loginRefused: 'The upstream refused the gateway credentials (check UPSTREAM_USERNAME / UPSTREAM_PASSWORD).',
+  refreshRefused: 'The upstream refused the refresh token.',
+  ipRefused:
+    "The upstream refused the gateway's IP address: ask the provider to whitelist the gateway's egress IP.",
+  timeout: 'The upstream token endpoint did not answer in time.',
+  unreachable: 'The upstream token endpoint could not be reached.',
+  badAnswer: 'The upstream token endpoint gave an unexpected answer.',
+};
+
+/** Retry-After as whole seconds: delta-seconds or an HTTP date; 0 when absent or unreadable. */
+export function retryAfterSeconds(value: string | null, now = Date.now()): number {
+  if (!value) return 0;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed);
+  const date = Date.parse(trimmed);
+  return Number.isNaN(date) ? 0 : Math.max(0, Math.ceil((date - now) / 1000));
+}
+
+export function createTokenClient(options: TokenClientOptions): TokenClient {
+  const ca = upstreamCa(options.extraCa);
+  // The global fetch takes no CA: with one, undici's own fetch on a pool that trusts it (the same roots + file).
+  const dispatcher = ca && !options.fetch ? new Agent({ connect: { ca } }) : undefined;
+  const doFetch: typeof fetch =
+    options.fetch ??
+    (dispatcher
+      ? (((url: string, init: RequestInit) =>
+          undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch)
+      : fetch);
+  const headers = {
+    ...options.headers,
+    'content-type': 'application/json',
+    accept: 'application/json',
+  };
+
+  async function call(path: string, body: object, refused: string): Promise<TokenResponse> {
+    let response: Response;
+    try {
+      response = await doFetch(`${options.baseUrl}${path}`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(body),
+        // A redirect would re-send the credentials to wherever it points.
+        redirect: 'error',
+        signal: AbortSignal.timeout(options.timeoutMs),
+      });
+    } catch (error) {
+      // A DOMException: not always `instanceof Error` (other realms, e.g. test sandboxes), so check the name.
+      const name = (error as { name?: unknown } | undefined)?.name;
+      const timedOut = name === 'TimeoutError' || name === 'AbortError';
+      // The cause is a network error (no request body in it), kept for the logs.
+      throw timedOut
+        ? new GatewayError('UPSTREAM_TIMEOUT', DETAIL.timeout, { cause: error })
+        : new GatewayError('UPSTREAM_UNAVAILABLE', DETAIL.unreachable, { cause: error });
+    }
+    let answer: unknown;
+    try {
+      answer = await response.json();
+    } catch {
+      answer = undefined;
+    }
+    // 400 is simplejwt's answer to a missing or blank field: a refusal of what we sent, like a 401.
+    if (response.status === 401 || response.status === 400)
+      throw new GatewayError('UPSTREAM_AUTH_FAILED', refused);
+    if (response.status === 403) throw new GatewayError('UPSTREAM_IP_NOT_WHITELISTED', DETAIL.ipRefused);
+    if (!response.ok) {
+      // A 429's Retry-After (seconds) travels with the error: the token manager's back-off honours it.
+      const retryAfter = response.status === 429 ? retryAfterSeconds(response.headers.get('retry-after')) : 0;
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', `${DETAIL.unreachable} (HTTP ${response.status})`, {
+        headers: retryAfter > 0 ? { 'Retry-After': String(retryAfter) } : undefined,
+      });
+    }
+    const { access, refresh } = (answer ?? {}) as { access?: unknown; refresh?: unknown };
+    if (
+      typeof access !== 'string' ||
+      access === '' ||
+      (refresh !== undefined && typeof refresh !== 'string')
+    ) {
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', DETAIL.badAnswer);
+    }
+    return refresh ? { access, refresh } : { access };
+  }
+
+  return {
+    async login(credentials) {
+      const answer = await call(
+        '/api/token/',
+        { username: credentials.username, password: credentials.password },
+        DETAIL.loginRefused,
+      );
+      if (!answer.refresh) throw new GatewayError('UPSTREAM_UNAVAILABLE', DETAIL.badAnswer);
+      return answer;
+    },
+    refresh: (refreshToken) => call('/api/token/refresh/', { refresh: refreshToken }, DETAIL.refreshRefused),
+    close: async () => {
+      await dispatcher?.close();
+    },
+  };
+}

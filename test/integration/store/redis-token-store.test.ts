@@ -1,0 +1,94 @@
+// The Redis TokenStore against a real redis-server: atomic scripts, leases, and notifications across restarts.
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
+import { createRedisTokenStore } from '../../../src/store/redis-token-store';
+import type { TokenStore } from '../../../src/tokens/internal/token-store';
+import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { sleep, waitReady } from '../tokens/fleet-harness';
+
+const logger = pino({ level: 'silent' }, new Writable({ write: (_c, _e, cb) => cb() }));
+
+describe('redis token store', () => {
+  let server: RedisServer;
+  let clients: RedisClient[];
+  let stores: TokenStore[];
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    clients = [0, 1].map(() => {
+      const client = createRedisClient({
+        topology: { kind: 'standalone', url: server.url },
+        tls: false,
+        keyPrefix: 't:',
+        allowMemoryStore: false,
+      }) as RedisClient;
+      client.on('error', () => undefined);
+      return client;
+    });
+    await Promise.all(clients.map((c) => waitReady(c)));
+    stores = clients.map((client) => createRedisTokenStore({ client, logger }));
+  });
+
+  afterAll(async () => {
+    for (const store of stores) await store.close();
+    for (const client of clients) client.disconnect();
+    await server.stop();
+  });
+
+  it('sets with a TTL and compare-and-deletes only the expected value', async () => {
+    const [a, b] = stores;
+    await a.set('t:{x}:pair', 'new', 60_000);
+    expect(await clients[0].pttl('t:{x}:pair')).toBeGreaterThan(59_000);
+    expect(await b.compareAndDelete('t:{x}:pair', 'old')).toBe(false);
+    expect(await b.get('t:{x}:pair')).toBe('new');
+    expect(await b.compareAndDelete('t:{x}:pair', 'new')).toBe(true);
+    expect(await a.get('t:{x}:pair')).toBeUndefined();
+  });
+
+  it('the lock: one owner, owner-only release and extension, lease expiry', async () => {
+    const [a, b] = stores;
+    expect(await a.acquireLock('t:{x}:lock', 'owner-a', 200)).toBe(true);
+    expect(await b.acquireLock('t:{x}:lock', 'owner-b', 200)).toBe(false);
+    expect(await b.releaseLock('t:{x}:lock', 'owner-b')).toBe(false);
+    expect(await b.extendLock?.('t:{x}:lock', 'owner-b', 5_000)).toBe(false);
+    await sleep(250);
+    expect(await b.acquireLock('t:{x}:lock', 'owner-b', 5_000)).toBe(true);
+    expect(await a.releaseLock('t:{x}:lock', 'owner-a')).toBe(false);
+    expect(await b.extendLock?.('t:{x}:lock', 'owner-b', 10_000)).toBe(true);
+    expect(await clients[0].pttl('t:{x}:lock')).toBeGreaterThan(9_000);
+    expect(await b.releaseLock('t:{x}:lock', 'owner-b')).toBe(true);
+  });
+
+  it('notifies subscribers on other connections, again after Redis restarts, and fails fast while it is down', async () => {
+    const [a, b] = stores;
+    const seen: string[] = [];
+    const stop = b.subscribe('t:{x}:changed', (m) => seen.push(m));
+    await sleep(100);
+    await a.publish('t:{x}:changed', 'pair');
+    await waitUntil(() => seen.length === 1);
+
+    await server.kill();
+    await waitUntil(() => !a.healthy());
+    const started = Date.now();
+    await expect(a.get('t:{x}:pair')).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(100);
+
+    await server.restart();
+    await Promise.all(clients.map((c) => waitReady(c)));
+    await waitUntil(async () => {
+      await a.publish('t:{x}:changed', 'again');
+      return seen.includes('again');
+    });
+    stop();
+    expect(a.healthy()).toBe(true);
+  }, 20_000);
+});
+
+async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs = 8_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(50);
+  }
+}

@@ -1,0 +1,111 @@
+// Plan reader rules with a scripted forwarder: only answers with a body are shared with followers or cached.
+import type { Request, Response } from 'express';
+import { createMemoryAnswerCache } from '../../../src/forwarding/internal/answer-cache';
+import type { Forwarder, UpstreamAnswer } from '../../../src/forwarding/internal/forwarder';
+import { createPlanReader } from '../../../src/forwarding/internal/plan-reader';
+
+const ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
+const plan: UpstreamAnswer = {
+  status: 200,
+  headers: { 'content-type': 'application/json' },
+  body: Buffer.from(`{"internalId":"${ID}"}`),
+};
+const empty: UpstreamAnswer = {
+  status: 200,
+  headers: { 'content-type': 'application/json' },
+  body: Buffer.alloc(0),
+};
+
+/** A forwarder that answers each call with the next scripted answer, when `release()` is called. */
+function scriptedForwarder(answers: UpstreamAnswer[]) {
+  const waiting: (() => void)[] = [];
+  let calls = 0;
+  const forwarder: Forwarder = {
+    forward: (_req, _res, exchange) => {
+      expect(exchange.method).toBe('GET');
+      const answer = answers[calls++] ?? plan;
+      return new Promise((resolve) => waiting.push(() => resolve(answer)));
+    },
+  };
+  return {
+    forwarder,
+    calls: () => calls,
+    releaseAll: () => {
+      for (const release of waiting.splice(0)) release();
+    },
+  };
+}
+
+const request = () => ({}) as Request;
+const response = () => ({ locals: {} }) as unknown as Response;
+const tick = () => new Promise((resolve) => setImmediate(resolve));
+
+async function settle<T>(promise: Promise<T>, upstream: { releaseAll(): void }): Promise<T> {
+  for (let i = 0; i < 5; i++) {
+    await tick();
+    upstream.releaseAll();
+  }
+  return promise;
+}
+
+describe('plan reader', () => {
+  it('shares a leader answer with a body between concurrent reads: one upstream call', async () => {
+    const upstream = scriptedForwarder([plan]);
+    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    const both = Promise.all([
+      reader.read(request(), response(), ID),
+      reader.read(request(), response(), ID),
+    ]);
+    const [a, b] = await settle(both, upstream);
+    expect(a).toBe(plan);
+    expect(b).toBe(plan);
+    expect(upstream.calls()).toBe(1);
+  });
+
+  it('never hands an empty 200 to a follower: the follower reads on its own', async () => {
+    const upstream = scriptedForwarder([empty, plan]);
+    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    const followerRes = response();
+    const both = Promise.all([
+      reader.read(request(), response(), ID),
+      reader.read(request(), followerRes, ID),
+    ]);
+    const [leader, follower] = await settle(both, upstream);
+    expect(leader.body.length).toBe(0);
+    expect(follower.body.toString()).toBe(plan.body.toString());
+    expect(followerRes.locals.coalesced).toBe(false);
+    expect(upstream.calls()).toBe(2);
+  });
+
+  it('never caches an empty 200 or a non-200; caches a 200 with a body', async () => {
+    const cache = createMemoryAnswerCache();
+    const notFound: UpstreamAnswer = { ...plan, status: 404 };
+    const upstream = scriptedForwarder([empty, notFound, plan]);
+    const reader = createPlanReader({
+      forwarder: upstream.forwarder,
+      cache: { store: cache, ttlSeconds: 30 },
+    });
+    for (const expected of [empty, notFound, plan]) {
+      expect(await settle(reader.read(request(), response(), ID), upstream)).toBe(expected);
+    }
+    expect(upstream.calls()).toBe(3);
+    const res = response();
+    expect(await settle(reader.read(request(), res, ID), upstream)).toEqual(plan);
+    expect(res.locals.cache).toBe('hit');
+    expect(upstream.calls()).toBe(3);
+  });
+
+  it('ignores an empty cache entry left by an older version: reads upstream instead', async () => {
+    const cache = createMemoryAnswerCache();
+    await cache.set(`plan:${ID}`, empty, 30);
+    const upstream = scriptedForwarder([plan]);
+    const reader = createPlanReader({
+      forwarder: upstream.forwarder,
+      cache: { store: cache, ttlSeconds: 30 },
+    });
+    const res = response();
+    expect(await settle(reader.read(request(), res, ID), upstream)).toBe(plan);
+    expect(res.locals.cache).toBeUndefined();
+    expect(upstream.calls()).toBe(1);
+  });
+});

@@ -1,0 +1,43 @@
+// The Redis key layout of docs/architecture.md, built in one module: stable names, one slot per credential.
+import { createHash } from 'node:crypto';
+import { sha256Hex } from '../../../src/keys/hash';
+import { authFailurePrefix, planCachePrefix, rateLimitPrefix, tokenKeys } from '../../../src/keys/redis-keys';
+
+const sha16 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+
+describe('Redis key layout', () => {
+  test('token keys are <prefix>{token:<first 16 hex of sha256(upstream \\n username)>}:<name>', () => {
+    const h = sha16('https://api.example\nmerchant');
+    expect(tokenKeys('bff:', 'https://api.example', 'merchant')).toEqual({
+      pair: `bff:{token:${h}}:pair`,
+      lock: `bff:{token:${h}}:lock`,
+      failure: `bff:{token:${h}}:failure`,
+      transient: `bff:{token:${h}}:transient`,
+      channel: `bff:{token:${h}}:changed`,
+    });
+  });
+
+  test('another upstream, username or prefix never shares a pair', () => {
+    const pairs = [
+      tokenKeys('bff:', 'https://sandbox.example', 'merchant').pair,
+      tokenKeys('bff:', 'https://api.example', 'merchant').pair,
+      tokenKeys('bff:', 'https://api.example', 'other').pair,
+      tokenKeys('other:', 'https://api.example', 'merchant').pair,
+    ];
+    expect(new Set(pairs).size).toBe(pairs.length);
+  });
+
+  test('the plan cache is namespaced by upstream; limits by window length', () => {
+    expect(planCachePrefix('bff:', 'https://api.example')).toBe(`bff:cache:${sha16('https://api.example')}:`);
+    expect(planCachePrefix('bff:', 'https://sandbox.example')).not.toBe(
+      planCachePrefix('bff:', 'https://api.example'),
+    );
+    expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
+    expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
+  });
+
+  test('sha256Hex is the lower-case hex SHA-256 of the UTF-8 text', () => {
+    expect(sha256Hex('')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+    expect(sha256Hex('ñ')).toBe(createHash('sha256').update('ñ', 'utf8').digest('hex'));
+  });
+});
