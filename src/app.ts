@@ -43,6 +43,10 @@ export interface AppDeps {
   readonly openApiDocument: object;
   /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
   readonly serveMetrics: boolean;
+  /** /bff/* of browser sessions, when they are on. */
+  readonly sessionRoutes?: RequestHandler;
+  /** Local mode: the small web app at / that shows browser sessions. */
+  readonly localWebApp?: RequestHandler;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -83,6 +87,8 @@ export function createApp(deps: AppDeps): Express {
     guards.rateLimit,
     getPlanHandler(deps.plans),
   );
+  if (deps.sessionRoutes) app.use(deps.sessionRoutes);
+  if (deps.localWebApp) app.use(deps.localWebApp);
   app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
   app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
 

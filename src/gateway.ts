@@ -1,5 +1,5 @@
 // Builds a running gateway from a config: stores, token manager, forwarding, callers, HTTP server, shutdown.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { DestinationStream, Logger } from 'pino';
@@ -13,6 +13,7 @@ import { createOidcVerifier } from './callers/oidc-verifier';
 import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
+import type * as DevIdentityProviderModule from './dev-identity-provider/dev-identity-provider';
 import { type AuthFailureLog, createAuthFailureLog } from './observability/auth-failure-log';
 import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
@@ -25,6 +26,7 @@ import {
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { FORWARDED_OPERATIONS } from './routes/operation-routes';
+import { type BuiltSessions, buildBrowserSessions } from './sessions';
 import { startSimulator } from './simulator/simulator';
 import { createMemoryAnswerCache, createRedisAnswerCache } from './store/answer-cache';
 import { createMemoryTokenStore } from './store/memory-token-store';
@@ -66,6 +68,8 @@ export interface RunningGateway {
   readonly tokens: TokenProvider;
   /** The simulator URL in local mode. */
   readonly simulatorUrl?: string;
+  /** Local mode: the development identity provider and the user who can log in there. */
+  readonly identityProvider?: LocalIdentityProvider;
   /** SIGHUP: re-read the credential files and the client registry. */
   reload(): Promise<void>;
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
@@ -196,7 +200,8 @@ export async function startGateway(
     const failureLog = createAuthFailureLog({ logger });
     // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
     closers.push(() => failureLog.close());
-    const guards = callerGuards(config, registry, redis, logger, metrics, failureLog);
+    const browser = buildBrowserSessions({ config, redis, tokenStore, registry, logger, metrics });
+    const guards = callerGuards(config, registry, redis, logger, metrics, failureLog, browser);
 
     const readiness = createReadiness({
       tokens,
@@ -216,6 +221,7 @@ export async function startGateway(
       documentReference: createDocumentReference(config.tokens.encryptionKey),
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsOnMainPort,
+      sessionRoutes: browser?.sessions.router,
     });
 
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
@@ -223,6 +229,11 @@ export async function startGateway(
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
     const { url, address: listenAddress } = await listen(server, config.server.host, config.server.port);
     closers.push(() => closeServer(server, 0));
+    const identityProvider =
+      browser && config.mode === 'local' && !config.sessions?.issuer
+        ? await startLocalIdentityProvider(url, browser, config)
+        : undefined;
+    if (identityProvider) closers.push(() => identityProvider.close());
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
     if (config.server.metricsPort !== undefined) {
@@ -244,6 +255,7 @@ export async function startGateway(
       readiness,
       tokens,
       simulatorUrl: upstream.simulatorUrl,
+      identityProvider,
       async reload() {
         await credentials.reload();
         registry.reload();
@@ -298,6 +310,41 @@ async function resolveUpstream(config: GatewayConfig, logger: Logger): Promise<R
   };
 }
 
+export interface LocalIdentityProvider {
+  readonly issuer: string;
+  readonly username: string;
+  readonly password: string;
+  close(): Promise<void>;
+}
+
+/** Local mode: the development identity provider on loopback (imported here only, never in production). */
+async function startLocalIdentityProvider(
+  gatewayUrl: string,
+  browser: BuiltSessions,
+  config: GatewayConfig,
+): Promise<LocalIdentityProvider> {
+  // Loaded on demand so production start-up never loads the development provider (or oidc-provider).
+  const {
+    developmentUser,
+    startDevIdentityProvider,
+  }: typeof DevIdentityProviderModule = require('./dev-identity-provider/dev-identity-provider');
+  const user = developmentUser();
+  const clientSecret = randomBytes(24).toString('base64url');
+  const clientId = config.sessions?.clientId ?? 'local-web-app';
+  const provider = await startDevIdentityProvider({
+    users: [user],
+    clients: [{ clientId, clientSecret, origin: gatewayUrl }],
+  });
+  browser.connect({
+    issuer: provider.issuer,
+    clientId,
+    clientSecret,
+    publicOrigin: gatewayUrl,
+    scopes: config.sessions?.scopes ?? 'openid profile email',
+  });
+  return { issuer: provider.issuer, username: user.username, password: user.password, close: provider.close };
+}
+
 function callerGuards(
   config: GatewayConfig,
   registry: ClientRegistry,
@@ -305,6 +352,7 @@ function callerGuards(
   logger: Logger,
   metrics: Metrics,
   failureLog: AuthFailureLog,
+  browser: BuiltSessions | undefined,
 ): CallerGuards {
   const { oidc } = config.callers;
   return {
@@ -313,6 +361,7 @@ function callerGuards(
     authenticate: authenticate({
       registry,
       oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      sessions: browser?.sessions,
       failures: authFailureLimit({
         redis,
         keyPrefix: config.redis.keyPrefix,
