@@ -39,6 +39,8 @@ export interface DevIdentityProvider {
   refreshesByGrant(): ReadonlyMap<string, number>;
   /** Refused refresh-token grants (a spent or revoked token presented). */
   refusedRefreshes(): number;
+  /** Back-channel logout tokens the relying parties accepted, and those that failed. */
+  backchannelDeliveries(): { readonly delivered: number; readonly failed: number };
   /** Revokes every grant of a user: the next refresh is refused. */
   revokeUser(sub: string): Promise<void>;
   close(): Promise<void>;
@@ -76,6 +78,7 @@ export async function startDevIdentityProvider(
   const users = new Map(options.users.map((user) => [user.sub, user]));
   const refreshes = new Map<string, number>();
   let refused = 0;
+  const deliveries = { delivered: 0, failed: 0 };
   const grantsOf = new Map<string, Set<string>>();
 
   const configuration: Configuration = {
@@ -163,6 +166,8 @@ export async function startDevIdentityProvider(
   provider.on('grant.error', (ctx: KoaContextWithOIDC) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') refused++;
   });
+  provider.on('backchannel.success', () => deliveries.delivered++);
+  provider.on('backchannel.error', () => deliveries.failed++);
   const providerHandler = provider.callback();
 
   server.on('request', (req, res) => {
@@ -181,6 +186,7 @@ export async function startDevIdentityProvider(
     issuer,
     refreshesByGrant: () => refreshes,
     refusedRefreshes: () => refused,
+    backchannelDeliveries: () => ({ ...deliveries }),
     async revokeUser(sub) {
       for (const grantId of grantsOf.get(sub) ?? []) {
         const grant = await provider.Grant.find(grantId);
