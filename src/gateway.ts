@@ -2,6 +2,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { RequestHandler } from 'express';
 import type { DestinationStream, Logger } from 'pino';
 import { type CallerGuards, createApp } from './app';
 import { authFailureLimit } from './callers/auth-failure-limit';
@@ -14,6 +15,7 @@ import { rateLimit } from './callers/rate-limit';
 import type { GatewayConfig } from './config/gateway-config';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './config/simulator-config';
 import type * as DevIdentityProviderModule from './dev-identity-provider/dev-identity-provider';
+import type * as LocalWebAppModule from './dev-web-app/local-web-app';
 import { type AuthFailureLog, createAuthFailureLog } from './observability/auth-failure-log';
 import { createDocumentReference } from './observability/document-reference';
 import { createLogger, flushLogger } from './observability/logger';
@@ -222,6 +224,7 @@ export async function startGateway(
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsOnMainPort,
       sessionRoutes: browser?.sessions.router,
+      localWebApp: browser && config.mode === 'local' ? loadLocalWebApp() : undefined,
     });
 
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
@@ -343,6 +346,12 @@ async function startLocalIdentityProvider(
     scopes: config.sessions?.scopes ?? 'openid profile email',
   });
   return { issuer: provider.issuer, username: user.username, password: user.password, close: provider.close };
+}
+
+/** Local mode's web app at / (imported here only, never in production). */
+function loadLocalWebApp(): RequestHandler {
+  const { localWebApp }: typeof LocalWebAppModule = require('./dev-web-app/local-web-app');
+  return localWebApp();
 }
 
 function callerGuards(
