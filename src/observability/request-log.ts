@@ -40,6 +40,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
         {
           requestId: req.id,
           client,
+          user: req.caller?.user,
           clientIp: req.ip,
           route,
           method: req.method,

@@ -134,6 +134,29 @@ describe('adversaries of the login', () => {
     expect(replayJar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
   });
 
+  it("refuses a callback carrying the provider's error instead of a code", async () => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    const denied = new URL(callbackUrl);
+    denied.searchParams.delete('code');
+    denied.searchParams.set('error', 'access_denied');
+    const answer = await request(jar, denied.href);
+    expect(answer.status).toBe(400);
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
+  it("refuses a callback whose code was swapped for another login's code", async () => {
+    const victim = new CookieJar();
+    const attacker = new CookieJar();
+    const mine = await loginUntilCallback(victim, gateway.url, user);
+    const theirs = await loginUntilCallback(attacker, gateway.url, user);
+    const swapped = new URL(mine.callbackUrl);
+    swapped.searchParams.set('code', new URL(theirs.callbackUrl).searchParams.get('code') ?? '');
+    // PKCE: the code was issued for the other login's challenge, so this login's verifier does not redeem it.
+    expect((await request(victim, swapped.href)).status).toBe(400);
+    expect(victim.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
   it('refuses a callback whose state is unknown or altered', async () => {
     const jar = new CookieJar();
     const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
@@ -223,8 +246,21 @@ describe('adversaries of cookie-authenticated calls (CSRF)', () => {
     expect(answer.status).toBe(200);
   });
 
-  it('no token in the logs', async () => {
-    expect(gateway.logs()).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}/);
-    expect(gateway.logs()).not.toContain(jar.get(gateway.url, SESSION_COOKIE) ?? 'never');
+  it('the request log names the web app and the user by a keyed reference; no token or session id in logs or metrics', async () => {
+    const cookie = jar.get(gateway.url, SESSION_COOKIE) ?? 'never';
+    expect((await request(jar, `${gateway.url}${PLAN}`, { headers: ajax })).status).toBe(200);
+    const line = gateway
+      .logs()
+      .split('\n')
+      .find((entry) => entry.includes('"route":"plan"') && entry.includes('"client":"local-web-app"'));
+    expect(line).toMatch(/"user":"[A-Za-z0-9_-]{16}"/);
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    for (const text of [gateway.logs(), metrics]) {
+      expect(text).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}/);
+      expect(text).not.toContain(cookie);
+      expect(text).not.toContain('dev-user');
+      expect(text).not.toContain('dev@example.test');
+    }
+    expect(metrics).toContain('client="local-web-app"');
   });
 });
