@@ -66,15 +66,17 @@ const LOGIN_HINT = 'The session has ended or is not valid: log in again at /bff/
 
 export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSessions {
   const { clock, logger, registry } = deps;
-  const sessions = createSessionStore({
-    store: deps.store,
-    index: deps.index,
-    seal: deps.seal,
-    clock,
-    keyPrefix: deps.keyPrefix,
-    timeouts: { idleMs: deps.idleTimeoutSeconds * 1000, absoluteMs: deps.maxLifetimeSeconds * 1000 },
-  });
-  const logins = createLoginStates(deps.store, deps.seal, deps.keyPrefix);
+  const sessions = answeringStoreOutages(
+    createSessionStore({
+      store: deps.store,
+      index: deps.index,
+      seal: deps.seal,
+      clock,
+      keyPrefix: deps.keyPrefix,
+      timeouts: { idleMs: deps.idleTimeoutSeconds * 1000, absoluteMs: deps.maxLifetimeSeconds * 1000 },
+    }),
+  );
+  const logins = answeringStoreOutages(createLoginStates(deps.store, deps.seal, deps.keyPrefix));
   const rp = (): RelyingParty => {
     const current = deps.relyingParty();
     if (!current)
@@ -273,6 +275,33 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       return true;
     },
   };
+}
+
+/**
+ * The same store, its failures (Redis unreachable) turned into 503 answers: a session that cannot be read is neither
+ * trusted nor declared ended, and the browser is told to retry rather than to log in again.
+ */
+function answeringStoreOutages<T extends object>(store: T): T {
+  const wrapped = { ...store } as Record<string, unknown>;
+  for (const [name, method] of Object.entries(store)) {
+    if (typeof method !== 'function') continue;
+    wrapped[name] = (...args: unknown[]) => {
+      const result = (method as (...a: unknown[]) => unknown).apply(store, args);
+      if (!(result instanceof Promise)) return result;
+      return result.catch((error: unknown) => {
+        throw new GatewayError(
+          'UPSTREAM_UNAVAILABLE',
+          'The session store cannot be reached; try again shortly.',
+          {
+            status: 503,
+            headers: { 'Retry-After': '1' },
+            cause: error,
+          },
+        );
+      });
+    };
+  }
+  return wrapped as T;
 }
 
 /** The query string (the app's query parser is off: nothing is parsed unless a route asks). */
