@@ -28,6 +28,8 @@ export function safeReturnTo(value: string | null, origin: string): string | und
     decoded = next;
   }
   const resolved = new URL(value, origin);
-  if (resolved.origin !== origin) return undefined;
-  return `${resolved.pathname}${resolved.search}${resolved.hash}`;
+  const path = `${resolved.pathname}${resolved.search}${resolved.hash}`;
+  // Dot segments can normalize into a scheme-relative `//host` (`/.//evil`): check what the browser will receive.
+  if (resolved.origin !== origin || path.startsWith('//') || forbidden(path)) return undefined;
+  return path;
 }

@@ -113,6 +113,7 @@ describe('adversaries of the login', () => {
     'evil.example',
     '/\tfoo',
     'http:/evil.example',
+    '/.//evil.example',
   ])('refuses returnTo=%s with 400 and the envelope, before any provider call', async (returnTo) => {
     const jar = new CookieJar();
     const answer = await request(jar, `${gateway.url}/bff/login?returnTo=${encodeURIComponent(returnTo)}`);
