@@ -87,7 +87,11 @@ export function createApp(deps: AppDeps): Express {
     guards.rateLimit,
     getPlanHandler(deps.plans),
   );
-  if (deps.sessionRoutes) app.use(deps.sessionRoutes);
+  if (deps.sessionRoutes) {
+    // Logins and logout tokens arrive without a credential: limited per client address like any anonymous call.
+    app.use('/bff', guards.rateLimit);
+    app.use(deps.sessionRoutes);
+  }
   if (deps.localWebApp) app.use(deps.localWebApp);
   app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
   app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));

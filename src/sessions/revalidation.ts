@@ -22,6 +22,7 @@ export interface RevalidationDeps {
 
 /** After a provider outage, this replica waits this long before trying the same session again. */
 const OUTAGE_RETRY_MS = 30_000;
+const MAX_REMEMBERED_OUTAGES = 100_000;
 
 export interface Revalidation {
   /** Starts a revalidation in the background when the session is due; never delays or fails the request. */
@@ -63,6 +64,9 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
           );
           return;
         }
+        // Bounded: during a long outage every active session lands here once; the oldest entries go first.
+        if (retryAfter.size >= MAX_REMEMBERED_OUTAGES)
+          retryAfter.delete(retryAfter.keys().next().value as string);
         retryAfter.set(id, now + OUTAGE_RETRY_MS);
         logger.warn(
           { event: 'session.revalidation_failed', error: (error as Error).name },
