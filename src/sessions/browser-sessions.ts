@@ -55,7 +55,7 @@ export interface BrowserSessions {
   /**
    * Authenticates a request carrying the session cookie and no other credential; false when it carries none (the
    * caller then answers as before). CSRF: the request must carry `X-CSRF: 1` and, when the browser sends an Origin,
-   * the gateway's own (or the web app's) origin; otherwise 403.
+   * the gateway's own; otherwise 403.
    */
   authenticate(req: Request, res: Response, next: NextFunction): boolean;
   readonly sessions: SessionStore;
@@ -132,11 +132,9 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       );
     const origin = req.headers.origin;
     if (origin === undefined) return undefined;
-    const own = rp().settings.publicOrigin;
-    const allowed = origin === own || webApp().caller.origins.includes(origin.toLowerCase());
-    return allowed
-      ? undefined
-      : new GatewayError('CLIENT_FORBIDDEN', 'This origin may not use the session cookie.');
+    // Same origin only: CORS never allows credentials, so no other origin could read an answer anyway.
+    if (origin === rp().settings.publicOrigin) return undefined;
+    return new GatewayError('CLIENT_FORBIDDEN', 'This origin may not use the session cookie.');
   };
   const unauthenticated = (res: Response) => {
     clearCookie(res, SESSION_COOKIE);
