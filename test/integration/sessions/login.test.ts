@@ -242,6 +242,14 @@ describe('adversaries of cookie-authenticated calls (CSRF)', () => {
     expect(twice.status).toBe(401);
   });
 
+  it('a wrong API key or bearer token beside a valid cookie is refused, not rescued by the cookie', async () => {
+    const cookie = `${SESSION_COOKIE}=${jar.get(gateway.url, SESSION_COOKIE) ?? ''}`;
+    for (const credential of [{ 'x-api-key': 'wrong-key' }, { authorization: 'Bearer not-a-token' }]) {
+      const answer = await fetch(`${gateway.url}${PLAN}`, { headers: { ...ajax, cookie, ...credential } });
+      expect(answer.status).toBe(401);
+    }
+  });
+
   it('API keys keep working beside sessions', async () => {
     const answer = await fetch(`${gateway.url}${PLAN}`, { headers: { 'x-api-key': 'local-dev-key' } });
     expect(answer.status).toBe(200);
