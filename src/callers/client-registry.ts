@@ -29,6 +29,8 @@ export interface ClientRegistry {
 export interface WebApp {
   readonly caller: Caller;
   readonly claim: string;
+  /** Each user's own limit inside the app's, when the entry sets one. */
+  readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** The scopes a user with these claim values gets: the grants of each value, never beyond the entry's scopes. */
   scopesFor(claimValues: readonly string[]): ReadonlySet<string>;
 }
@@ -199,6 +201,7 @@ function webApp(caller: Caller, session: NonNullable<ClientEntry['session']>): W
   return Object.freeze({
     caller,
     claim: session.claim,
+    userRateLimit: session.userRateLimit ? Object.freeze({ ...session.userRateLimit }) : undefined,
     scopesFor(claimValues: readonly string[]) {
       const scopes = new Set<string>();
       for (const value of claimValues)

@@ -68,6 +68,20 @@ export const clientEntrySchema = z
             z.array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`)),
           )
           .meta({ description: 'Claim value -> the gateway scopes it grants (never more than `scopes`).' }),
+        userRateLimit: z
+          .strictObject({
+            limit: z
+              .int()
+              .min(1)
+              .max(1_000_000)
+              .meta({ description: 'Requests one user may make per window.' }),
+            windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
+          })
+          .optional()
+          .meta({
+            description:
+              "Per-user limit inside the web app's own `rateLimit`, counted across all replicas: one user cannot spend the whole app's budget.",
+          }),
       })
       .optional()
       .meta({

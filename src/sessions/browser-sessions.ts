@@ -158,6 +158,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       rateLimit: app.caller.rateLimit,
       origins: app.caller.origins,
       user: userRef(record.sub),
+      userRateLimit: app.userRateLimit,
     };
   };
 
