@@ -180,6 +180,11 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     res.redirect(303, url.href);
   });
   router.get(CALLBACK_PATH, routeName('session-callback'), async (req, res) => {
+    // A HEAD (a link checker, a prefetch) must not spend the one use of the login's state.
+    if (req.method !== 'GET')
+      throw new GatewayError('METHOD_NOT_ALLOWED', 'Only GET finishes a login.', {
+        headers: { allow: 'GET' },
+      });
     const relyingParty = rp();
     const state = queryOf(req).get('state');
     const pending = state ? await logins.take(state) : undefined;

@@ -158,6 +158,14 @@ describe('adversaries of the login', () => {
     expect(victim.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
   });
 
+  it('a HEAD of the callback (a link checker) does not spend the login', async () => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    expect((await request(jar, callbackUrl, { method: 'HEAD' })).status).toBe(405);
+    expect((await request(jar, callbackUrl)).status).toBe(303);
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+
   it('refuses a callback whose state is unknown or altered', async () => {
     const jar = new CookieJar();
     const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
