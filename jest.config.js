@@ -1,6 +1,15 @@
 // Jest runs the TypeScript sources through SWC (type checking is `npm run typecheck`'s job).
 // A few dependencies ship as ES modules only; SWC turns them into CommonJS for Jest's module system.
-const esmOnly = ['jose', 'http-proxy-middleware', 'httpxy', 'is-plain-obj', 'cockatiel'];
+const esmOnly = [
+  'jose',
+  'http-proxy-middleware',
+  'httpxy',
+  'is-plain-obj',
+  'cockatiel',
+  'openid-client',
+  'oauth4webapi',
+  'oidc-provider',
+];
 
 /** @type {import('jest').Config} */
 module.exports = {

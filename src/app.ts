@@ -45,6 +45,10 @@ export interface AppDeps {
   readonly serveMetrics: boolean;
   /** Spans of the request, its caller authentication and its upstream work (NO_TRACING when traces are off). */
   readonly tracing?: Tracing;
+  /** /bff/* of browser sessions, when they are on. */
+  readonly sessionRoutes?: RequestHandler;
+  /** Local mode: the small web app at / that shows browser sessions. */
+  readonly localWebApp?: RequestHandler;
 }
 
 export function createApp(deps: AppDeps): Express {
@@ -88,6 +92,12 @@ export function createApp(deps: AppDeps): Express {
     guards.rateLimit,
     getPlanHandler(deps.plans),
   );
+  if (deps.sessionRoutes) {
+    // Logins and logout tokens arrive without a credential: limited per client address like any anonymous call.
+    app.use('/bff', guards.rateLimit);
+    app.use(deps.sessionRoutes);
+  }
+  if (deps.localWebApp) app.use(deps.localWebApp);
   app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
   app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
 

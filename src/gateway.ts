@@ -4,6 +4,11 @@ import { createApp } from './app';
 import { buildCallerGuards } from './assembly/caller-guards';
 import { buildForwarding } from './assembly/forwarding';
 import { createLifecycle, type Lifecycle } from './assembly/lifecycle';
+import {
+  type LocalIdentityProvider,
+  type LocalSessions,
+  startLocalIdentityProvider,
+} from './assembly/local-sessions';
 import { buildObservability } from './assembly/observability';
 import { buildRedis } from './assembly/redis';
 import { buildTokens } from './assembly/tokens';
@@ -17,6 +22,7 @@ import { buildOpenApiDocument } from './routes/openapi';
 import { type GatewayServers, startServers } from './server';
 import type { CredentialSource, TokenProvider } from './tokens';
 
+export type { LocalIdentityProvider, LocalSessions } from './assembly/local-sessions';
 export type { LocalUpstream } from './assembly/upstream';
 
 export const GATEWAY_VERSION = '0.1.0';
@@ -26,6 +32,8 @@ export interface GatewayOptions {
   readonly logStream?: DestinationStream;
   /** Local mode's upstream, the bundled simulator (src/local-mode.ts); the gateway closes it at shutdown. */
   readonly localUpstream?: LocalUpstream;
+  /** Local mode's web app and development identity provider (src/local-mode.ts), when browser sessions are on. */
+  readonly localSessions?: LocalSessions;
 }
 
 export interface RunningGateway {
@@ -40,6 +48,8 @@ export interface RunningGateway {
   readonly tokens: TokenProvider;
   /** The simulator URL in local mode. */
   readonly simulatorUrl?: string;
+  /** Local mode: the development identity provider and the user who can log in there. */
+  readonly identityProvider?: LocalIdentityProvider;
   /** SIGHUP: re-read the credential files and the client registry. */
   reload(): Promise<void>;
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
@@ -58,11 +68,14 @@ export async function startGateway(
     await life.use({ made: tracing, closers: [() => tracing.shutdown()] });
     const upstream = await life.use(resolveUpstream(config, options.localUpstream, observability));
     const redis = await life.use(buildRedis(config, observability));
-    const { tokens, credentials } = await life.use(buildTokens(config, upstream, redis, observability));
+    const { tokens, credentials, store } = await life.use(
+      buildTokens(config, upstream, redis, observability),
+    );
     const forwarding = await life.use(
       buildForwarding(config, upstream.baseUrl, tokens, redis.client, observability),
     );
-    const { guards, registry } = await life.use(buildCallerGuards(config, redis, observability));
+    const callers = await life.use(buildCallerGuards(config, redis, store, observability));
+    const { guards, registry, browser } = callers;
     const readiness = createReadiness({
       tokens,
       storeKind: redis.client ? 'redis' : 'memory',
@@ -82,9 +95,24 @@ export async function startGateway(
       openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
       serveMetrics: config.server.metricsOnMainPort,
       tracing,
+      sessionRoutes: browser?.sessions.router,
+      localWebApp: browser && options.localSessions?.webApp,
     });
     const servers = await life.use(startServers(config, app, metrics));
-    const parts = { logger, metrics, readiness, tokens, credentials, registry, servers, life };
+    const identityProvider = await life.use(
+      startLocalIdentityProvider(config, servers.url, browser, options),
+    );
+    const parts = {
+      logger,
+      metrics,
+      readiness,
+      tokens,
+      credentials,
+      registry,
+      servers,
+      life,
+      identityProvider,
+    };
     return runningGateway(config, parts, upstream.simulatorUrl);
   } catch (error) {
     await life.closeAll();
@@ -102,6 +130,7 @@ interface GatewayParts {
   readonly registry: { reload(): void };
   readonly servers: GatewayServers;
   readonly life: Lifecycle;
+  readonly identityProvider?: LocalIdentityProvider;
 }
 
 function runningGateway(config: GatewayConfig, parts: GatewayParts, simulatorUrl?: string): RunningGateway {
@@ -116,6 +145,7 @@ function runningGateway(config: GatewayConfig, parts: GatewayParts, simulatorUrl
     readiness,
     tokens: parts.tokens,
     simulatorUrl,
+    identityProvider: parts.identityProvider,
     async reload() {
       await parts.credentials.reload();
       parts.registry.reload();

@@ -1,5 +1,9 @@
-// Local mode: the bundled simulator stands in for the provider. The only module of src/ that loads src/simulator/.
-import type { LocalUpstream } from './gateway';
+// Local mode: the bundled simulator stands in for the provider, a development identity provider and a small web app
+// show browser sessions. The only module of src/ that loads src/simulator/ and src/dev-*/.
+import { randomBytes } from 'node:crypto';
+import { developmentUser, startDevIdentityProvider } from './dev-identity-provider/dev-identity-provider';
+import { localWebApp } from './dev-web-app/local-web-app';
+import type { LocalSessions, LocalUpstream } from './gateway';
 import { startSimulator } from './simulator/simulator';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './simulator/simulator-config';
 import { staticCredentialSource } from './tokens';
@@ -11,5 +15,34 @@ export async function startLocalUpstream(): Promise<LocalUpstream> {
     baseUrl: simulator.url,
     credentials: staticCredentialSource(SIMULATOR_DEFAULT_USERNAME, SIMULATOR_DEFAULT_PASSWORD),
     close: () => simulator.close(),
+  };
+}
+
+/** The web app served at / and the development identity provider, started once the gateway knows its own URL. */
+export function localSessions(): LocalSessions {
+  return {
+    webApp: localWebApp(),
+    async startIdentityProvider(gatewayUrl, browser, settings) {
+      const user = developmentUser();
+      const clientSecret = randomBytes(24).toString('base64url');
+      const clientId = settings?.clientId ?? 'local-web-app';
+      const provider = await startDevIdentityProvider({
+        users: [user],
+        clients: [{ clientId, clientSecret, origin: gatewayUrl }],
+      });
+      browser.connect({
+        issuer: provider.issuer,
+        clientId,
+        clientSecret,
+        publicOrigin: gatewayUrl,
+        scopes: settings?.scopes ?? 'openid profile email',
+      });
+      return {
+        issuer: provider.issuer,
+        username: user.username,
+        password: user.password,
+        close: provider.close,
+      };
+    },
   };
 }

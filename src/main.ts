@@ -37,9 +37,11 @@ async function main(): Promise<void> {
   try {
     const config = loadConfig(process.env);
     // Loaded only in local mode: production start-up never loads the simulator.
-    const localUpstream =
-      config.mode === 'local' ? await (await import('./local-mode.js')).startLocalUpstream() : undefined;
-    gateway = await startGateway(config, { localUpstream });
+    const local = config.mode === 'local' ? await import('./local-mode.js') : undefined;
+    gateway = await startGateway(config, {
+      localUpstream: await local?.startLocalUpstream(),
+      localSessions: local?.localSessions(),
+    });
     const exposed = !isLoopback(gateway.listenAddress);
     if (config.mode === 'local') printLocalModeHelp(gateway, exposed);
     gateway.logger.info(
@@ -83,6 +85,13 @@ function printLocalModeHelp(gateway: RunningGateway, exposed: boolean): void {
       `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' localhost:${port}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
       `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' -H 'Content-Type: application/json' \\`,
       `       -d '{"country":"ARG","document":{"id":"20-17254359-7","type":"CUIT"}}' localhost:${port}/api/validation/document`,
+      ...(gateway.identityProvider
+        ? [
+            '',
+            `Browser sessions: open ${gateway.url}/ and log in at the development identity provider (${gateway.identityProvider.issuer})`,
+            `  as ${gateway.identityProvider.username} / ${gateway.identityProvider.password}   (a new password at every start)`,
+          ]
+        : []),
       '',
       '',
     ].join('\n'),

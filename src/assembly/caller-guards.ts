@@ -1,4 +1,5 @@
-// Builds what stands between a caller and an operation: the client registry, authentication, limits, CORS, CIDRs.
+// Builds what stands between a caller and an operation: the client registry, authentication (API keys, SSO tokens,
+// browser sessions), limits, CORS, CIDRs.
 import type { CallerGuards } from '../app';
 import { authFailureLimit } from '../callers/auth-failure-limit';
 import { authenticate, requireScope } from '../callers/authenticate';
@@ -9,6 +10,8 @@ import { createOidcVerifier } from '../callers/oidc-verifier';
 import { rateLimit } from '../callers/rate-limit';
 import type { GatewayConfig } from '../config/gateway-config';
 import { type AuthFailureLog, createAuthFailureLog } from '../observability/auth-failure-log';
+import { type BuiltSessions, buildBrowserSessions } from '../sessions';
+import type { TokenStore } from '../tokens';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
 import type { Redis } from './redis';
@@ -16,11 +19,14 @@ import type { Redis } from './redis';
 export interface Callers {
   readonly guards: CallerGuards;
   readonly registry: ClientRegistry;
+  /** Browser sessions, when they are on (SESSION_ISSUER, or local mode). */
+  readonly browser?: BuiltSessions;
 }
 
 export function buildCallerGuards(
   config: GatewayConfig,
   redis: Redis,
+  tokenStore: TokenStore,
   observability: Observability,
 ): Promise<Built<Callers>> {
   const { logger, metrics } = observability;
@@ -35,7 +41,19 @@ export function buildCallerGuards(
     const failureLog = createAuthFailureLog({ logger });
     // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
     closers.push(() => failureLog.close());
-    return { guards: callerGuards(config, registry, redis, observability, failureLog), registry };
+    const browser = buildBrowserSessions({
+      config,
+      redis: redis.client,
+      tokenStore,
+      registry,
+      logger,
+      metrics,
+    });
+    return {
+      guards: callerGuards(config, registry, redis, observability, failureLog, browser),
+      registry,
+      browser,
+    };
   });
 }
 
@@ -45,6 +63,7 @@ function callerGuards(
   { client: redis, health }: Redis,
   { logger, metrics }: Observability,
   failureLog: AuthFailureLog,
+  browser: BuiltSessions | undefined,
 ): CallerGuards {
   const { oidc } = config.callers;
   return {
@@ -53,6 +72,7 @@ function callerGuards(
     authenticate: authenticate({
       registry,
       oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      sessions: browser?.sessions,
       failures: authFailureLimit({
         redis,
         health,

@@ -11,6 +11,7 @@ import {
   createTokenClient,
   createTokenManager,
   type TokenProvider,
+  type TokenStore,
 } from '../tokens';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
@@ -23,6 +24,8 @@ const REDIS_START_WAIT_MS = 2_000;
 export interface Tokens {
   readonly tokens: TokenProvider;
   readonly credentials: CredentialSource;
+  /** The shared store, also used by browser sessions for their records and per-session locks. */
+  readonly store: TokenStore;
 }
 
 export function buildTokens(
@@ -73,6 +76,6 @@ export function buildTokens(
     await tokens.start();
     closers.push(() => tokens.stop());
     registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);
-    return { tokens, credentials };
+    return { tokens, credentials, store: tokenStore };
   });
 }

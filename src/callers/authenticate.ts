@@ -13,6 +13,8 @@ export interface AuthenticateOptions {
   readonly oidc?: OidcVerifier;
   /** Counts failures per client IP and blocks floods; absent, every failure is a plain 401. */
   readonly failures?: AuthFailureLimit;
+  /** Browser sessions: a request with the session cookie and no other credential is authenticated by it. */
+  readonly sessions?: { authenticate(req: Request, res: Response, next: NextFunction): boolean };
   /** The clock of the per-connection re-check after a failure (tests). Default Date.now. */
   readonly now?: () => number;
 }
@@ -69,6 +71,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       return;
     }
     const authorization = req.headers.authorization;
+    if (authorization === undefined && options.sessions?.authenticate(req, res, next)) return;
     if (authorization === undefined) {
       return fail(
         req,

@@ -7,7 +7,11 @@ export interface Caller {
   /** Client id from the registry, or the `azp` / `client_id` of an SSO token. Used for limits, logs and metrics. */
   readonly id: string;
   readonly scopes: ReadonlySet<string>;
-  readonly via: 'api-key' | 'oidc';
+  readonly via: 'api-key' | 'oidc' | 'session';
+  /** A browser session's user, as a keyed reference (never the raw subject): counted per user too. */
+  readonly user?: string;
+  /** A browser session user's own limit inside the web app's (the registry entry's `session.userRateLimit`). */
+  readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Per-client rate limit from the registry, when it sets one. */
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Browser origins this client's web app is served from (CORS). */

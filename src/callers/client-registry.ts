@@ -6,13 +6,15 @@ import type { z } from 'zod';
 import { sha256Hex } from '../keys/hash';
 import type { Caller } from './caller';
 import { DEVELOPMENT_KEY_HASH } from './development-key';
-import { type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
+import { type ClientEntry, type ClientRegistryFile, clientRegistrySchema } from './registry-schema';
 
 export interface ClientRegistry {
   /** The client owning this API key, or undefined. Constant time in the key's content. */
   findByApiKey(key: string): Caller | undefined;
   /** The registry client with this id (an SSO token's azp / client_id), for its limit and origins. */
   findById(clientId: string): Caller | undefined;
+  /** The web app of browser sessions with this client id (an entry with `session`), or undefined. */
+  findWebApp(clientId: string): WebApp | undefined;
   /** Every origin some client lists (normalized, lower case); a fresh set after each reload. */
   allOrigins(): ReadonlySet<string>;
   originsOf(clientId: string): readonly string[];
@@ -22,6 +24,16 @@ export interface ClientRegistry {
   /** Whether the registry in use is the file's current content, or a last good version kept since a failure. */
   health(): RegistryHealth;
   close(): void;
+}
+
+/** A registry client that is a web app: its own limits and origins, and which claim values grant which scopes. */
+export interface WebApp {
+  readonly caller: Caller;
+  readonly claim: string;
+  /** Each user's own limit inside the app's, when the entry sets one. */
+  readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
+  /** The scopes a user with these claim values gets: the grants of each value, never beyond the entry's scopes. */
+  scopesFor(claimValues: readonly string[]): ReadonlySet<string>;
 }
 
 /** Why a reload was refused: the file could not be read, or its content is invalid. */
@@ -88,6 +100,7 @@ interface KeyRecord {
 export interface RegistrySnapshot {
   readonly byHash: ReadonlyMap<string, KeyRecord>;
   readonly byId: ReadonlyMap<string, Caller>;
+  readonly webApps: ReadonlyMap<string, WebApp>;
   readonly origins: ReadonlySet<string>;
 }
 
@@ -137,6 +150,7 @@ function buildSnapshot(
   const byHash = new Map<string, KeyRecord>();
   const byId = new Map<string, Caller>();
   const origins = new Set<string>();
+  const webApps = new Map<string, WebApp>();
   for (const entry of registry.clients) {
     if (byId.has(entry.id)) {
       problems.push(`client "${entry.id}" appears more than once`);
@@ -151,6 +165,7 @@ function buildSnapshot(
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);
+    if (entry.session) webApps.set(entry.id, webApp(caller, entry.session));
     for (const origin of clientOrigins) origins.add(origin);
     entry.keys.forEach((key, index) => {
       const hex = key.slice('sha256:'.length).toLowerCase();
@@ -174,7 +189,22 @@ function buildSnapshot(
     });
   }
   if (problems.length > 0) throw new ClientRegistryError(file, problems);
-  return { byHash, byId, origins };
+  return { byHash, byId, webApps, origins };
+}
+
+function webApp(caller: Caller, session: NonNullable<ClientEntry['session']>): WebApp {
+  const grants = new Map(Object.entries(session.grants));
+  return Object.freeze({
+    caller,
+    claim: session.claim,
+    userRateLimit: session.userRateLimit ? Object.freeze({ ...session.userRateLimit }) : undefined,
+    scopesFor(claimValues: readonly string[]) {
+      const scopes = new Set<string>();
+      for (const value of claimValues)
+        for (const scope of grants.get(value) ?? []) if (caller.scopes.has(scope)) scopes.add(scope);
+      return scopes;
+    },
+  });
 }
 
 /**
@@ -247,6 +277,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
   return {
     findByApiKey: (key) => findByKey(snapshot, key),
     findById: (clientId) => snapshot.byId.get(clientId),
+    findWebApp: (clientId) => snapshot.webApps.get(clientId),
     allOrigins: () => snapshot.origins,
     originsOf: (clientId) => snapshot.byId.get(clientId)?.origins ?? [],
     get size() {

@@ -20,7 +20,8 @@ export const CORS_EXPOSED_HEADERS = ['X-Request-Id', 'RateLimit', 'RateLimit-Pol
 /**
  * An allowed origin gets its own origin echoed (never `*`) with `Vary: Origin`; a foreign origin gets no CORS
  * header at all, so the browser withholds the answer from the page. A foreign preflight is refused with 403.
- * Credentials mode is not enabled: callers authenticate with headers, never cookies.
+ * Credentials mode is not enabled: cross-origin callers authenticate with headers; the browser-session cookie
+ * (src/sessions) serves same-origin pages only, and a foreign origin's preflight for it is refused here.
  *
  * Per-client origins are pooled with CORS_ORIGINS: a preflight carries no credential, so the gateway cannot know
  * which client is asking. The credential on the actual request still decides what the page may do.

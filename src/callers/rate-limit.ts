@@ -3,7 +3,7 @@
 import type { RequestHandler } from 'express';
 import { rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError } from '../http/gateway-error';
-import { rateLimitPrefix } from '../keys/redis-keys';
+import { rateLimitPrefix, userRateLimitPrefix } from '../keys/redis-keys';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import {
@@ -39,23 +39,32 @@ export interface RateLimitOptions {
  */
 export function rateLimit(options: RateLimitOptions): RequestHandler {
   const limiters = new Map<string, RequestHandler>();
+  const userLimiters = new Map<string, RequestHandler>();
   const outage = new OutageTracker({ ...options, name: 'rate limiter' });
   const erlLogger = limiterLogger(options.logger, 'rate limiter');
 
-  const limiterFor = (limit: number, windowSeconds: number): RequestHandler => {
+  const limiterFor = (limit: number, windowSeconds: number, perUser = false): RequestHandler => {
     const id = `${limit}/${windowSeconds}`;
-    let limiter = limiters.get(id);
+    const cache = perUser ? userLimiters : limiters;
+    let limiter = cache.get(id);
     if (!limiter) {
       const store = sharedCounterStore({
         redis: options.redis,
-        prefix: rateLimitPrefix(options.keyPrefix, windowSeconds),
+        prefix: perUser
+          ? userRateLimitPrefix(options.keyPrefix, windowSeconds)
+          : rateLimitPrefix(options.keyPrefix, windowSeconds),
         limit,
         outage,
       });
       limiter = expressRateLimit({
         windowMs: windowSeconds * 1000,
         limit,
-        keyGenerator: (req) => (req.caller ? req.caller.id : `ip:${clientIpKey(req)}`),
+        keyGenerator: (req) =>
+          perUser
+            ? `${req.caller?.id}:${req.caller?.user}`
+            : req.caller
+              ? req.caller.id
+              : `ip:${clientIpKey(req)}`,
         standardHeaders: 'draft-7',
         legacyHeaders: false,
         store,
@@ -64,12 +73,16 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         passOnStoreError: true,
         handler: (req, res, next) => {
           const client = req.caller?.id ?? 'anonymous';
-          options.metrics.rateLimitRejections.inc({ client, reason: 'client-limit' });
+          options.metrics.rateLimitRejections.inc({
+            client,
+            reason: perUser ? 'user-limit' : 'client-limit',
+          });
           const retryAfter = String(res.getHeader('retry-after') ?? windowSeconds);
+          const who = perUser ? `This user of "${client}"` : `The client "${client}"`;
           next(
             new GatewayError(
               'RATE_LIMITED',
-              `The client "${client}" exceeded its limit of ${String(limit)} requests per ${windowSeconds} s; retry after ${retryAfter} s.`,
+              `${who} exceeded its limit of ${String(limit)} requests per ${windowSeconds} s; retry after ${retryAfter} s.`,
               { headers: { 'Retry-After': retryAfter } },
             ),
           );
@@ -79,7 +92,7 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
         validate: { creationStack: false, singleCount: false },
         logger: erlLogger,
       } satisfies Partial<Options>);
-      limiters.set(id, limiter);
+      cache.set(id, limiter);
     }
     return limiter;
   };
@@ -87,6 +100,15 @@ export function rateLimit(options: RateLimitOptions): RequestHandler {
   limiterFor(options.defaultLimit.limit, options.defaultLimit.windowSeconds);
   return (req, res, next) => {
     const { limit, windowSeconds } = req.caller?.rateLimit ?? options.defaultLimit;
-    limiterFor(limit, windowSeconds)(req, res, next);
+    const perUser = req.caller?.user === undefined ? undefined : req.caller.userRateLimit;
+    if (!perUser) {
+      limiterFor(limit, windowSeconds)(req, res, next);
+      return;
+    }
+    // A browser session's user is counted twice: within the web app's budget, and within its own.
+    limiterFor(limit, windowSeconds)(req, res, (error?: unknown) => {
+      if (error) next(error);
+      else limiterFor(perUser.limit, perUser.windowSeconds, true)(req, res, next);
+    });
   };
 }

@@ -27,10 +27,10 @@ export const clientEntrySchema = z
           .string()
           .regex(KEY_HASH_PATTERN, 'must be "sha256:" followed by the 64 hex digits of the key\'s hash'),
       )
-      .min(1, 'must list at least one key hash')
+      .default([])
       .meta({
         description:
-          'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both.',
+          'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both. May be empty for a web app that only uses browser sessions.',
       }),
     scopes: z
       .array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`))
@@ -54,6 +54,44 @@ export const clientEntrySchema = z
         description:
           "Browser origins of this client's web app, allowed by CORS (in addition to CORS_ORIGINS).",
       }),
+    session: z
+      .strictObject({
+        claim: z
+          .string()
+          .regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'must be a claim name like groups')
+          .meta({
+            description: 'The ID token / userinfo claim whose values grant scopes (a string or a list).',
+          }),
+        grants: z
+          .record(
+            z.string().min(1).max(256),
+            z.array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`)),
+          )
+          .meta({ description: 'Claim value -> the gateway scopes it grants (never more than `scopes`).' }),
+        userRateLimit: z
+          .strictObject({
+            limit: z
+              .int()
+              .min(1)
+              .max(1_000_000)
+              .meta({ description: 'Requests one user may make per window.' }),
+            windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
+          })
+          .optional()
+          .meta({
+            description:
+              "Per-user limit inside the web app's own `rateLimit`, counted across all replicas: one user cannot spend the whole app's budget.",
+          }),
+      })
+      .optional()
+      .meta({
+        description:
+          "This client is the web app of browser sessions (its id is SESSION_CLIENT_ID): how a user's claims map to scopes.",
+      }),
+  })
+  .refine((entry) => entry.keys.length > 0 || entry.session !== undefined, {
+    message: 'must list at least one key hash (or be a session web app)',
+    path: ['keys'],
   })
   .meta({ description: 'One caller of the gateway.' });
 

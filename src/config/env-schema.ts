@@ -32,6 +32,7 @@ export const SECRET_VARIABLES = [
   'UPSTREAM_PASSWORD',
   'TOKEN_ENCRYPTION_KEY',
   'REDIS_PASSWORD',
+  'SESSION_CLIENT_SECRET',
 ] as const;
 
 /** Secrets that may also be given as a path to a file (`<NAME>_FILE`), e.g. a Kubernetes or Docker secret mount. */
@@ -147,6 +148,21 @@ export const envSchema = z.object({
   OIDC_AUDIENCE: z.string().min(1).optional(),
   OIDC_JWKS_URL: z.url().optional(),
   OIDC_CLOCK_TOLERANCE_SECONDS: int(0, 300).default(30),
+
+  /** Browser sessions (src/sessions): the provider web apps log in at; local mode starts a development one. */
+  SESSION_ISSUER: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  SESSION_CLIENT_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, 'must be a registry client id')
+    .optional(),
+  SESSION_CLIENT_SECRET: z.string().min(1).optional(),
+  SESSION_CLIENT_SECRET_FILE: z.string().min(1).optional(),
+  /** The gateway's public origin as browsers reach it: the callback URL and the one allowed Origin. */
+  SESSION_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  SESSION_SCOPES: z.string().min(1).default('openid profile email'),
+  SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
+  SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
+  SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),
 });
 
 export type RawEnv = z.infer<typeof envSchema>;

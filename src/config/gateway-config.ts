@@ -49,6 +49,20 @@ export interface TracingSettings {
   readonly propagateUpstream: boolean;
 }
 
+/** Browser sessions (BFF login): the relying party's settings and the session lifetimes. */
+export interface SessionSettings {
+  /** Absent in local mode: the development identity provider is started and its URL filled in. */
+  readonly issuer?: string;
+  readonly clientId: string;
+  readonly clientSecret?: string;
+  /** The gateway's public origin; absent in local mode (the gateway's own URL). */
+  readonly publicUrl?: string;
+  readonly scopes: string;
+  readonly idleTimeoutSeconds: number;
+  readonly maxLifetimeSeconds: number;
+  readonly revalidateSeconds: number;
+}
+
 export interface GatewayConfig {
   /** `local`: no UPSTREAM_BASE_URL outside production, so the bundled simulator is the upstream. */
   readonly mode: GatewayMode;
@@ -111,4 +125,6 @@ export interface GatewayConfig {
     readonly authFailureLimit: { readonly limit: number; readonly windowSeconds: number };
     readonly oidc?: OidcSettings;
   };
+  /** Absent when browser sessions are off (no SESSION_ISSUER outside local mode). */
+  readonly sessions?: SessionSettings;
 }

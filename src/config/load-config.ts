@@ -110,6 +110,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
+  checkSessionSettings(env, mode, production, fail);
   if (problems.length > 0) return undefined;
 
   const clientsFile = env.CLIENTS_FILE ?? (mode === 'local' ? LOCAL_CLIENTS_FILE : DEFAULT_CLIENTS_FILE);
@@ -189,6 +190,51 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
             }
           : undefined,
     },
+    sessions: sessionSettings(env, mode),
+  };
+}
+
+/** The development client of local mode, registered with the development identity provider. */
+export const LOCAL_SESSION_CLIENT_ID = 'local-web-app';
+
+function checkSessionSettings(
+  env: RawEnv,
+  mode: 'local' | 'upstream',
+  production: boolean,
+  fail: (variable: string, message: string) => void,
+): void {
+  if (!env.SESSION_ISSUER) {
+    for (const variable of ['SESSION_CLIENT_ID', 'SESSION_CLIENT_SECRET', 'SESSION_PUBLIC_URL'] as const)
+      if (env[variable] !== undefined && mode === 'upstream')
+        fail('SESSION_ISSUER', `is required with ${variable}`);
+    return;
+  }
+  if (!env.SESSION_CLIENT_ID) fail('SESSION_CLIENT_ID', 'is required with SESSION_ISSUER');
+  if (!env.SESSION_CLIENT_SECRET)
+    fail('SESSION_CLIENT_SECRET', 'is required with SESSION_ISSUER (or SESSION_CLIENT_SECRET_FILE)');
+  if (!env.SESSION_PUBLIC_URL)
+    fail('SESSION_PUBLIC_URL', 'is required with SESSION_ISSUER (the origin browsers reach the gateway on)');
+  if (production) {
+    if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
+    if (env.SESSION_PUBLIC_URL && !env.SESSION_PUBLIC_URL.startsWith('https:'))
+      fail('SESSION_PUBLIC_URL', 'must be https in production (the session cookie is Secure)');
+  }
+  if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)
+    fail('SESSION_IDLE_TIMEOUT_SECONDS', 'must not exceed SESSION_MAX_LIFETIME_SECONDS');
+  if (!env.SESSION_SCOPES.split(/\s+/).includes('openid')) fail('SESSION_SCOPES', 'must include openid');
+}
+
+function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig['sessions'] {
+  if (!env.SESSION_ISSUER && mode === 'upstream') return undefined;
+  return {
+    issuer: env.SESSION_ISSUER,
+    clientId: env.SESSION_CLIENT_ID ?? LOCAL_SESSION_CLIENT_ID,
+    clientSecret: env.SESSION_CLIENT_SECRET,
+    publicUrl: env.SESSION_PUBLIC_URL && new URL(env.SESSION_PUBLIC_URL).origin,
+    scopes: env.SESSION_SCOPES,
+    idleTimeoutSeconds: env.SESSION_IDLE_TIMEOUT_SECONDS,
+    maxLifetimeSeconds: env.SESSION_MAX_LIFETIME_SECONDS,
+    revalidateSeconds: env.SESSION_REVALIDATE_SECONDS,
   };
 }
 

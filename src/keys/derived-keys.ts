@@ -2,7 +2,7 @@
 import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
 /** Every purpose that derives a key; a new use gets a new name, so no two uses ever share a key. */
-export type KeyPurpose = 'credential-fingerprint' | 'log-reference';
+export type KeyPurpose = 'credential-fingerprint' | 'log-reference' | 'session-user';
 
 /**
  * A 32-byte key for `purpose`, derived from the gateway's encryption key (HKDF-SHA256, the purpose as info), so

@@ -1,5 +1,5 @@
 // Every Redis key the gateway writes, built from REDIS_KEY_PREFIX and the upstream: the layout in one place.
-import { sha256Hex } from './hash';
+import { sha256Base64Url, sha256Hex } from './hash';
 
 /** Store names of one credential's pair. They share the hash tag in braces: one Redis Cluster slot. */
 export interface TokenKeys {
@@ -34,9 +34,38 @@ export function rateLimitPrefix(keyPrefix: string, windowSeconds: number): strin
   return `${keyPrefix}rl:${windowSeconds}:`;
 }
 
+/** Counters of one browser-session user inside their web app's limit, one set per window length. */
+export function userRateLimitPrefix(keyPrefix: string, windowSeconds: number): string {
+  return `${keyPrefix}rl-user:${windowSeconds}:`;
+}
+
 /** Counters of failed authentications per client IP, one set per window length. */
 export function authFailurePrefix(keyPrefix: string, windowSeconds: number): string {
   return `${keyPrefix}authfail:${windowSeconds}:`;
+}
+
+/** Browser sessions: names hold a session's handle (the SHA-256 of its id), never the id; one hash tag a session. */
+export interface SessionKeys {
+  presence(handle: string): string;
+  grant(handle: string): string;
+  lock(handle: string): string;
+  /** The sessions of one provider session (back-channel logout by sid). */
+  bySid(sid: string): string;
+  /** The sessions of one user (back-channel logout by sub). */
+  bySub(sub: string): string;
+  /** A pending login, named by its state's binding. */
+  login(binding: string): string;
+}
+
+export function sessionKeys(keyPrefix: string): SessionKeys {
+  return {
+    presence: (handle) => `${keyPrefix}session:{${handle}}`,
+    grant: (handle) => `${keyPrefix}session:{${handle}}:grant`,
+    lock: (handle) => `${keyPrefix}session:{${handle}}:lock`,
+    bySid: (sid) => `${keyPrefix}session-sid:${sha256Base64Url(sid)}`,
+    bySub: (sub) => `${keyPrefix}session-sub:${sha256Base64Url(sub)}`,
+    login: (binding) => `${keyPrefix}session-login:${binding}`,
+  };
 }
 
 /** 16 hex digits: short enough for a key, long enough that two upstreams or usernames never meet. */

@@ -78,7 +78,7 @@ export function createMetrics() {
     }),
     rateLimitRejections: new Counter({
       name: 'rate_limit_rejections_total',
-      help: 'Requests refused 429: client-limit (a client over its limit), auth-failures (an IP blocked for failed authentications).',
+      help: 'Requests refused 429: client-limit (a client over its limit), user-limit (a browser-session user over its own limit), auth-failures (an IP blocked for failed authentications).',
       labelNames: ['client', 'reason'] as const,
       registers,
     }),

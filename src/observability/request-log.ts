@@ -41,6 +41,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
           requestId: req.id,
           traceId: res.locals.traceId,
           client,
+          user: req.caller?.user,
           clientIp: req.ip,
           route,
           method: req.method,

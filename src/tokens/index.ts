@@ -1,4 +1,5 @@
 // The token lifecycle's public surface: the rest of the gateway imports tokens from here, never from internal/.
+export { type Clock, systemClock } from './internal/clock';
 export {
   type CredentialSource,
   createCredentialSource,

@@ -29,7 +29,8 @@ export interface GatewayProcessOptions {
 
 /** Test defaults: quiet JSON logs at info, loopback only. */
 export async function startGatewayProcess(options: GatewayProcessOptions): Promise<GatewayProcess> {
-  const port = await freePort();
+  // A test that must know the port before start (a provider's redirect URIs) passes PORT itself.
+  const port = options.env.PORT ? Number(options.env.PORT) : await freePort();
   let output = '';
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,

@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../src/gateway';
-import { startLocalUpstream } from '../../src/local-mode';
+import { localSessions, startLocalUpstream } from '../../src/local-mode';
 
 export interface TestGateway {
   readonly url: string;
@@ -23,8 +23,12 @@ export async function startTestGateway(env: Record<string, string>): Promise<Tes
   // NODE_ENV=test: an upstream with NODE_ENV unset is production, which refuses the plain-http simulator.
   const config = loadConfig({ HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'info', NODE_ENV: 'test', ...env });
   // As main.ts does: local mode's upstream is the bundled simulator, started outside startGateway.
-  const localUpstream = config.mode === 'local' ? await startLocalUpstream() : undefined;
-  const gateway = await startGateway(config, { logStream, localUpstream });
+  const local = config.mode === 'local';
+  const gateway = await startGateway(config, {
+    logStream,
+    localUpstream: local ? await startLocalUpstream() : undefined,
+    localSessions: local ? localSessions() : undefined,
+  });
   return {
     url: gateway.url,
     gateway,

@@ -2,6 +2,7 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { waitFor } from '../support/ports';
 
 const ROOT = resolve(__dirname, '..', '..');
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
@@ -75,6 +76,8 @@ describe('local mode with HOST widened to every interface', () => {
   it('prints the real bind address (not 127.0.0.1) and warns that the development key is reachable', async () => {
     const gateway = await startGatewayProcess({ env: { HOST: '0.0.0.0' }, waitUntil: 'live' });
     try {
+      // /healthz answers before the start-up lines are written: wait for the last of them.
+      await waitFor(() => gateway.logs().includes('gateway listening'), { what: 'the listening line' });
       const logs = gateway.logs();
       expect(logs).toContain(`LOCAL MODE, listening on 0.0.0.0:${gateway.port}`);
       expect(logs).toContain(`WARNING: 0.0.0.0:${gateway.port} is reachable from the network`);

@@ -2,7 +2,13 @@
 import type { TokenCipher } from './token-cipher';
 
 /** The kinds of shared record (the label of store_records_rejected_total). */
-export type RecordKind = 'token_pair' | 'login_refusal' | 'login_transient' | 'plan_cache';
+export type RecordKind =
+  | 'token_pair'
+  | 'login_refusal'
+  | 'login_transient'
+  | 'plan_cache'
+  | 'session'
+  | 'login_state';
 
 export interface RecordSeal {
   /** `text` as stored under `key` (AES-256-GCM with the key name as associated data when a key is configured). */

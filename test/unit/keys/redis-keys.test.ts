@@ -1,7 +1,14 @@
 // The Redis key layout of docs/architecture.md, built in one module: stable names, one slot per credential.
 import { createHash } from 'node:crypto';
-import { sha256Hex } from '../../../src/keys/hash';
-import { authFailurePrefix, planCachePrefix, rateLimitPrefix, tokenKeys } from '../../../src/keys/redis-keys';
+import { sha256Base64Url, sha256Hex } from '../../../src/keys/hash';
+import {
+  authFailurePrefix,
+  planCachePrefix,
+  rateLimitPrefix,
+  sessionKeys,
+  tokenKeys,
+  userRateLimitPrefix,
+} from '../../../src/keys/redis-keys';
 
 const sha16 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
 
@@ -34,6 +41,21 @@ describe('Redis key layout', () => {
     );
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
+    expect(userRateLimitPrefix('bff:', 60)).toBe('bff:rl-user:60:');
+  });
+
+  test('a browser session keeps its records and lock in one hash tag; provider ids are hashed, never stored', () => {
+    const keys = sessionKeys('bff:');
+    expect([keys.presence('h1'), keys.grant('h1'), keys.lock('h1')]).toEqual([
+      'bff:session:{h1}',
+      'bff:session:{h1}:grant',
+      'bff:session:{h1}:lock',
+    ]);
+    expect(keys.bySid('sid-1')).toBe(
+      `bff:session-sid:${createHash('sha256').update('sid-1').digest('base64url')}`,
+    );
+    expect(keys.bySub('alice')).not.toContain('alice');
+    expect(sha256Base64Url('x')).toBe(createHash('sha256').update('x').digest('base64url'));
   });
 
   test('sha256Hex is the lower-case hex SHA-256 of the UTF-8 text', () => {

@@ -29,6 +29,6 @@ describe('checkClientRegistry', () => {
 
   it('loads the same registry outside production', () => {
     const config = loadConfig({ ...upstream, NODE_ENV: 'development' });
-    expect(checkClientRegistry(config)).toEqual({ kind: 'loaded', file: LOCAL_REGISTRY, clients: 1 });
+    expect(checkClientRegistry(config)).toEqual({ kind: 'loaded', file: LOCAL_REGISTRY, clients: 2 });
   });
 });

@@ -1,0 +1,187 @@
+// The gateway as a confidential OIDC client (openid-client): authorization code + PKCE, refresh, logout tokens.
+import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
+import * as oidc from 'openid-client';
+import { GatewayError } from '../http/gateway-error';
+
+export interface RelyingPartySettings {
+  readonly issuer: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+  /** The gateway's public origin: the callback is `<origin>/bff/callback`. */
+  readonly publicOrigin: string;
+  readonly scopes: string;
+}
+
+/** What a login or a refresh tells about the user; the tokens stay on the server. */
+export interface ProviderGrant {
+  readonly claims: JWTPayload;
+  readonly refreshToken?: string;
+  readonly idToken?: string;
+}
+
+export interface LoginChecks {
+  readonly state: string;
+  readonly nonce: string;
+  readonly codeVerifier: string;
+}
+
+/** The provider refused the refresh token (revoked, expired, spent): the session must end. */
+export class RefreshRefused extends Error {
+  constructor(readonly error: string) {
+    super(`the provider refused the refresh token (${error})`);
+    this.name = 'RefreshRefused';
+  }
+}
+
+export interface RelyingParty {
+  readonly settings: RelyingPartySettings;
+  authorizationUrl(checks: LoginChecks): Promise<URL>;
+  /** Exchanges the code of the callback at `callbackUrl`; throws GatewayError 400 when the provider refuses. */
+  exchange(callbackUrl: URL, checks: LoginChecks): Promise<ProviderGrant>;
+  /** Throws RefreshRefused when the provider says no, anything else when it cannot be reached. */
+  refresh(refreshToken: string): Promise<ProviderGrant>;
+  /** The provider's end-session URL (RP-initiated logout), when it has one; never carries a token. */
+  endSessionUrl(): Promise<URL | undefined>;
+  /** Verifies a back-channel logout token with the provider's keys; the claims, or undefined when it is not valid. */
+  verifyLogoutToken(token: string): Promise<JWTPayload | undefined>;
+}
+
+export const CALLBACK_PATH = '/bff/callback';
+const BACKCHANNEL_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
+/** Asymmetric algorithms only: a logout token signed with a shared secret, or not at all, is refused. */
+const LOGOUT_TOKEN_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+];
+
+/**
+ * Discovery happens on first use and is retried after a failure, so the gateway starts while the provider is down.
+ * Plain-http providers are accepted only when `allowHttp` (never in production: the config refuses it there).
+ */
+export function createRelyingParty(
+  settings: RelyingPartySettings,
+  options: { allowHttp: boolean },
+): RelyingParty {
+  let discovered: Promise<oidc.Configuration> | undefined;
+  const configuration = () => {
+    discovered ??= oidc
+      .discovery(
+        new URL(settings.issuer),
+        settings.clientId,
+        undefined,
+        oidc.ClientSecretBasic(settings.clientSecret),
+        options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout: 10 } : { timeout: 10 },
+      )
+      .catch((error: unknown) => {
+        discovered = undefined;
+        throw new GatewayError(
+          'UPSTREAM_UNAVAILABLE',
+          'The identity provider cannot be reached; try again later.',
+          {
+            cause: error,
+          },
+        );
+      });
+    return discovered;
+  };
+  const redirectUri = `${settings.publicOrigin}${CALLBACK_PATH}`;
+  let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
+  const grantOf = (
+    tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
+  ): ProviderGrant => ({
+    claims: tokens.claims() ?? {},
+    refreshToken: tokens.refresh_token,
+    idToken: tokens.id_token,
+  });
+
+  return {
+    settings,
+    async authorizationUrl({ state, nonce, codeVerifier }) {
+      return oidc.buildAuthorizationUrl(await configuration(), {
+        redirect_uri: redirectUri,
+        scope: settings.scopes,
+        state,
+        nonce,
+        code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+        code_challenge_method: 'S256',
+      });
+    },
+    async exchange(callbackUrl, { state, nonce, codeVerifier }) {
+      const config = await configuration();
+      try {
+        const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+          pkceCodeVerifier: codeVerifier,
+          expectedState: state,
+          expectedNonce: nonce,
+          idTokenExpected: true,
+        });
+        return grantOf(tokens);
+      } catch (error) {
+        if (error instanceof oidc.ResponseBodyError || error instanceof oidc.AuthorizationResponseError)
+          throw new GatewayError('INVALID_REQUEST', 'The identity provider refused the login: start again.', {
+            cause: error,
+          });
+        if (error instanceof oidc.ClientError)
+          throw new GatewayError('INVALID_REQUEST', 'The login answer is not valid: start again.', {
+            cause: error,
+          });
+        throw new GatewayError(
+          'UPSTREAM_UNAVAILABLE',
+          'The identity provider cannot be reached; try again later.',
+          {
+            cause: error,
+          },
+        );
+      }
+    },
+    async refresh(refreshToken) {
+      const config = await configuration();
+      try {
+        return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
+      } catch (error) {
+        if (error instanceof oidc.ResponseBodyError && error.status >= 400 && error.status < 500)
+          throw new RefreshRefused(error.error);
+        throw error;
+      }
+    },
+    async endSessionUrl() {
+      const config = await configuration();
+      if (!config.serverMetadata().end_session_endpoint) return undefined;
+      return oidc.buildEndSessionUrl(config, {
+        client_id: settings.clientId,
+        post_logout_redirect_uri: `${settings.publicOrigin}/`,
+      });
+    },
+    async verifyLogoutToken(token) {
+      const config = await configuration();
+      const jwksUri = config.serverMetadata().jwks_uri;
+      if (!jwksUri) return undefined;
+      keys ??= createRemoteJWKSet(new URL(jwksUri));
+      try {
+        const { payload } = await jwtVerify(token, keys, {
+          issuer: config.serverMetadata().issuer,
+          audience: settings.clientId,
+          algorithms: LOGOUT_TOKEN_ALGORITHMS,
+          maxTokenAge: '10 minutes',
+          requiredClaims: ['iat', 'jti'],
+        });
+        const events = payload.events as Record<string, unknown> | undefined;
+        const valid =
+          typeof events?.[BACKCHANNEL_EVENT] === 'object' &&
+          payload.nonce === undefined &&
+          (typeof payload.sid === 'string' || typeof payload.sub === 'string');
+        return valid ? payload : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+  };
+}

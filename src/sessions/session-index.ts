@@ -1,0 +1,50 @@
+// Which sessions belong to a provider session (sid) or a user (sub): sets shared by the fleet, for back-channel logout.
+import type { RedisClient } from '../store/redis-connection';
+import type { Clock } from '../tokens';
+
+export interface SessionIndex {
+  /** Adds `member` to the set under `key`, which lives at least `ttlMs` from now. */
+  add(key: string, member: string, ttlMs: number): Promise<void>;
+  members(key: string): Promise<string[]>;
+  remove(key: string, ...members: string[]): Promise<void>;
+}
+
+export function createRedisSessionIndex(client: RedisClient): SessionIndex {
+  return {
+    async add(key, member, ttlMs) {
+      // The set outlives its longest member: PEXPIRE GT only ever extends it.
+      await client
+        .multi()
+        .sadd(key, member)
+        .pexpire(key, Math.ceil(ttlMs), 'GT')
+        .pexpire(key, Math.ceil(ttlMs), 'NX')
+        .exec();
+    },
+    members: (key) => client.smembers(key),
+    async remove(key, ...members) {
+      if (members.length > 0) await client.srem(key, ...members);
+    },
+  };
+}
+
+export function createMemorySessionIndex(clock: Pick<Clock, 'now'>): SessionIndex {
+  const sets = new Map<string, { members: Set<string>; expiresAt: number }>();
+  const live = (key: string) => {
+    const set = sets.get(key);
+    if (set && set.expiresAt <= clock.now()) sets.delete(key);
+    return sets.get(key);
+  };
+  return {
+    async add(key, member, ttlMs) {
+      const set = live(key) ?? { members: new Set<string>(), expiresAt: 0 };
+      set.members.add(member);
+      set.expiresAt = Math.max(set.expiresAt, clock.now() + ttlMs);
+      sets.set(key, set);
+    },
+    members: async (key) => [...(live(key)?.members ?? [])],
+    async remove(key, ...members) {
+      const set = live(key);
+      for (const member of members) set?.members.delete(member);
+    },
+  };
+}

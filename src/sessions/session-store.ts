@@ -1,0 +1,211 @@
+// Server-side browser sessions: sealed records under an opaque random id, idle (sliding) and absolute expiry.
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import { sha256Base64Url } from '../keys/hash';
+import { sessionKeys } from '../keys/redis-keys';
+import type { Clock, RecordSeal, TokenStore } from '../tokens';
+import type { SessionIndex } from './session-index';
+
+/** What the gateway keeps about a signed-in user; never sent to the browser as such. */
+export interface SessionRecord {
+  readonly sub: string;
+  /** The provider's session id (back-channel logout names it). */
+  readonly sid?: string;
+  readonly name?: string;
+  readonly email?: string;
+  /** Values of the web app's scope claim (e.g. groups) at the last login or revalidation. */
+  readonly claimValues: readonly string[];
+  readonly createdAt: number;
+  readonly lastSeenAt: number;
+  readonly revalidatedAt: number;
+  readonly refreshToken?: string;
+  readonly idToken?: string;
+}
+
+/** The part every request may write (the idle clock). */
+const presenceSchema = z.strictObject({
+  sub: z.string().min(1),
+  sid: z.string().min(1).optional(),
+  createdAt: z.number(),
+  lastSeenAt: z.number(),
+});
+
+/**
+ * The part only the holder of the session's lock writes (login and revalidation): kept under a key of its own, so
+ * a request moving the idle clock on another replica can never write back a refresh token that was just spent.
+ */
+const grantSchema = z.strictObject({
+  name: z.string().optional(),
+  email: z.string().optional(),
+  claimValues: z.array(z.string()),
+  revalidatedAt: z.number(),
+  refreshToken: z.string().optional(),
+  idToken: z.string().optional(),
+});
+
+type Presence = z.infer<typeof presenceSchema>;
+export type SessionGrant = z.infer<typeof grantSchema>;
+
+export interface SessionTimeouts {
+  /** Sliding: a session unused this long ends (SESSION_IDLE_TIMEOUT_SECONDS). */
+  readonly idleMs: number;
+  /** Absolute: no session outlives this from its login (SESSION_MAX_LIFETIME_SECONDS). */
+  readonly absoluteMs: number;
+}
+
+export interface SessionStoreDeps {
+  readonly store: TokenStore;
+  readonly index: SessionIndex;
+  readonly seal: RecordSeal;
+  readonly clock: Pick<Clock, 'now'>;
+  readonly timeouts: SessionTimeouts;
+  /** REDIS_KEY_PREFIX. */
+  readonly keyPrefix: string;
+}
+
+export interface OpenSession {
+  readonly id: string;
+  readonly record: SessionRecord;
+}
+
+export interface SessionStore {
+  /** Stores a new session under a fresh random id (never one the browser proposed). */
+  create(record: Omit<SessionRecord, 'createdAt' | 'lastSeenAt' | 'revalidatedAt'>): Promise<OpenSession>;
+  /** The live session, its idle clock moved on; undefined when unknown, expired, tampered or malformed. */
+  open(id: string): Promise<OpenSession | undefined>;
+  /** The stored record as is (no touch), for revalidation under its lock. */
+  peek(id: string): Promise<SessionRecord | undefined>;
+  /** Replaces what the provider granted (revalidation, under the session's lock); false when the session ended. */
+  replaceGrant(id: string, grant: SessionGrant): Promise<boolean>;
+  destroy(id: string): Promise<void>;
+  /** Ends every session of this provider session or user; how many were found. */
+  destroyMatching(match: { readonly sid?: string; readonly sub?: string }): Promise<number>;
+  /** Key of the fleet lock guarding this session's refresh token. */
+  lockKey(id: string): string;
+}
+
+/** Session ids: 32 random bytes, base64url (43 characters). */
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
+
+export function newSessionId(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/** The idle clock is written back at most this often: a busy session costs one read per request, not a write. */
+const TOUCH_EVERY_MS = 30_000;
+
+/**
+ * Redis keys name the SHA-256 of the id, never the id itself, so a dump of Redis holds no usable cookie; the
+ * record is sealed with the key name as associated data, so a record copied under another session's key does not
+ * open. One hash tag per session keeps its record and its lock in one Cluster slot.
+ */
+export function createSessionStore(deps: SessionStoreDeps): SessionStore {
+  const { store, index, seal, clock, timeouts, keyPrefix } = deps;
+  const hashOf = sha256Base64Url;
+  const keys = sessionKeys(keyPrefix);
+  const presenceKey = keys.presence;
+  const grantKey = keys.grant;
+  const sidKey = keys.bySid;
+  const subKey = keys.bySub;
+  const endOf = (presence: Presence) =>
+    Math.min(presence.lastSeenAt + timeouts.idleMs, presence.createdAt + timeouts.absoluteMs);
+  const lifetimeEnd = (presence: Presence) => presence.createdAt + timeouts.absoluteMs;
+
+  const readSealed = async <T>(key: string, parse: (text: string) => T | undefined) => {
+    const raw = await store.get(key);
+    return raw === undefined ? undefined : seal.open('session', raw, key, parse);
+  };
+  const writeSealed = async (key: string, value: object, until: number) => {
+    const ttl = until - clock.now();
+    if (ttl > 0) await store.set(key, seal.seal(JSON.stringify(value), key), ttl);
+  };
+  const read = async (handle: string): Promise<SessionRecord | undefined> => {
+    const presence = await readSealed(presenceKey(handle), parser(presenceSchema));
+    if (!presence) return undefined;
+    const grant = await readSealed(grantKey(handle), parser(grantSchema));
+    return grant ? { ...grant, ...presence } : undefined;
+  };
+  const remove = async (handle: string, record?: Presence) => {
+    await store.delete(presenceKey(handle), grantKey(handle));
+    if (record?.sid) await index.remove(sidKey(record.sid), handle);
+    if (record) await index.remove(subKey(record.sub), handle);
+  };
+  const handleOf = (id: string) => (SESSION_ID_PATTERN.test(id) ? hashOf(id) : undefined);
+  const live = (record: SessionRecord | undefined): record is SessionRecord =>
+    record !== undefined && endOf(record) > clock.now();
+
+  return {
+    async create(fields) {
+      const now = clock.now();
+      const record: SessionRecord = { ...fields, createdAt: now, lastSeenAt: now, revalidatedAt: now };
+      const id = newSessionId();
+      const handle = hashOf(id);
+      const { sub, sid, createdAt, lastSeenAt, ...grant } = record;
+      await writeSealed(grantKey(handle), grant, lifetimeEnd(record));
+      await writeSealed(presenceKey(handle), { sub, sid, createdAt, lastSeenAt }, endOf(record));
+      if (sid) await index.add(sidKey(sid), handle, timeouts.absoluteMs);
+      await index.add(subKey(sub), handle, timeouts.absoluteMs);
+      return { id, record };
+    },
+    async open(id) {
+      const handle = handleOf(id);
+      if (!handle) return undefined;
+      const record = await read(handle);
+      if (!record) return undefined;
+      const now = clock.now();
+      if (!live(record)) {
+        await remove(handle, record);
+        return undefined;
+      }
+      if (now - record.lastSeenAt < TOUCH_EVERY_MS) return { id, record };
+      const touched = { ...record, lastSeenAt: now };
+      const { sub, sid, createdAt } = touched;
+      await writeSealed(presenceKey(handle), { sub, sid, createdAt, lastSeenAt: now }, endOf(touched));
+      return { id, record: touched };
+    },
+    async peek(id) {
+      const handle = handleOf(id);
+      const record = handle ? await read(handle) : undefined;
+      return live(record) ? record : undefined;
+    },
+    async replaceGrant(id, grant) {
+      const handle = handleOf(id);
+      const record = handle ? await read(handle) : undefined;
+      if (!handle || !live(record)) return false;
+      await writeSealed(grantKey(handle), grantSchema.parse(grant), lifetimeEnd(record));
+      return true;
+    },
+    async destroy(id) {
+      const handle = handleOf(id);
+      if (handle) await remove(handle, await readSealed(presenceKey(handle), parser(presenceSchema)));
+    },
+    async destroyMatching({ sid, sub }) {
+      const handles = new Set<string>();
+      if (sid) for (const handle of await index.members(sidKey(sid))) handles.add(handle);
+      if (sub && !sid) for (const handle of await index.members(subKey(sub))) handles.add(handle);
+      let ended = 0;
+      for (const handle of handles) {
+        const presence = await readSealed(presenceKey(handle), parser(presenceSchema));
+        // With both, only sessions of that user in that provider session end (the spec's sid+sub pairing).
+        if (presence && sub && presence.sub !== sub) continue;
+        if (presence) ended++;
+        await remove(handle, presence);
+        if (sid) await index.remove(sidKey(sid), handle);
+        if (sub) await index.remove(subKey(sub), handle);
+      }
+      return ended;
+    },
+    lockKey: (id) => keys.lock(hashOf(id)),
+  };
+}
+
+function parser<T>(schema: z.ZodType<T>): (text: string) => T | undefined {
+  return (text) => {
+    try {
+      const parsed = schema.safeParse(JSON.parse(text));
+      return parsed.success ? parsed.data : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+}
