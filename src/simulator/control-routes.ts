@@ -16,6 +16,9 @@ export function createControlRouter(control: SimulatorControl): Router {
   router.get('/requests', (_req, res) => {
     res.json(control.receivedRequests());
   });
+  router.get('/token-requests', (_req, res) => {
+    res.json(control.receivedTokenRequests());
+  });
   router.get('/faults', (_req, res) => {
     res.json(control.faults());
   });

@@ -7,7 +7,12 @@ import { SIMULATOR_DEFAULTS } from '../config/simulator-config';
 import { CONTROL_PREFIX, createControlRouter } from './control-routes';
 import { createFaultInjector, type Faults, type FaultsInput } from './faults';
 import type { SimulatorOptions } from './options';
-import { createRequestLog, type ReceivedRequest } from './request-log';
+import {
+  createRequestLog,
+  createTokenRequestLog,
+  type ReceivedRequest,
+  type ReceivedTokenRequest,
+} from './request-log';
 import { createStats, type SimulatorStats } from './stats';
 import { createTokenIssuer } from './token-issuer';
 import { createUpstreamRouter } from './upstream-routes';
@@ -15,7 +20,7 @@ import { createUpstreamRouter } from './upstream-routes';
 /** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
 export interface SimulatorControl {
   stats(): SimulatorStats;
-  /** Zeroes the counters, clears faults and the received-requests log. Issued tokens stay valid. */
+  /** Zeroes the counters, clears faults and the received-requests logs. Issued tokens stay valid. */
   reset(): void;
   /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */
   setFaults(faults: FaultsInput): Faults;
@@ -26,6 +31,8 @@ export interface SimulatorControl {
   rotateSigningKey(): void;
   /** The last 200 operation requests as received, oldest first. */
   receivedRequests(): ReceivedRequest[];
+  /** The headers of the last 200 token endpoint requests (login and refresh), oldest first; never their bodies. */
+  receivedTokenRequests(): ReceivedTokenRequest[];
 }
 
 export interface SimulatorApp {
@@ -61,6 +68,7 @@ export function createSimulatorApp(
   const stats = createStats();
   const faults = createFaultInjector(stats, deps.random);
   const requestLog = createRequestLog();
+  const tokenRequestLog = createTokenRequestLog();
   const issuer = createTokenIssuer({
     accessTtlSeconds: options.accessTtlSeconds,
     refreshTtlSeconds: options.refreshTtlSeconds,
@@ -73,12 +81,14 @@ export function createSimulatorApp(
       stats.reset();
       faults.clear();
       requestLog.clear();
+      tokenRequestLog.clear();
     },
     setFaults: (input) => faults.set(input),
     faults: () => faults.current(),
     revokeTokens: () => issuer.revokeAll(),
     rotateSigningKey: () => issuer.rotateSigningKey(),
     receivedRequests: () => requestLog.list(),
+    receivedTokenRequests: () => tokenRequestLog.list(),
   };
 
   const app = express();
@@ -90,7 +100,7 @@ export function createSimulatorApp(
     next();
   });
   app.use(CONTROL_PREFIX, createControlRouter(control));
-  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog }));
+  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog, tokenRequestLog }));
 
   return { app, control, dispose: () => faults.dispose() };
 }

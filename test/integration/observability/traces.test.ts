@@ -54,6 +54,10 @@ function requestLines(gateway: GatewayProcess): Record<string, unknown>[] {
 const childrenOf = (spans: ExportedSpan[], parent: ExportedSpan) =>
   spans.filter((s) => s.traceId === parent.traceId && s.parentSpanId === parent.spanId);
 
+/** Every span under `root`, however deep (span trees are a few levels, so this stays small). */
+const descendantsOf = (spans: ExportedSpan[], root: ExportedSpan): ExportedSpan[] =>
+  childrenOf(spans, root).flatMap((child) => [child, ...descendantsOf(spans, child)]);
+
 describe('OpenTelemetry traces', () => {
   let receiver: OtlpReceiver;
   let simulator: RunningSimulator;
@@ -221,6 +225,37 @@ describe('OpenTelemetry traces', () => {
     });
     const upstream = childrenOf(receiver.spans(), server).find((s) => s.name === 'upstream') as ExportedSpan;
     expect(received('propagate-on')?.headers.traceparent).toBe(`00-${CALLER_TRACE}-${upstream.spanId}-01`);
+  });
+
+  it('sends no trace header to the token endpoint, with UPSTREAM_PROPAGATE_TRACE or without', async () => {
+    const before = simulator.receivedTokenRequests().length;
+    // Every token dies: each gateway's next request logs in again inside the caller's trace.
+    simulator.revokeTokens();
+    for (const [gateway, service] of [
+      [traced, 'bff-traced'],
+      [propagating, 'bff-propagating'],
+    ] as const) {
+      const requestId = `token-calls-${service}`;
+      expect((await getPlan(gateway, { traceparent: TRACEPARENT, 'x-request-id': requestId })).status).toBe(
+        200,
+      );
+      const { server } = await serverSpanOf(service, requestId, gateway);
+      // The token calls were made under the request's span: a login (cold, or renewing after the revocation).
+      await waitFor(() => descendantsOf(receiver.spans(), server).some((s) => s.name === 'token.login'), {
+        what: 'the login under the request',
+      });
+    }
+    const tokenCalls = simulator.receivedTokenRequests().slice(before);
+    expect(tokenCalls.filter((r) => r.path === '/api/token/').length).toBeGreaterThanOrEqual(2);
+    for (const call of tokenCalls) {
+      expect(call.headers.traceparent).toBeUndefined();
+      expect(call.headers.tracestate).toBeUndefined();
+    }
+    // The positive control: the same request's operation call did carry the trace with propagation on.
+    const operation = simulator
+      .receivedRequests()
+      .find((r) => r.headers['x-request-id'] === 'token-calls-bff-propagating');
+    expect(operation?.headers.traceparent).toMatch(new RegExp(`^00-${CALLER_TRACE}-`));
   });
 
   it('writes the trace id in every request log line', async () => {
