@@ -7,6 +7,7 @@ import {
   type Span,
   SpanKind,
   SpanStatusCode,
+  type TextMapSetter,
   trace,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -48,6 +49,16 @@ const KNOWN_METHODS = new Set([
 
 /** The longest a shutdown waits for the last export: a hung collector must not hold the process past its grace period. */
 const SHUTDOWN_EXPORT_MS = 3_000;
+
+/**
+ * The provider gets the trace's ids, never the caller's `tracestate`: its vendor entries (a tenant, a user) are
+ * caller data that the gateway would otherwise hand on under its own credentials.
+ */
+const TRACEPARENT_ONLY: TextMapSetter<Record<string, unknown>> = {
+  set(carrier, key, value) {
+    if (key === 'traceparent') defaultTextMapSetter.set(carrier, key, value);
+  },
+};
 
 /** Probes and scrapes, every few seconds from every kubelet and Prometheus: counted in metrics, not traced. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -173,7 +184,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
 
     injectUpstream(headers) {
       if (!settings.propagateUpstream) return;
-      propagator.inject(contexts.active(), headers as Record<string, unknown>, defaultTextMapSetter);
+      propagator.inject(contexts.active(), headers as Record<string, unknown>, TRACEPARENT_ONLY);
     },
 
     async shutdown() {

@@ -258,6 +258,15 @@ describe('OpenTelemetry traces', () => {
     expect(operation?.headers.traceparent).toMatch(new RegExp(`^00-${CALLER_TRACE}-`));
   });
 
+  it("never hands the caller's tracestate to the provider, even with UPSTREAM_PROPAGATE_TRACE", async () => {
+    // A caller's vendor entries (tenant, user, ...) are the caller's business, not the provider's.
+    const tracestate = 'caller-vendor=tenant-4711,other@vendor=user-42';
+    await getPlan(propagating, { traceparent: TRACEPARENT, tracestate, 'x-request-id': 'tracestate-on' });
+    const received = simulator.receivedRequests().find((r) => r.headers['x-request-id'] === 'tracestate-on');
+    expect(received?.headers.traceparent).toMatch(new RegExp(`^00-${CALLER_TRACE}-[0-9a-f]{16}-01$`));
+    expect(received?.headers.tracestate).toBeUndefined();
+  });
+
   it('writes the trace id in every request log line', async () => {
     await getPlan(traced, { traceparent: TRACEPARENT, 'x-request-id': 'trace-log' });
     await waitFor(() => requestLines(traced).some((line) => line.requestId === 'trace-log'), {
