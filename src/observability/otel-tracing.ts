@@ -92,7 +92,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
     enabled: true,
 
     serve(req, res, next) {
-      if (UNTRACED_PATHS.has(req.url)) {
+      if (UNTRACED_PATHS.has(pathOf(req.url))) {
         next();
         return;
       }
@@ -226,6 +226,12 @@ function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter
     shutdown: () => exporter.shutdown(),
     forceFlush: () => exporter.forceFlush?.() ?? Promise.resolve(),
   };
+}
+
+/** The path of a request target, without its query string (a probe may carry one). */
+function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
 }
 
 /** The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error. */

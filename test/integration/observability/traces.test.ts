@@ -267,6 +267,16 @@ describe('OpenTelemetry traces', () => {
     expect(received?.headers.tracestate).toBeUndefined();
   });
 
+  it('traces no probe or scrape, with a query string or without', async () => {
+    for (const path of ['/healthz', '/healthz?probe=kubelet', '/readyz?verbose=1', '/metrics?name[]=up'])
+      expect((await fetch(`${traced.url}${path}`)).status).toBe(200);
+    // Spans are exported in the order they end: the marker's server span comes after any probe's.
+    await getPlan(traced, { 'x-request-id': 'after-probes' });
+    await serverSpanOf('bff-traced', 'after-probes', traced);
+    const probeRoutes = ['/healthz', '/readyz', '/metrics'];
+    expect(receiver.spans().filter((s) => probeRoutes.includes(String(attribute(s, 'http.route'))))).toEqual([]);
+  });
+
   it('writes the trace id in every request log line', async () => {
     await getPlan(traced, { traceparent: TRACEPARENT, 'x-request-id': 'trace-log' });
     await waitFor(() => requestLines(traced).some((line) => line.requestId === 'trace-log'), {
