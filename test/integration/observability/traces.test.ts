@@ -274,7 +274,9 @@ describe('OpenTelemetry traces', () => {
     await getPlan(traced, { 'x-request-id': 'after-probes' });
     await serverSpanOf('bff-traced', 'after-probes', traced);
     const probeRoutes = ['/healthz', '/readyz', '/metrics'];
-    expect(receiver.spans().filter((s) => probeRoutes.includes(String(attribute(s, 'http.route'))))).toEqual([]);
+    expect(receiver.spans().filter((s) => probeRoutes.includes(String(attribute(s, 'http.route'))))).toEqual(
+      [],
+    );
   });
 
   it('writes the trace id in every request log line', async () => {
