@@ -29,7 +29,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { TracingSettings } from '../config/gateway-config';
 import type { SpanAttributes, Tracing } from './tracing';
@@ -104,7 +104,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
         parent,
       );
       res.locals.traceId = span.spanContext().traceId;
-      res.once('close', () => endServerSpan(span, req, res.writableFinished ? res.statusCode : 499, method));
+      res.once('close', () => endServerSpan(span, req, res, method));
       contexts.with(trace.setSpan(parent, span), next);
     },
 
@@ -234,8 +234,13 @@ function pathOf(url: string): string {
   return query === -1 ? url : url.slice(0, query);
 }
 
-/** The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error. */
-function endServerSpan(span: Span, req: Request, status: number, method: string): void {
+/**
+ * The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error; and, as
+ * the request line says, whether a plan read shared another request's upstream call or came from the cache (such a
+ * request has no token or upstream span of its own).
+ */
+function endServerSpan(span: Span, req: Request, res: Response, method: string): void {
+  const status = res.writableFinished ? res.statusCode : 499;
   // The matched route's template (`/api/subscriptions/plan/:planId`), never the raw path and its ids.
   const template: unknown = req.route?.path;
   if (typeof template === 'string') {
@@ -244,6 +249,9 @@ function endServerSpan(span: Span, req: Request, status: number, method: string)
   }
   span.setAttribute('http.response.status_code', status);
   if (req.caller) span.setAttribute('gateway.client', req.caller.id);
+  const { coalesced, cache } = res.locals;
+  if (typeof coalesced === 'boolean') span.setAttribute('gateway.coalesced', coalesced);
+  if (typeof cache === 'string') span.setAttribute('gateway.cache', cache);
   if (status >= 500) failed(span, String(status));
   span.end();
 }

@@ -279,6 +279,36 @@ describe('OpenTelemetry traces', () => {
     );
   });
 
+  it("says on the server span that a plan read shared another request's upstream call (no token or upstream span of its own)", async () => {
+    simulator.setFaults({ failIds: [POISON_PLAN], latencyMs: 400 });
+    try {
+      const leader = getPlan(traced, { 'x-request-id': 'coalesce-leader' });
+      // The follower arrives while the leader's upstream call is in flight (the simulator holds it 400 ms).
+      await waitFor(
+        () =>
+          simulator.stats().requests > 0 &&
+          simulator.receivedRequests().some((r) => r.headers['x-request-id'] === 'coalesce-leader'),
+        {
+          what: 'the leader upstream',
+        },
+      );
+      const follower = getPlan(traced, { 'x-request-id': 'coalesce-follower' });
+      expect((await leader).status).toBe(200);
+      expect((await follower).status).toBe(200);
+    } finally {
+      simulator.setFaults({ failIds: [POISON_PLAN] });
+    }
+    const leader = await serverSpanOf('bff-traced', 'coalesce-leader', traced);
+    const follower = await serverSpanOf('bff-traced', 'coalesce-follower', traced);
+    expect(requestLines(traced).find((line) => line.requestId === 'coalesce-follower')?.coalesced).toBe(true);
+    await waitFor(() => childrenOf(receiver.spans(), leader.server).some((s) => s.name === 'upstream'), {
+      what: "the leader's upstream span",
+    });
+    expect(attribute(leader.server, 'gateway.coalesced')).toBeUndefined();
+    expect(attribute(follower.server, 'gateway.coalesced')).toBe(true);
+    expect(childrenOf(receiver.spans(), follower.server).map((s) => s.name)).toEqual(['authenticate']);
+  });
+
   it('writes the trace id in every request log line', async () => {
     await getPlan(traced, { traceparent: TRACEPARENT, 'x-request-id': 'trace-log' });
     await waitFor(() => requestLines(traced).some((line) => line.requestId === 'trace-log'), {
