@@ -202,7 +202,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
 
 /**
  * Logs once when exports start failing (a wrong endpoint, a collector down) and once when they work again, naming
- * the failure by its code only: the endpoint's URL and headers (a vendor's API key) are never logged.
+ * the failure by its code or HTTP status only: the endpoint's URL, headers (a vendor's API key) and answer never.
  */
 function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter {
   let failing = false;
@@ -211,9 +211,14 @@ function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter
       exporter.export(spans, (result) => {
         if (result.code !== ExportResultCode.SUCCESS && !failing) {
           failing = true;
+          // An OTLPExporterError's numeric code is the collector's HTTP status (401: the API key; 404: the path).
           const { code, name } = (result.error ?? {}) as { code?: unknown; name?: unknown };
           logger.warn(
-            { event: 'trace.export_failed', error: typeof code === 'string' ? code : name },
+            {
+              event: 'trace.export_failed',
+              error: typeof code === 'string' ? code : name,
+              status: typeof code === 'number' ? code : undefined,
+            },
             'trace export to the OTLP endpoint failed: spans are dropped until it answers',
           );
         } else if (result.code === ExportResultCode.SUCCESS && failing) {

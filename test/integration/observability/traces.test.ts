@@ -480,6 +480,32 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     expect(findSecrets([{ where: 'gateway output', text: gateway.logs() }], [COLLECTOR_SECRET])).toEqual([]);
   }, 40_000);
 
+  it("names the collector's refusal by its HTTP status (a wrong API key is 401, a wrong path 404), never its headers", async () => {
+    const refusing = await startOtlpReceiver({ status: 401 });
+    const gateway = await startGatewayProcess({
+      env: env({
+        OTEL_EXPORTER_OTLP_ENDPOINT: refusing.endpoint,
+        OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${COLLECTOR_SECRET}`,
+        OTEL_BSP_SCHEDULE_DELAY: '20',
+      }),
+    });
+    try {
+      expect((await getPlan(gateway)).status).toBe(200);
+      await waitFor(() => gateway.logs().includes('"trace.export_failed"'), {
+        what: 'the export failure line',
+      });
+    } finally {
+      expect(await gateway.stop()).toBe(0);
+      await refusing.close();
+    }
+    const failure = gateway
+      .logs()
+      .split('\n')
+      .find((line) => line.includes('"trace.export_failed"')) as string;
+    expect(JSON.parse(failure)).toMatchObject({ status: 401 });
+    expect(findSecrets([{ where: 'gateway output', text: gateway.logs() }], [COLLECTOR_SECRET])).toEqual([]);
+  }, 30_000);
+
   it('loads no OpenTelemetry SDK, exports nothing and logs no trace id when no endpoint is set', async () => {
     const modules = moduleReport();
     const exportsBefore = receiver.bodies().length;
