@@ -25,6 +25,7 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
+  SamplingDecision,
   type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
@@ -282,16 +283,26 @@ function defined(attributes: SpanAttributes | undefined): Record<string, string 
   return kept;
 }
 
-/** OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, with the SDKs' meanings. */
-function samplerOf(settings: TracingSettings): Sampler {
+/**
+ * OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, with the SDKs' meanings, but for `traceidratio` under a caller's
+ * trace: the trace id is the caller's choice (one whose hash is tiny passes any ratio), so the gateway draws by
+ * itself there; the spans under the request's follow its decision, so a trace is kept or dropped whole.
+ */
+export function samplerOf(settings: TracingSettings): Sampler {
   const ratio = new TraceIdRatioBasedSampler(settings.samplerRatio);
   switch (settings.sampler) {
     case 'always_on':
       return new AlwaysOnSampler();
     case 'always_off':
       return new AlwaysOffSampler();
-    case 'traceidratio':
-      return ratio;
+    case 'traceidratio': {
+      const drawn = drawnRatio(settings.samplerRatio);
+      return new ParentBasedSampler({
+        root: ratio,
+        remoteParentSampled: drawn,
+        remoteParentNotSampled: drawn,
+      });
+    }
     case 'parentbased_always_off':
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case 'parentbased_traceidratio':
@@ -299,4 +310,14 @@ function samplerOf(settings: TracingSettings): Sampler {
     default:
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
   }
+}
+
+/** Keeps `ratio` of the spans by a draw of its own: nothing the caller sends can steer it. */
+function drawnRatio(ratio: number): Sampler {
+  return {
+    shouldSample: () => ({
+      decision: Math.random() < ratio ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => `DrawnRatio{${ratio}}`,
+  };
 }
