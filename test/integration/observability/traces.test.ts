@@ -210,6 +210,47 @@ describe('OpenTelemetry traces', () => {
     expect(server.parentSpanId ?? '').toBe('');
   });
 
+  it('starts a trace of its own for every traceparent the W3C rules refuse; takes a later version as its parent', async () => {
+    const refused: Record<string, Record<string, string>> = {
+      'zero-trace': { traceparent: `00-${'0'.repeat(32)}-${CALLER_SPAN}-01` },
+      'zero-span': { traceparent: `00-${CALLER_TRACE}-${'0'.repeat(16)}-01` },
+      'version-ff': { traceparent: `ff-${CALLER_TRACE}-${CALLER_SPAN}-01` },
+      'upper-case': { traceparent: TRACEPARENT.toUpperCase() },
+      'v00-with-more': { traceparent: `${TRACEPARENT}-extra` },
+      repeated: { traceparent: `${TRACEPARENT}, 00-${'1'.repeat(32)}-${CALLER_SPAN}-01` },
+    };
+    for (const [name, headers] of Object.entries(refused)) {
+      const requestId = `hostile-${name}`;
+      expect((await getPlan(traced, { ...headers, 'x-request-id': requestId })).status).toBe(200);
+      const { server } = await serverSpanOf('bff-traced', requestId, traced);
+      expect({ name, trace: server.traceId, parent: server.parentSpanId ?? '' }).toEqual({
+        name,
+        trace: expect.not.stringMatching(new RegExp(`^(${CALLER_TRACE}|0+)$`)),
+        parent: '',
+      });
+    }
+    // An 8 KB tracestate (the W3C limit is 512 characters) is dropped, the valid traceparent beside it honoured.
+    const huge = {
+      traceparent: TRACEPARENT,
+      tracestate: `k=${'v'.repeat(8000)}`,
+      'x-request-id': 'hostile-huge',
+    };
+    expect((await getPlan(traced, huge)).status).toBe(200);
+    const withHuge = await serverSpanOf('bff-traced', 'hostile-huge', traced);
+    expect([withHuge.server.traceId, withHuge.server.parentSpanId]).toEqual([CALLER_TRACE, CALLER_SPAN]);
+    // A version after 00 may carry more fields: its first four are honoured (W3C forward compatibility).
+    expect(
+      (
+        await getPlan(traced, {
+          traceparent: `01-${CALLER_TRACE}-${CALLER_SPAN}-01-more`,
+          'x-request-id': 'hostile-v01',
+        })
+      ).status,
+    ).toBe(200);
+    const { server } = await serverSpanOf('bff-traced', 'hostile-v01', traced);
+    expect([server.traceId, server.parentSpanId]).toEqual([CALLER_TRACE, CALLER_SPAN]);
+  });
+
   it('sends no trace header to the provider by default, and the upstream span as parent with UPSTREAM_PROPAGATE_TRACE', async () => {
     await getPlan(traced, { traceparent: TRACEPARENT, 'x-request-id': 'propagate-off' });
     await getPlan(propagating, { traceparent: TRACEPARENT, 'x-request-id': 'propagate-on' });
