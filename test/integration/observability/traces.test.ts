@@ -371,6 +371,12 @@ describe('OpenTelemetry traces', () => {
     await serverSpanOf('bff-traced', 'trace-doc', traced);
     const bodies = receiver.bodies();
     expect(bodies.length).toBeGreaterThan(0);
+    // The access tokens the gateway sent the provider, as the provider received them.
+    const accessTokens = simulator
+      .receivedRequests()
+      .map((r) => String(r.headers.authorization ?? '').replace(/^Bearer /, ''))
+      .filter((token) => token.length > 0);
+    expect(accessTokens.length).toBeGreaterThan(0);
     const leaks = findSecrets(
       bodies.map((text, i) => ({ where: `OTLP export #${i + 1}`, text })),
       [
@@ -381,6 +387,7 @@ describe('OpenTelemetry traces', () => {
         { name: 'the plan id', value: PLAN_ID },
         { name: 'the poison plan id', value: POISON_PLAN },
         { name: 'the refused API key', value: 'not-a-valid-key-at-all' },
+        ...accessTokens.map((value, i) => ({ name: `upstream access token #${i + 1}`, value })),
       ],
     );
     expect(leaks).toEqual([]);
