@@ -27,19 +27,20 @@ const SERVER = 2;
 const CLIENT = 3;
 const ERROR = 2;
 
-/** Writes, at exit, which modules the process loaded: proof that a gateway without traces never loads the SDK. */
-function moduleReport(): { nodeOptions: string; loaded(): string[] } {
+/**
+ * Writes, at exit, which modules the process loaded and which module first required each: proof that a gateway
+ * without traces never loads the SDK.
+ */
+function moduleReport(): { nodeOptions: string; loaded(): string[]; loadedBy(): Record<string, string> } {
   const dir = tempDir('bff-traces-');
   const hook = join(dir, 'report-modules.cjs');
   const out = join(dir, 'modules.json');
   writeFileSync(
     hook,
-    `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.keys(require.cache))));\n`,
+    `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.fromEntries(Object.values(require.cache).map((m) => [m.id, m.parent ? m.parent.id : ''])))));\n`,
   );
-  return {
-    nodeOptions: `--require ${hook}`,
-    loaded: () => JSON.parse(readFileSync(out, 'utf8')) as string[],
-  };
+  const loadedBy = () => JSON.parse(readFileSync(out, 'utf8')) as Record<string, string>;
+  return { nodeOptions: `--require ${hook}`, loaded: () => Object.keys(loadedBy()), loadedBy };
 }
 
 function requestLines(gateway: GatewayProcess): Record<string, unknown>[] {
@@ -570,6 +571,13 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     expect(
       loaded.filter((path) => path.includes('@opentelemetry/') && !path.includes('@opentelemetry/api')),
     ).toEqual([]);
+    // The API alone is there, for prom-client's exemplars: nothing of the gateway's own asked for it.
+    const requirers = Object.entries(modules.loadedBy())
+      .filter(([path]) => path.includes('@opentelemetry/api/'))
+      .map(([, parent]) => parent)
+      .filter((parent) => !parent.includes('@opentelemetry/api/'));
+    expect(requirers.length).toBeGreaterThan(0);
+    expect(requirers.filter((parent) => !parent.includes('/node_modules/prom-client/'))).toEqual([]);
     expect(loaded.some((path) => path.includes('otel-tracing'))).toBe(false);
     expect(receiver.bodies().length).toBe(exportsBefore);
   }, 30_000);
