@@ -22,6 +22,7 @@ const CALLER_SPAN = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${CALLER_TRACE}-${CALLER_SPAN}-01`;
 const DOCUMENT_ID = '20-17254359-7';
 const POISON_PLAN = '0d5c0c8e-1111-4a56-9e21-522d01cf5992';
+const OTHER_PLAN = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
 const COLLECTOR_SECRET = 'collector-api-key-7f3a9c';
 const SERVER = 2;
 const CLIENT = 3;
@@ -351,6 +352,51 @@ describe('OpenTelemetry traces', () => {
     expect(childrenOf(receiver.spans(), follower.server).map((s) => s.name)).toEqual(['authenticate']);
   });
 
+  it("puts a joined token flight's calls under the request that started it, and none under the one that joined", async () => {
+    // A cold gateway: its first two requests both need a token; the login is held 400 ms so the second joins it.
+    const cold = await startGatewayProcess({
+      env: env({
+        OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+        OTEL_BSP_SCHEDULE_DELAY: '50',
+        OTEL_SERVICE_NAME: 'bff-cold',
+      }),
+    });
+    const before = simulator.receivedTokenRequests().length;
+    simulator.setFaults({ failIds: [POISON_PLAN], latencyMs: 400, includeTokenEndpoints: true });
+    try {
+      const first = getPlan(cold, { traceparent: TRACEPARENT, 'x-request-id': 'flight-starter' });
+      await waitFor(() => simulator.receivedTokenRequests().length > before, { what: 'the login in flight' });
+      const joiner = `00-${'5'.repeat(32)}-${CALLER_SPAN}-01`;
+      // Another plan: the same one would share the first request's upstream call, token and all.
+      const second = getPlan(cold, { traceparent: joiner, 'x-request-id': 'flight-joiner' }, OTHER_PLAN);
+      expect([(await first).status, (await second).status]).toEqual([200, 200]);
+    } finally {
+      simulator.setFaults({ failIds: [POISON_PLAN] });
+    }
+    try {
+      expect(simulator.receivedTokenRequests().length - before).toBe(1);
+      const starter = await serverSpanOf('bff-cold', 'flight-starter', cold);
+      const joined = await serverSpanOf('bff-cold', 'flight-joiner', cold);
+      expect(joined.traceId).toBe('5'.repeat(32));
+      const tokenOf = (server: ExportedSpan) =>
+        childrenOf(receiver.spans(), server).find((s) => s.name === 'token');
+      await waitFor(() => tokenOf(starter.server) !== undefined && tokenOf(joined.server) !== undefined, {
+        what: 'both token spans',
+      });
+      const starterToken = tokenOf(starter.server) as ExportedSpan;
+      const joinedToken = tokenOf(joined.server) as ExportedSpan;
+      await waitFor(() => childrenOf(receiver.spans(), starterToken).some((s) => s.name === 'token.login'), {
+        what: 'the login under the starter',
+      });
+      expect(attribute(joinedToken, 'gateway.token.source')).toBe('upstream');
+      expect(childrenOf(receiver.spans(), joinedToken)).toEqual([]);
+      const logins = receiver.spans().filter((s) => s.service === 'bff-cold' && s.name === 'token.login');
+      expect(logins.map((s) => s.parentSpanId)).toEqual([starterToken.spanId]);
+    } finally {
+      await cold.stop();
+    }
+  }, 40_000);
+
   it('writes the trace id in every request log line', async () => {
     await getPlan(traced, { traceparent: TRACEPARENT, 'x-request-id': 'trace-log' });
     await waitFor(() => requestLines(traced).some((line) => line.requestId === 'trace-log'), {
@@ -387,6 +433,7 @@ describe('OpenTelemetry traces', () => {
         { name: 'the document id', value: DOCUMENT_ID },
         { name: 'the plan id', value: PLAN_ID },
         { name: 'the poison plan id', value: POISON_PLAN },
+        { name: 'the other plan id', value: OTHER_PLAN },
         { name: 'the refused API key', value: 'not-a-valid-key-at-all' },
         ...accessTokens.map((value, i) => ({ name: `upstream access token #${i + 1}`, value })),
       ],
