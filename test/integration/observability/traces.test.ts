@@ -602,6 +602,80 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     expect(findSecrets([{ where: 'gateway output', text: gateway.logs() }], [COLLECTOR_SECRET])).toEqual([]);
   }, 30_000);
 
+  it('ends every span it starts when requests fail: bad input, upstream timeout, saturation, open circuit, caller gone', async () => {
+    const slow = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+    const gateway = await startGatewayProcess({
+      env: {
+        ...env({
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
+          OTEL_BSP_SCHEDULE_DELAY: '20',
+          OTEL_SERVICE_NAME: 'bff-failing',
+          UPSTREAM_TIMEOUT_MS: '300',
+          UPSTREAM_MAX_SOCKETS: '1',
+          UPSTREAM_QUEUE_TIMEOUT_MS: '0',
+          CIRCUIT_MINIMUM_CALLS: '2',
+          CIRCUIT_FAILURE_RATIO: '0.5',
+          CIRCUIT_RESET_MS: '60000',
+        }),
+        UPSTREAM_BASE_URL: slow.url,
+      },
+    });
+    const get = (requestId: string, plan = PLAN_ID) =>
+      fetch(`${gateway.url}/api/subscriptions/plan/${plan}`, {
+        headers: { 'x-api-key': API_KEY, 'x-request-id': requestId },
+      });
+    const statuses: Record<string, number> = {};
+    try {
+      expect((await get('warm')).status).toBe(200); // a token is held from here on
+      const invalid = await fetch(`${gateway.url}/api/validation/document`, {
+        method: 'POST',
+        headers: { 'x-api-key': API_KEY, 'content-type': 'application/json', 'x-request-id': 'invalid' },
+        body: '{"country":',
+      });
+      statuses.invalid = invalid.status;
+      slow.setFaults({ latencyMs: 2_000 });
+      // One socket: the first call holds it until its timeout, the second finds none free (no queue).
+      const timingOut = get('timeout');
+      await waitFor(() => slow.receivedRequests().some((r) => r.headers['x-request-id'] === 'timeout'), {
+        what: 'the slow call',
+      });
+      // Another plan: the same one would share the slow call rather than need a socket.
+      statuses.saturated = (await get('saturated', OTHER_PLAN)).status;
+      statuses.timeout = (await timingOut).status;
+      statuses.timeout2 = (await get('timeout-2')).status;
+      statuses.open = (await get('circuit-open')).status;
+      // The plan circuit is open now; the validation route has its own: its caller hangs up mid-call.
+      const leaving = new AbortController();
+      const gone = fetch(`${gateway.url}/api/validation/document`, {
+        method: 'POST',
+        headers: { 'x-api-key': API_KEY, 'content-type': 'application/json', 'x-request-id': 'caller-gone' },
+        body: JSON.stringify({ country: 'ARG', document: { id: DOCUMENT_ID, type: 'CUIT' } }),
+        signal: leaving.signal,
+      }).catch(() => 'aborted');
+      await waitFor(() => slow.receivedRequests().some((r) => r.headers['x-request-id'] === 'caller-gone'), {
+        what: 'the call of the caller who leaves',
+      });
+      leaving.abort();
+      expect(await gone).toBe('aborted');
+    } finally {
+      expect(await gateway.stop()).toBe(0); // the shutdown flushes every ended span
+      await slow.close();
+    }
+    expect(statuses).toEqual({ invalid: 400, saturated: 503, timeout: 504, timeout2: 504, open: 503 });
+    const spans = receiver.spans().filter((s) => s.service === 'bff-failing');
+    // Every span's parent was ended (and so exported) too: none was left open under a failure.
+    const ids = new Set(spans.map((s) => s.spanId));
+    expect(spans.filter((s) => s.parentSpanId && !ids.has(s.parentSpanId)).map((s) => s.name)).toEqual([]);
+    const served = spans
+      .filter((s) => s.kind === SERVER)
+      .map((s) => attribute(s, 'http.response.status_code'));
+    expect(served.sort()).toEqual([200, 400, 499, 503, 503, 504, 504]);
+    const timedOut = spans.filter(
+      (s) => s.name === 'upstream' && attribute(s, 'error.type') === 'upstream_timeout',
+    );
+    expect(timedOut.length).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+
   it('loads no OpenTelemetry SDK, exports nothing and logs no trace id when no endpoint is set', async () => {
     const modules = moduleReport();
     const exportsBefore = receiver.bodies().length;
