@@ -66,6 +66,9 @@ export const envSchema = z.object({
   /** Checked only when traces are on (load-config.ts): the traces one wins, as in every OpenTelemetry SDK. */
   OTEL_EXPORTER_OTLP_PROTOCOL: z.string().optional(),
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.string().optional(),
+  /** Read by the exporter itself; here only whether it is set (credentials that production sends over https only). */
+  OTEL_EXPORTER_OTLP_HEADERS: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: z.string().optional(),
   OTEL_SERVICE_NAME: z.string().min(1).default('payments-bff-gateway'),
   OTEL_SDK_DISABLED: bool.default(false),
   OTEL_TRACES_SAMPLER: z

@@ -110,9 +110,11 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
-  if (tracingSettings(env)) {
+  const tracing = tracingSettings(env);
+  if (tracing) {
     if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) checkOtlpEndpoint(env.OTEL_EXPORTER_OTLP_ENDPOINT, fail);
     checkOtlpProtocol(env, fail);
+    if (production) checkOtlpCredentialsEncrypted(env, tracing.tracesUrl, fail, why);
   }
   if (problems.length > 0) return undefined;
 
@@ -227,6 +229,30 @@ function checkOtlpEndpoint(endpoint: string | undefined, fail: (variable: string
       'ends in /v1/traces, which the gateway appends: drop it, or give the full URL as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
     );
 }
+
+/**
+ * Production sends the collector's credentials (OTLP headers, or a user and password in the URL) over https only,
+ * or to a loopback sidecar; spans alone hold no secret, so plain http to an in-cluster collector stays allowed.
+ */
+function checkOtlpCredentialsEncrypted(
+  env: RawEnv,
+  tracesUrl: string,
+  fail: (variable: string, message: string) => void,
+  why: string,
+) {
+  const url = new URL(tracesUrl);
+  if (url.protocol !== 'http:' || LOOPBACK_HOSTS.has(url.hostname)) return;
+  const headers = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS;
+  if (headers === undefined && !url.username && !url.password) return;
+  fail(
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+      ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+      : 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    `must be https in production when the collector gets credentials (OTLP headers or a user in the URL)${why}`,
+  );
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
 /** Either HTTP encoding is accepted (the exporter sends JSON, which every OTLP/HTTP receiver reads); grpc is not. */
 function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string) => void) {

@@ -154,4 +154,70 @@ describe('tracing settings', () => {
         ?.tracesUrl,
     ).toBe('https://otlp.example.com/otlp/v1/traces');
   });
+
+  describe('in production', () => {
+    const production = {
+      NODE_ENV: 'production',
+      UPSTREAM_BASE_URL: 'https://payments.example.com',
+      UPSTREAM_USERNAME: 'merchant',
+      UPSTREAM_PASSWORD: 'merchant-password',
+      ALLOW_MEMORY_STORE: 'true',
+      METRICS_PORT: '9464',
+    };
+    const otlpProblems = (env: NodeJS.ProcessEnv) => {
+      try {
+        loadConfig({ ...production, ...env });
+        return [];
+      } catch (error) {
+        expect(error).toBeInstanceOf(ConfigError);
+        return (error as ConfigError).problems.filter((p) => p.variable.startsWith('OTEL_'));
+      }
+    };
+
+    it('refuse sending the collector credentials over plain http (a vendor API key in OTLP headers, or in the URL)', () => {
+      const key = 'vendor-api-key-1234';
+      for (const env of [
+        {
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://api.vendor.example',
+          OTEL_EXPORTER_OTLP_HEADERS: `x-api-key=${key}`,
+        },
+        {
+          OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://api.vendor.example/v1/traces',
+          OTEL_EXPORTER_OTLP_TRACES_HEADERS: `x-api-key=${key}`,
+        },
+        { OTEL_EXPORTER_OTLP_ENDPOINT: `http://bff:${key}@collector.example:4318` },
+      ]) {
+        const problems = otlpProblems(env);
+        expect(problems.map((p) => p.variable)).toEqual([
+          env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+            ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+            : 'OTEL_EXPORTER_OTLP_ENDPOINT',
+        ]);
+        expect(problems[0]?.message).toMatch(/https/);
+        expect(JSON.stringify(problems)).not.toContain(key);
+      }
+    });
+
+    it('accept plain http to a collector without credentials (a node agent), or to a loopback sidecar, and https always', () => {
+      expect(otlpProblems({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318' })).toEqual([]);
+      expect(
+        otlpProblems({
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+          OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=k',
+        }),
+      ).toEqual([]);
+      expect(
+        otlpProblems({
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'http://localhost:4318',
+          OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=k',
+        }),
+      ).toEqual([]);
+      expect(
+        otlpProblems({
+          OTEL_EXPORTER_OTLP_ENDPOINT: 'https://api.vendor.example',
+          OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=k',
+        }),
+      ).toEqual([]);
+    });
+  });
 });
