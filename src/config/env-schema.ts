@@ -60,6 +60,16 @@ export const envSchema = z.object({
   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
     .url({ protocol: /^https?$/, message: 'must be an http(s) URL' })
     .optional(),
+  /** `none` turns traces off (the standard switch when the endpoint is shared with other signals). */
+  OTEL_TRACES_EXPORTER: z
+    .enum(['otlp', 'none'], { message: 'must be otlp or none (the gateway exports OTLP over HTTP)' })
+    .default('otlp'),
+  /** Checked only when traces are on (load-config.ts): the traces one wins, as in every OpenTelemetry SDK. */
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.string().optional(),
+  /** Read by the exporter itself; here only whether it is set (credentials that production sends over https only). */
+  OTEL_EXPORTER_OTLP_HEADERS: z.string().optional(),
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: z.string().optional(),
   OTEL_SERVICE_NAME: z.string().min(1).default('payments-bff-gateway'),
   OTEL_SDK_DISABLED: bool.default(false),
   OTEL_TRACES_SAMPLER: z

@@ -111,6 +111,12 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
   checkSessionSettings(env, mode, production, fail);
+  const tracing = tracingSettings(env);
+  if (tracing) {
+    if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) checkOtlpEndpoint(env.OTEL_EXPORTER_OTLP_ENDPOINT, fail);
+    checkOtlpProtocol(env, fail);
+    if (production) checkOtlpCredentialsEncrypted(env, tracing.tracesUrl, fail, why);
+  }
   if (problems.length > 0) return undefined;
 
   const clientsFile = env.CLIENTS_FILE ?? (mode === 'local' ? LOCAL_CLIENTS_FILE : DEFAULT_CLIENTS_FILE);
@@ -243,7 +249,7 @@ function tracingSettings(env: RawEnv): TracingSettings | undefined {
   const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
   const tracesUrl =
     env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? (base && `${base.replace(/\/+$/, '')}/v1/traces`);
-  if (!tracesUrl || env.OTEL_SDK_DISABLED) return undefined;
+  if (!tracesUrl || env.OTEL_SDK_DISABLED || env.OTEL_TRACES_EXPORTER === 'none') return undefined;
   return {
     tracesUrl,
     serviceName: env.OTEL_SERVICE_NAME,
@@ -252,6 +258,60 @@ function tracingSettings(env: RawEnv): TracingSettings | undefined {
     exportDelayMs: env.OTEL_BSP_SCHEDULE_DELAY,
     propagateUpstream: env.UPSTREAM_PROPAGATE_TRACE,
   };
+}
+
+/** The general endpoint gets /v1/traces appended: one that ends in it, or has a query or fragment, would go nowhere. */
+function checkOtlpEndpoint(endpoint: string | undefined, fail: (variable: string, message: string) => void) {
+  if (!endpoint) return;
+  const url = new URL(endpoint);
+  if (url.search || url.hash)
+    fail(
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'must have no query string or fragment (/v1/traces is appended to it)',
+    );
+  else if (/\/v1\/traces\/*$/.test(url.pathname))
+    fail(
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'ends in /v1/traces, which the gateway appends: drop it, or give the full URL as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    );
+}
+
+/**
+ * Production sends the collector's credentials (OTLP headers, or a user and password in the URL) over https only,
+ * or to a loopback sidecar; spans alone hold no secret, so plain http to an in-cluster collector stays allowed.
+ */
+function checkOtlpCredentialsEncrypted(
+  env: RawEnv,
+  tracesUrl: string,
+  fail: (variable: string, message: string) => void,
+  why: string,
+) {
+  const url = new URL(tracesUrl);
+  if (url.protocol !== 'http:' || LOOPBACK_HOSTS.has(url.hostname)) return;
+  const headers = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS ?? env.OTEL_EXPORTER_OTLP_HEADERS;
+  if (headers === undefined && !url.username && !url.password) return;
+  fail(
+    env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+      ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'
+      : 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    `must be https in production when the collector gets credentials (OTLP headers or a user in the URL)${why}`,
+  );
+}
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+
+/** Either HTTP encoding is accepted (the exporter sends JSON, which every OTLP/HTTP receiver reads); grpc is not. */
+function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string) => void) {
+  const variable =
+    env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL !== undefined
+      ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+      : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocol = env[variable];
+  if (protocol !== undefined && protocol !== 'http/protobuf' && protocol !== 'http/json')
+    fail(
+      variable,
+      'must be http/protobuf or http/json: the gateway exports OTLP over HTTP (grpc is not supported)',
+    );
 }
 
 /** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */

@@ -7,6 +7,7 @@ import {
   type Span,
   SpanKind,
   SpanStatusCode,
+  type TextMapSetter,
   trace,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -24,11 +25,12 @@ import {
   BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
+  SamplingDecision,
   type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import type { Request } from 'express';
+import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { TracingSettings } from '../config/gateway-config';
 import type { SpanAttributes, Tracing } from './tracing';
@@ -48,6 +50,16 @@ const KNOWN_METHODS = new Set([
 
 /** The longest a shutdown waits for the last export: a hung collector must not hold the process past its grace period. */
 const SHUTDOWN_EXPORT_MS = 3_000;
+
+/**
+ * The provider gets the trace's ids, never the caller's `tracestate`: its vendor entries (a tenant, a user) are
+ * caller data that the gateway would otherwise hand on under its own credentials.
+ */
+const TRACEPARENT_ONLY: TextMapSetter<Record<string, unknown>> = {
+  set(carrier, key, value) {
+    if (key === 'traceparent') defaultTextMapSetter.set(carrier, key, value);
+  },
+};
 
 /** Probes and scrapes, every few seconds from every kubelet and Prometheus: counted in metrics, not traced. */
 const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
@@ -81,7 +93,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
     enabled: true,
 
     serve(req, res, next) {
-      if (UNTRACED_PATHS.has(req.url)) {
+      if (UNTRACED_PATHS.has(pathOf(req.url))) {
         next();
         return;
       }
@@ -93,7 +105,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
         parent,
       );
       res.locals.traceId = span.spanContext().traceId;
-      res.once('close', () => endServerSpan(span, req, res.writableFinished ? res.statusCode : 499, method));
+      res.once('close', () => endServerSpan(span, req, res, method));
       contexts.with(trace.setSpan(parent, span), next);
     },
 
@@ -173,7 +185,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
 
     injectUpstream(headers) {
       if (!settings.propagateUpstream) return;
-      propagator.inject(contexts.active(), headers as Record<string, unknown>, defaultTextMapSetter);
+      propagator.inject(contexts.active(), headers as Record<string, unknown>, TRACEPARENT_ONLY);
     },
 
     async shutdown() {
@@ -191,7 +203,7 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
 
 /**
  * Logs once when exports start failing (a wrong endpoint, a collector down) and once when they work again, naming
- * the failure by its code only: the endpoint's URL and headers (a vendor's API key) are never logged.
+ * the failure by its code or HTTP status only: the endpoint's URL, headers (a vendor's API key) and answer never.
  */
 function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter {
   let failing = false;
@@ -200,9 +212,14 @@ function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter
       exporter.export(spans, (result) => {
         if (result.code !== ExportResultCode.SUCCESS && !failing) {
           failing = true;
+          // An OTLPExporterError's numeric code is the collector's HTTP status (401: the API key; 404: the path).
           const { code, name } = (result.error ?? {}) as { code?: unknown; name?: unknown };
           logger.warn(
-            { event: 'trace.export_failed', error: typeof code === 'string' ? code : name },
+            {
+              event: 'trace.export_failed',
+              error: typeof code === 'string' ? code : name,
+              status: typeof code === 'number' ? code : undefined,
+            },
             'trace export to the OTLP endpoint failed: spans are dropped until it answers',
           );
         } else if (result.code === ExportResultCode.SUCCESS && failing) {
@@ -217,8 +234,19 @@ function reportingFailures(exporter: SpanExporter, logger: Logger): SpanExporter
   };
 }
 
-/** The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error. */
-function endServerSpan(span: Span, req: Request, status: number, method: string): void {
+/** The path of a request target, without its query string (a probe may carry one). */
+function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
+/**
+ * The HTTP server span's name and status (OpenTelemetry conventions): the route template, 5xx is an error; and, as
+ * the request line says, whether a plan read shared another request's upstream call or came from the cache (such a
+ * request has no token or upstream span of its own).
+ */
+function endServerSpan(span: Span, req: Request, res: Response, method: string): void {
+  const status = res.writableFinished ? res.statusCode : 499;
   // The matched route's template (`/api/subscriptions/plan/:planId`), never the raw path and its ids.
   const template: unknown = req.route?.path;
   if (typeof template === 'string') {
@@ -227,6 +255,9 @@ function endServerSpan(span: Span, req: Request, status: number, method: string)
   }
   span.setAttribute('http.response.status_code', status);
   if (req.caller) span.setAttribute('gateway.client', req.caller.id);
+  const { coalesced, cache } = res.locals;
+  if (typeof coalesced === 'boolean') span.setAttribute('gateway.coalesced', coalesced);
+  if (typeof cache === 'string') span.setAttribute('gateway.cache', cache);
   if (status >= 500) failed(span, String(status));
   span.end();
 }
@@ -252,16 +283,26 @@ function defined(attributes: SpanAttributes | undefined): Record<string, string 
   return kept;
 }
 
-/** OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, with the SDKs' meanings. */
-function samplerOf(settings: TracingSettings): Sampler {
+/**
+ * OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG, with the SDKs' meanings, but for `traceidratio` under a caller's
+ * trace: the trace id is the caller's choice (one whose hash is tiny passes any ratio), so the gateway draws by
+ * itself there; the spans under the request's follow its decision, so a trace is kept or dropped whole.
+ */
+export function samplerOf(settings: TracingSettings): Sampler {
   const ratio = new TraceIdRatioBasedSampler(settings.samplerRatio);
   switch (settings.sampler) {
     case 'always_on':
       return new AlwaysOnSampler();
     case 'always_off':
       return new AlwaysOffSampler();
-    case 'traceidratio':
-      return ratio;
+    case 'traceidratio': {
+      const drawn = drawnRatio(settings.samplerRatio);
+      return new ParentBasedSampler({
+        root: ratio,
+        remoteParentSampled: drawn,
+        remoteParentNotSampled: drawn,
+      });
+    }
     case 'parentbased_always_off':
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case 'parentbased_traceidratio':
@@ -269,4 +310,14 @@ function samplerOf(settings: TracingSettings): Sampler {
     default:
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
   }
+}
+
+/** Keeps `ratio` of the spans by a draw of its own: nothing the caller sends can steer it. */
+function drawnRatio(ratio: number): Sampler {
+  return {
+    shouldSample: () => ({
+      decision: Math.random() < ratio ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD,
+    }),
+    toString: () => `DrawnRatio{${ratio}}`,
+  };
 }

@@ -2,13 +2,13 @@
 import express, { type ErrorRequestHandler, type Router } from 'express';
 import { ZodError } from 'zod';
 import type { Faults, FaultsInput } from './faults';
-import type { ReceivedRequest } from './request-log';
+import type { ReceivedRequest, ReceivedTokenRequest } from './request-log';
 import type { SimulatorStats } from './stats';
 
 /** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
 export interface SimulatorControl {
   stats(): SimulatorStats;
-  /** Zeroes the counters, clears faults and the received-requests log. Issued tokens stay valid. */
+  /** Zeroes the counters, clears faults and the received-requests logs. Issued tokens stay valid. */
   reset(): void;
   /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */
   setFaults(faults: FaultsInput): Faults;
@@ -19,6 +19,8 @@ export interface SimulatorControl {
   rotateSigningKey(): void;
   /** The last 200 operation requests as received, oldest first. */
   receivedRequests(): ReceivedRequest[];
+  /** The headers of the last 200 token endpoint requests (login and refresh), oldest first; never their bodies. */
+  receivedTokenRequests(): ReceivedTokenRequest[];
 }
 
 export const CONTROL_PREFIX = '/__simulator';
@@ -33,6 +35,9 @@ export function createControlRouter(control: SimulatorControl): Router {
   });
   router.get('/requests', (_req, res) => {
     res.json(control.receivedRequests());
+  });
+  router.get('/token-requests', (_req, res) => {
+    res.json(control.receivedTokenRequests());
   });
   router.get('/faults', (_req, res) => {
     res.json(control.faults());

@@ -1,4 +1,5 @@
-// The last operation requests exactly as they reached the simulator, so gateway tests can assert what it forwarded.
+// The last operation requests exactly as they reached the simulator, so gateway tests can assert what it forwarded;
+// and the headers of the last token endpoint requests (what else the gateway sends the provider).
 import type { Request } from 'express';
 
 export interface ReceivedRequest {
@@ -32,6 +33,34 @@ export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
         headers: { ...req.headers },
         body: body === undefined ? null : structuredClone(body),
       });
+      if (entries.length > capacity) entries = entries.slice(-capacity);
+    },
+    list: () => structuredClone(entries),
+    clear() {
+      entries = [];
+    },
+  };
+}
+
+/** A token endpoint request as received: its headers only, never its body (the password or the refresh token). */
+export interface ReceivedTokenRequest {
+  method: string;
+  path: string;
+  /** Headers as received (lower-case names). */
+  headers: Record<string, string | string[] | undefined>;
+}
+
+export interface TokenRequestLog {
+  record(req: Request): void;
+  list(): ReceivedTokenRequest[];
+  clear(): void;
+}
+
+export function createTokenRequestLog(capacity = REQUEST_LOG_CAPACITY): TokenRequestLog {
+  let entries: ReceivedTokenRequest[] = [];
+  return {
+    record(req) {
+      entries.push({ method: req.method, path: req.path, headers: { ...req.headers } });
       if (entries.length > capacity) entries = entries.slice(-capacity);
     },
     list: () => structuredClone(entries),

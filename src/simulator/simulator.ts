@@ -6,7 +6,7 @@ import express, { type Express } from 'express';
 import { CONTROL_PREFIX, createControlRouter, type SimulatorControl } from './control-routes';
 import { createFaultInjector } from './faults';
 import type { SimulatorOptions } from './options';
-import { createRequestLog } from './request-log';
+import { createRequestLog, createTokenRequestLog } from './request-log';
 import { SIMULATOR_DEFAULTS } from './simulator-config';
 import { createStats } from './stats';
 import { createTokenIssuer } from './token-issuer';
@@ -47,6 +47,7 @@ export function createSimulatorApp(
   const stats = createStats();
   const faults = createFaultInjector(stats, deps.random);
   const requestLog = createRequestLog();
+  const tokenRequestLog = createTokenRequestLog();
   const issuer = createTokenIssuer({
     accessTtlSeconds: options.accessTtlSeconds,
     refreshTtlSeconds: options.refreshTtlSeconds,
@@ -59,12 +60,14 @@ export function createSimulatorApp(
       stats.reset();
       faults.clear();
       requestLog.clear();
+      tokenRequestLog.clear();
     },
     setFaults: (input) => faults.set(input),
     faults: () => faults.current(),
     revokeTokens: () => issuer.revokeAll(),
     rotateSigningKey: () => issuer.rotateSigningKey(),
     receivedRequests: () => requestLog.list(),
+    receivedTokenRequests: () => tokenRequestLog.list(),
   };
 
   const app = express();
@@ -76,7 +79,7 @@ export function createSimulatorApp(
     next();
   });
   app.use(CONTROL_PREFIX, createControlRouter(control));
-  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog }));
+  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog, tokenRequestLog }));
 
   return { app, control, dispose: () => faults.dispose() };
 }

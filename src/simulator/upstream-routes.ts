@@ -7,7 +7,7 @@ import type { FaultInjector } from './faults';
 import { ipAllowList } from './ip-allow-list';
 import type { SimulatorOptions } from './options';
 import { findPlan } from './plans';
-import type { RequestLog } from './request-log';
+import type { RequestLog, TokenRequestLog } from './request-log';
 import type { StatsRecorder } from './stats';
 import type { TokenIssuer } from './token-issuer';
 import {
@@ -26,6 +26,7 @@ export interface UpstreamDependencies {
   stats: StatsRecorder;
   faults: FaultInjector;
   requestLog: RequestLog;
+  tokenRequestLog: TokenRequestLog;
 }
 
 /** The merchant account's user id, as simplejwt puts it in `user_id`. */
@@ -39,7 +40,7 @@ const documentRequestSchema = z.object({
 });
 
 export function createUpstreamRouter(deps: UpstreamDependencies): Router {
-  const { options, issuer, stats, faults, requestLog } = deps;
+  const { options, issuer, stats, faults, requestLog, tokenRequestLog } = deps;
   // The provider (Django) routes by exact path: `/api/token` without the slash is not `/api/token/`.
   const router = express.Router({ strict: true, caseSensitive: true });
   const jsonBody = express.json({ limit: BODY_LIMIT });
@@ -51,6 +52,12 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
       res.cookie('upstream_session', randomBytes(12).toString('hex'), { httpOnly: true, path: '/' });
       next(err);
     });
+  };
+
+  /** Logs the token request's headers before its body is read (the body, a password or refresh token, never). */
+  const tokenEntry: RequestHandler = (req, _res, next) => {
+    tokenRequestLog.record(req);
+    next();
   };
 
   const requireAccess: RequestHandler = async (req, res, next) => {
@@ -145,10 +152,13 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
   });
   router.use(ipAllowList(options.allowedIps, stats));
 
-  router.route('/api/token/').post(jsonBody, faults.middleware('token'), login).all(methodNotAllowed('POST'));
+  router
+    .route('/api/token/')
+    .post(tokenEntry, jsonBody, faults.middleware('token'), login)
+    .all(methodNotAllowed('POST'));
   router
     .route('/api/token/refresh/')
-    .post(jsonBody, faults.middleware('token'), refresh)
+    .post(tokenEntry, jsonBody, faults.middleware('token'), refresh)
     .all(methodNotAllowed('POST'));
   router
     .route('/api/validation/document')

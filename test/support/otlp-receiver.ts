@@ -34,7 +34,9 @@ interface ExportBody {
   }[];
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+/** `status`: what every export is answered (200 by default; 401 plays a collector refusing the API key). */
+export async function startOtlpReceiver(options: { status?: number } = {}): Promise<OtlpReceiver> {
+  const status = options.status ?? 200;
   const bodies: string[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -45,7 +47,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         return;
       }
       bodies.push(Buffer.concat(chunks).toString('utf8'));
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      res.writeHead(status, { 'content-type': 'application/json' }).end('{}');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -353,6 +353,31 @@ describe('payment API simulator (default settings, real HTTP)', () => {
       expect(viaHttp.body).toEqual(log);
     });
 
+    it('records the headers of the token requests, never their bodies', async () => {
+      sim.reset();
+      const signedIn = await call(sim, 'POST', '/api/token/', {
+        body: CREDENTIALS,
+        headers: { 'x-probe': 'login-1' },
+      });
+      const { refresh } = signedIn.body as { refresh: string };
+      await call(sim, 'POST', '/api/token/refresh/', {
+        body: { refresh },
+        headers: { 'x-probe': 'refresh-1' },
+      });
+      const log = sim.receivedTokenRequests();
+      expect(log.map((r) => [r.method, r.path, r.headers['x-probe']])).toEqual([
+        ['POST', '/api/token/', 'login-1'],
+        ['POST', '/api/token/refresh/', 'refresh-1'],
+      ]);
+      expect(JSON.stringify(log)).not.toContain(refresh);
+      expect(JSON.stringify(log)).not.toContain(CREDENTIALS.password);
+      expect(sim.receivedRequests()).toEqual([]);
+      const viaHttp = await call(sim, 'GET', '/__simulator/token-requests');
+      expect(viaHttp.body).toEqual(log);
+      sim.reset();
+      expect(sim.receivedTokenRequests()).toEqual([]);
+    });
+
     it('keeps the last 200', async () => {
       const { access } = await login(sim);
       for (let i = 0; i < 205; i += 1) await readPlan(sim, access, `id-${i}`);
