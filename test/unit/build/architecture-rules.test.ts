@@ -61,6 +61,18 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'src/http/token-peek.ts': "export { relay } from '../observability/relay';\n",
       'src/observability/relay.ts': "export { createTokenManager as relay } from '../tokens';\n",
       'src/simulator/gateway-peek.ts': "export { GATEWAY_VERSION } from '../gateway';\n",
+      // The forms an import can take are all seen: import(), require(), a type-only import.
+      'src/routes/later.ts':
+        "export const later = async () => (await import('../tokens/internal/token-manager')).createTokenManager;\n",
+      'src/operations/required.ts': "export const sim = require('../simulator/simulator');\n",
+      'src/routes/typed.ts':
+        "import type { TokenStore } from '../tokens/internal/token-store';\nexport type S = TokenStore;\n",
+      // Local mode loads the simulator: a static import of it anywhere, or any import outside the entry points.
+      'src/operations/local.ts': "export { startLocalUpstream } from '../local-mode';\n",
+      'src/local-mode-helpers/simulate.ts': "export { startSimulator } from '../simulator/simulator';\n",
+      // Test helpers are not shipped.
+      'test/support/helper.ts': 'export const helper = 1;\n',
+      'src/callers/helped.ts': "export { helper } from '../../test/support/helper';\n",
     });
     const result = cruise(dir);
     expect(result.status).not.toBe(0);
@@ -76,15 +88,22 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
     ).toBe(true);
     const others = found.filter((v) => !v.startsWith('no-circular') && !v.startsWith('http-knows'));
     expect(others.sort()).toEqual([
+      'local-mode-not-static: src/operations/local.ts → src/local-mode.ts',
+      'local-mode-only-on-demand: src/operations/local.ts → src/local-mode.ts',
+      'no-foreign-internal: src/routes/later.ts → src/tokens/internal/token-manager.ts',
       'no-foreign-internal: src/routes/peek.ts → src/tokens/internal/token-manager.ts',
+      'no-foreign-internal: src/routes/typed.ts → src/tokens/internal/token-store.ts',
       'no-internal-from-root: src/peek.ts → src/forwarding/internal/forwarder.ts',
+      'no-test-code-in-src: src/callers/helped.ts → test/support/helper.ts',
       'simulator-only-from-local-mode: src/callers/dev-login.ts → src/dev-identity/provider.ts',
+      'simulator-only-from-local-mode: src/local-mode-helpers/simulate.ts → src/simulator/simulator.ts',
+      'simulator-only-from-local-mode: src/operations/required.ts → src/simulator/simulator.ts',
       'simulator-only-from-local-mode: src/operations/simulate.ts → src/simulator/simulator.ts',
       'simulator-self-contained: src/simulator/gateway-peek.ts → src/gateway.ts',
     ]);
   });
 
-  test('production start-up loads no simulator: only a dynamic import in local mode reaches it', () => {
+  test('production start-up and the doctor load no simulator: only a dynamic import in local mode reaches it', () => {
     const graph = JSON.parse(cruise(ROOT, '--output-type', 'json').output) as {
       modules: { source: string; dependencies: { resolved: string; dynamic: boolean }[] }[];
     };
@@ -96,7 +115,9 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       for (const dep of bySource.get(source)?.dependencies ?? []) if (!dep.dynamic) visit(dep.resolved);
     };
     visit('src/main.ts');
+    visit('src/operations/doctor-cli.ts');
     expect(staticallyLoaded).toContain('src/gateway.ts');
+    expect(staticallyLoaded).toContain('src/operations/doctor.ts');
     expect(
       [...staticallyLoaded].filter((m) => /^src\/(simulator|dev-[^/]+)\/|^src\/local-mode/.test(m)),
     ).toEqual([]);
@@ -105,5 +126,10 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       ?.dependencies.filter((d) => d.dynamic)
       .map((d) => d.resolved);
     expect(dynamic).toEqual(['src/local-mode.ts']);
+    const doctorDynamic = bySource
+      .get('src/operations/doctor-cli.ts')
+      ?.dependencies.filter((d) => d.dynamic)
+      .map((d) => d.resolved);
+    expect(doctorDynamic).toEqual(['src/local-mode.ts']);
   });
 });
