@@ -1,7 +1,13 @@
 // The Redis key layout of docs/architecture.md, built in one module: stable names, one slot per credential.
 import { createHash } from 'node:crypto';
 import { sha256Hex } from '../../../src/keys/hash';
-import { authFailurePrefix, planCachePrefix, rateLimitPrefix, tokenKeys } from '../../../src/keys/redis-keys';
+import {
+  authFailurePrefix,
+  planAnswerKey,
+  planCachePrefix,
+  rateLimitPrefix,
+  tokenKeys,
+} from '../../../src/keys/redis-keys';
 
 const sha16 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
 
@@ -32,6 +38,9 @@ describe('Redis key layout', () => {
     expect(planCachePrefix('bff:', 'https://sandbox.example')).not.toBe(
       planCachePrefix('bff:', 'https://api.example'),
     );
+    expect(
+      planCachePrefix('bff:', 'https://api.example') + planAnswerKey('b8546575-5d4f-4a56-9e21-522d01cf5992'),
+    ).toBe(`bff:cache:${sha16('https://api.example')}:plan:b8546575-5d4f-4a56-9e21-522d01cf5992`);
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
   });
