@@ -4,7 +4,15 @@ import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { API_KEY, captureLogs, gatewayEnv, LIMITED_KEY, PASSWORD, PLAN_ID, USERNAME } from './fixture';
+import {
+  API_KEY,
+  captureLogs,
+  gatewayEnv,
+  LIMITED_KEY,
+  PASSWORD,
+  PLAN_ID,
+  USERNAME,
+} from '../operations/fixture';
 
 interface Sample {
   readonly name: string;
