@@ -11,6 +11,15 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'no-folder-cycle',
+      severity: 'error',
+      comment:
+        'Folders depend one way (docs/architecture.md): two folders using each other are one subsystem in two places.',
+      scope: 'folder',
+      from: {},
+      to: { circular: true },
+    },
+    {
       name: 'no-foreign-internal',
       severity: 'error',
       comment: "A folder's internal/ is reached only from inside that folder; others use its index.ts.",

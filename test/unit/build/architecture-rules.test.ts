@@ -86,7 +86,7 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
     expect(
       http.every((v) => v.startsWith('http-knows-no-subsystem: src/http/token-peek.ts → src/tokens/')),
     ).toBe(true);
-    const others = found.filter((v) => !v.startsWith('no-circular') && !v.startsWith('http-knows'));
+    const others = found.filter((v) => !/^(no-circular|http-knows|no-folder-cycle)/.test(v));
     expect(others.sort()).toEqual([
       'local-mode-not-static: src/operations/local.ts → src/local-mode.ts',
       'local-mode-only-on-demand: src/operations/local.ts → src/local-mode.ts',
@@ -101,6 +101,18 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'simulator-only-from-local-mode: src/operations/simulate.ts → src/simulator/simulator.ts',
       'simulator-self-contained: src/simulator/gateway-peek.ts → src/gateway.ts',
     ]);
+  });
+
+  test('folders depend one way: a cycle between two folders fails although no module is in a cycle', () => {
+    // callers/ uses http/ (GatewayError); http/ taking the Caller type from callers/ closes a loop of folders.
+    const result = cruise(
+      treeWith({ 'src/http/caller-type.ts': "export type { Caller } from '../callers/caller';\n" }),
+    );
+    expect(result.status).not.toBe(0);
+    const found = violations(result.output);
+    expect(found.length).toBeGreaterThan(0);
+    expect(found.every((v) => v.startsWith('no-folder-cycle: '))).toBe(true);
+    expect(found).toEqual(expect.arrayContaining(['no-folder-cycle: src/http → ']));
   });
 
   test('production start-up and the doctor load no simulator: only a dynamic import in local mode reaches it', () => {
