@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
-import { type RedisServer, startRedisServer } from '../../support/redis-server';
 import {
   API_KEY,
   captureLogs,
@@ -12,7 +11,8 @@ import {
   PASSWORD,
   PLAN_ID,
   USERNAME,
-} from '../operations/fixture';
+} from '../../support/ops-fixture';
+import { type RedisServer, startRedisServer } from '../../support/redis-server';
 
 interface Sample {
   readonly name: string;
