@@ -1,7 +1,7 @@
 // The folder boundaries of `npm run lint` (dependency-cruiser): the real tree keeps them, and each rule catches a
 // deliberate violation written into a copy of src/.
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { tempDir } from '../../support/temp-dir';
 
@@ -101,6 +101,25 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'simulator-only-from-local-mode: src/operations/simulate.ts → src/simulator/simulator.ts',
       'simulator-self-contained: src/simulator/gateway-peek.ts → src/gateway.ts',
     ]);
+  });
+
+  test('a path alias is no way around: imports resolve through tsconfig.json as the compiler does', () => {
+    const tsconfig = JSON.parse(readFileSync(join(ROOT, 'tsconfig.json'), 'utf8'));
+    tsconfig.compilerOptions = {
+      ...tsconfig.compilerOptions,
+      baseUrl: '.',
+      paths: { '@tokens/*': ['src/tokens/*'] },
+    };
+    const result = cruise(
+      treeWith({
+        'tsconfig.json': JSON.stringify(tsconfig),
+        'src/routes/alias.ts': "export { createTokenManager } from '@tokens/internal/token-manager';\n",
+      }),
+    );
+    expect(violations(result.output)).toEqual([
+      'no-foreign-internal: src/routes/alias.ts → src/tokens/internal/token-manager.ts',
+    ]);
+    expect(result.status).not.toBe(0);
   });
 
   test('folders depend one way: a cycle between two folders fails although no module is in a cycle', () => {
