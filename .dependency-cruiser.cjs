@@ -11,6 +11,15 @@ module.exports = {
       to: { circular: true },
     },
     {
+      name: 'no-folder-cycle',
+      severity: 'error',
+      comment:
+        'Folders depend one way (docs/architecture.md): two folders using each other are one subsystem in two places.',
+      scope: 'folder',
+      from: {},
+      to: { circular: true },
+    },
+    {
       name: 'no-foreign-internal',
       severity: 'error',
       comment: "A folder's internal/ is reached only from inside that folder; others use its index.ts.",
@@ -29,8 +38,33 @@ module.exports = {
       severity: 'error',
       comment:
         'Production start-up never loads development stand-ins: only src/local-mode* imports src/simulator/ and src/dev-*/.',
-      from: { path: '^src/', pathNot: ['^src/local-mode', '^src/simulator/', '^src/dev-[^/]+/'] },
+      from: { path: '^src/', pathNot: ['^src/local-mode[^/]*\\.ts$', '^src/simulator/', '^src/dev-[^/]+/'] },
       to: { path: ['^src/simulator/', '^src/dev-[^/]+/'] },
+    },
+    {
+      name: 'local-mode-only-on-demand',
+      severity: 'error',
+      comment:
+        'Local mode loads the simulator: only the entry points (main.ts, the doctor) reach it, by an import() taken in local mode.',
+      from: {
+        path: '^src/',
+        pathNot: ['^src/main\\.ts$', '^src/operations/doctor-cli\\.ts$', '^src/local-mode[^/]*\\.ts$'],
+      },
+      to: { path: '^src/local-mode[^/]*\\.ts$' },
+    },
+    {
+      name: 'local-mode-not-static',
+      severity: 'error',
+      comment: 'A static import of local mode would load the simulator at every production start-up.',
+      from: { path: '^src/', pathNot: '^src/local-mode[^/]*\\.ts$' },
+      to: { path: '^src/local-mode[^/]*\\.ts$', dynamic: false },
+    },
+    {
+      name: 'no-test-code-in-src',
+      severity: 'error',
+      comment: 'Test helpers and the bench are not shipped: nothing in src/ imports them.',
+      from: { path: '^src/' },
+      to: { path: '^(test|bench)/' },
     },
     {
       name: 'simulator-self-contained',

@@ -1,15 +1,16 @@
 // Builds a running gateway from a config, one builder per concern, and closes what it built in reverse order.
+import type { Express } from 'express';
 import type { DestinationStream, Logger } from 'pino';
 import { createApp } from './app';
-import { buildCallerGuards } from './assembly/caller-guards';
-import { buildForwarding } from './assembly/forwarding';
+import { buildCallerGuards, type Callers } from './assembly/caller-guards';
+import { buildForwarding, type Forwarding } from './assembly/forwarding';
 import { createLifecycle, type Lifecycle } from './assembly/lifecycle';
 import {
   type LocalIdentityProvider,
   type LocalSessions,
   startLocalIdentityProvider,
 } from './assembly/local-sessions';
-import { buildObservability } from './assembly/observability';
+import { buildObservability, type Observability } from './assembly/observability';
 import { buildRedis } from './assembly/redis';
 import { buildTokens } from './assembly/tokens';
 import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
@@ -83,21 +84,7 @@ export async function startGateway(
       storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
     });
-    const app = createApp({
-      config,
-      logger,
-      metrics,
-      guards,
-      forwarder: forwarding.forwarder,
-      plans: forwarding.plans,
-      readiness,
-      documentReference: createDocumentReference(config.tokens.encryptionKey),
-      openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
-      serveMetrics: config.server.metricsOnMainPort,
-      tracing,
-      sessionRoutes: browser?.sessions.router,
-      localWebApp: browser && options.localSessions?.webApp,
-    });
+    const app = gatewayApp(config, observability, { guards, forwarding, readiness, browser }, options);
     const servers = await life.use(startServers(config, app, metrics));
     const identityProvider = await life.use(
       startLocalIdentityProvider(config, servers.url, browser, options),
@@ -119,6 +106,33 @@ export async function startGateway(
     await flushLogger(logger);
     throw error;
   }
+}
+
+/** The Express app over what the builders made. */
+function gatewayApp(
+  config: GatewayConfig,
+  { logger, metrics, tracing }: Observability,
+  made: Pick<Callers, 'guards' | 'browser'> & {
+    readonly forwarding: Forwarding;
+    readonly readiness: Readiness;
+  },
+  options: GatewayOptions,
+): Express {
+  return createApp({
+    config,
+    logger,
+    metrics,
+    guards: made.guards,
+    forwarder: made.forwarding.forwarder,
+    plans: made.forwarding.plans,
+    readiness: made.readiness,
+    documentReference: createDocumentReference(config.tokens.encryptionKey),
+    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
+    serveMetrics: config.server.metricsOnMainPort,
+    tracing,
+    sessionRoutes: made.browser?.sessions.router,
+    localWebApp: made.browser && options.localSessions?.webApp,
+  });
 }
 
 interface GatewayParts {

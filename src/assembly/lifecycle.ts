@@ -8,10 +8,7 @@ export interface Built<T> {
   readonly closers: readonly Closer[];
 }
 
-/**
- * Runs a builder that lists its closers as it makes things: when it fails half-way, what it made so far is closed
- * (in reverse) before the error goes on.
- */
+/** A builder that fails half-way closes what it made so far (in reverse) before the error goes on. */
 export async function building<T>(make: (closers: Closer[]) => Promise<T> | T): Promise<Built<T>> {
   const closers: Closer[] = [];
   try {

@@ -3,7 +3,6 @@ import type { GatewayConfig } from '../config/gateway-config';
 import { deriveKey } from '../keys/derived-keys';
 import { registerAccessTokenTimeLeft } from '../observability/metrics';
 import { createMemoryTokenStore } from '../store/memory-token-store';
-import { whenRedisReady } from '../store/redis-connection';
 import { createRedisTokenStore } from '../store/redis-token-store';
 import {
   type CredentialSource,
@@ -70,9 +69,7 @@ export function buildTokens(
         encryptionKey: config.tokens.encryptionKey,
       },
     });
-    if (redis && !(await whenRedisReady(redis, REDIS_START_WAIT_MS))) {
-      logger.warn({ waitedMs: REDIS_START_WAIT_MS }, 'redis not reachable at start: starting degraded');
-    }
+    await health.waitAtStart(REDIS_START_WAIT_MS);
     await tokens.start();
     closers.push(() => tokens.stop());
     registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);

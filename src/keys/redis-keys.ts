@@ -29,6 +29,11 @@ export function planCachePrefix(keyPrefix: string, upstreamBaseUrl: string): str
   return `${keyPrefix}cache:${shortHash(upstreamBaseUrl)}:`;
 }
 
+/** One plan's answer under planCachePrefix; the id is the route's lower-cased UUID. */
+export function planAnswerKey(planId: string): string {
+  return `plan:${planId}`;
+}
+
 /** Counters of the per-client rate limit, one set per window length. */
 export function rateLimitPrefix(keyPrefix: string, windowSeconds: number): string {
   return `${keyPrefix}rl:${windowSeconds}:`;

@@ -1,7 +1,6 @@
 // `npm run doctor`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails (warnings pass).
 import { pino } from 'pino';
 import { loadConfig } from '../config/load-config';
-import { startLocalUpstream } from '../local-mode';
 import { createCredentialSource } from '../tokens';
 import { formatReport, runDoctor } from './doctor';
 import {
@@ -23,8 +22,8 @@ async function main(): Promise<number> {
         extraCa: config.upstream.extraCa,
       };
       if (config.mode === 'local' || !config.upstream.baseUrl) {
-        // Local mode talks to the bundled simulator: start it here, as the gateway would.
-        const simulator = await startLocalUpstream();
+        // Local mode talks to the bundled simulator: start it here, as the gateway would (loaded only then).
+        const simulator = await (await import('../local-mode.js')).startLocalUpstream();
         try {
           return await requestUpstreamToken(
             localSimulatorTarget(simulator.baseUrl, simulator.credentials.current()),

@@ -1,5 +1,4 @@
-// Readiness: can this replica serve now? Draining, the token store, the upstream token, each circuit and the
-// client registry.
+// Readiness: can this replica serve now? A load balancer sends traffic only to a replica that says yes.
 import type { ClientRegistry } from '../callers/client-registry';
 import type { TokenProvider } from '../tokens';
 
@@ -34,10 +33,7 @@ export interface ReadinessDeps {
   readonly storeKind: 'redis' | 'memory';
   /** The upstream circuit state of each operation. */
   readonly circuitStates: () => Readonly<Record<string, string>>;
-  /**
-   * Live store health (the ioredis connection is `ready`). Without it the token manager's view is used, which
-   * only learns of a recovered Redis on its next store call.
-   */
+  /** Live store health: the token manager learns of a recovered Redis only on its next store call. */
   readonly storeHealthy?: () => boolean;
   readonly clientRegistry?: Pick<ClientRegistry, 'health'>;
 }

@@ -1,5 +1,4 @@
-// Injected upstream misbehaviour: latency, error statuses, connection resets, cut-short bodies, caching headers
-// and poison ids, set through the test controls.
+// Injected upstream misbehaviour, set through the test controls: how the gateway's tests break the provider.
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
 import type { StatsRecorder } from './stats';

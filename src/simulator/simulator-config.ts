@@ -59,10 +59,7 @@ export const simulatorEnvSchema = z.object({
   SIMULATOR_TLS_KEY_FILE: z.string().min(1).optional(),
 });
 
-/**
- * Reads the simulator's settings. Unset or empty variables take their defaults; a bad value throws a
- * {@link ConfigError} naming every bad variable (values are never echoed: SIMULATOR_PASSWORD is a secret).
- */
+/** A bad value throws a {@link ConfigError} naming it, never echoing it: SIMULATOR_PASSWORD is a secret. */
 export function loadSimulatorConfig(env: NodeJS.ProcessEnv): SimulatorOptions {
   const present: Record<string, string> = {};
   for (const key of Object.keys(simulatorEnvSchema.shape)) {

@@ -8,10 +8,7 @@ export interface MemoryTokenStoreOptions {
   readonly now?: () => number;
 }
 
-/**
- * Behaves like the Redis store (expiry, owner-checked lock, compare-and-delete, notifications) so the token
- * manager runs one code path everywhere. Several managers may share one instance to act as a fleet in tests.
- */
+/** Behaves like the Redis store (expiry, owner-checked lock, notifications): one code path in the manager. */
 export function createMemoryTokenStore(options: MemoryTokenStoreOptions = {}): TokenStore {
   const now = options.now ?? Date.now;
   const entries = createExpiringMap<string>(now);

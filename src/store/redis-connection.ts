@@ -92,10 +92,7 @@ export function describeRedisTopology(topology: RedisTopology): string {
   }
 }
 
-/**
- * Resolves once the client is ready, or after `timeoutMs` (never rejects): a replica starting next to a reachable
- * Redis joins the fleet's shared token instead of logging in on its own; an unreachable one starts degraded.
- */
+/** A replica starting next to a reachable Redis joins the fleet's token instead of logging in on its own. */
 export function whenRedisReady(redis: RedisClient, timeoutMs: number): Promise<boolean> {
   if (redis.status === 'ready') return Promise.resolve(true);
   return new Promise((resolve) => {

@@ -1,7 +1,7 @@
 // The one judge of Redis health: the only writer of token_store_healthy and of the Redis down/up log lines.
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
-import type { RedisClient } from './redis-connection';
+import { type RedisClient, whenRedisReady } from './redis-connection';
 
 export interface StoreHealth {
   /** Redis answers right now (always true without Redis: memory cannot be down). */
@@ -12,6 +12,8 @@ export interface StoreHealth {
   reportSuccess(): void;
   /** Called with the new state on every change; returns the unsubscribe. */
   subscribe(listener: (healthy: boolean) => void): () => void;
+  /** Start-up waits at most `timeoutMs` for Redis; false (announced as the outage's one down line) starts degraded. */
+  waitAtStart(timeoutMs: number): Promise<boolean>;
 }
 
 /** Watches the connection (ioredis retries on its own) and what its users report; each outage is logged once. */
@@ -60,6 +62,14 @@ export function createRedisHealth(
     subscribe(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    async waitAtStart(timeoutMs) {
+      if (!redis || (await whenRedisReady(redis, timeoutMs))) return true;
+      set(false);
+      if (!announcedDown)
+        logger.warn({ waitedMs: timeoutMs }, 'redis not reachable at start: starting degraded');
+      announcedDown = true;
+      return false;
     },
   };
 }

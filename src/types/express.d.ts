@@ -26,6 +26,8 @@ declare global {
       coalesced?: boolean;
       /** The plan answer came from the short answer cache. */
       cache?: 'hit';
+      /** The id of this request's trace, for the request log line (only while tracing is on). */
+      traceId?: string;
       /** The validated document: country, type and a keyed reference, never a character of the id. */
       document?: { readonly country: string; readonly type: string; readonly ref: string };
     }

@@ -4,9 +4,9 @@ import { renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { ReadinessReport } from '../../src/operations/readiness';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
-import { PASSWORD, PLAN_ID, USERNAME } from '../integration/operations/fixture';
 import { registryJson, writeClientsFile } from '../support/clients-file';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { PASSWORD, PLAN_ID, USERNAME } from '../support/ops-fixture';
 import { waitFor } from '../support/ports';
 
 const KEPT_KEY = 'registry-reload-kept-key-0123456789';

@@ -1,5 +1,6 @@
 // Plan reads: identical reads in flight share one upstream call (coalescing); an optional short cache on top.
 import type { Request, Response } from 'express';
+import { planAnswerKey } from '../../keys/redis-keys';
 import type { AnswerCache } from './answer-cache';
 import type { Forwarder, UpstreamAnswer } from './forwarder';
 import { CallerLeftQueueError } from './upstream-slots';
@@ -33,7 +34,7 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
   const inFlight: Record<string, Promise<UpstreamAnswer>> = Object.create(null);
 
   async function fetchPlan(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
-    const cached = cache && (await cache.store.get(`plan:${id}`));
+    const cached = cache && (await cache.store.get(planAnswerKey(id)));
     if (cached && isCacheable(cached)) {
       res.locals.cache = 'hit';
       return cached;
@@ -47,7 +48,7 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
       method: 'GET',
       path: `/api/subscriptions/plan/${id}`,
     });
-    if (cache && isCacheable(answer)) void cache.store.set(`plan:${id}`, answer, cache.ttlSeconds);
+    if (cache && isCacheable(answer)) void cache.store.set(planAnswerKey(id), answer, cache.ttlSeconds);
     return answer;
   }
 

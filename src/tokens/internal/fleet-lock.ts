@@ -41,12 +41,7 @@ export class FleetLock {
 
   constructor(private readonly deps: FleetLockDeps) {}
 
-  /**
-   * Takes the lock and runs `asHolder`, or waits for another holder's pair. While another replica holds the
-   * lock (its lease renewed as long as it works) this one waits rather than call the token endpoints alongside
-   * it; a holder that died lets its lease lapse within lockTtlMs. Undefined when the store is down, the wait
-   * outlasted two leases, or the manager stopped.
-   */
+  /** One replica calls the token endpoints while the rest wait for its pair (undefined: no pair came). */
   async withFleetLock<T>(turn: FleetTurn<T>): Promise<T | undefined> {
     const { cache, clock, store, lockTtlMs, stopped } = this.deps;
     const giveUpAt = clock.now() + 2 * lockTtlMs;

@@ -97,10 +97,7 @@ export class SharedTokenCache {
     };
   }
 
-  /**
-   * Stores the pair for as long as its refresh token lives, ends the fleet's back-offs (a token was obtained)
-   * and tells the other replicas.
-   */
+  /** Kept while its refresh token lives; a token obtained ends the fleet's back-offs. */
   async write(keys: TokenKeys, pair: TokenPair): Promise<void> {
     const ttl = pair.refreshExpiresAt - this.clock.now();
     if (ttl <= 0) return;
@@ -154,10 +151,7 @@ export class SharedTokenCache {
       await this.call('publish', () => this.store.publish(keys.channel, NOTIFY_REFUSED));
   }
 
-  /**
-   * Every store call goes through here: an error is logged (never with a value), counted and answered with
-   * DOWN, and the store is left alone for a moment so requests never queue on an unreachable Redis.
-   */
+  /** After a slow failure the store is left alone a moment: requests never queue on an unreachable Redis. */
   async call<T>(operation: string, run: () => Promise<T>): Promise<T | Down> {
     if (this.clock.now() < this.skipUntil) return DOWN;
     const started = this.clock.now();

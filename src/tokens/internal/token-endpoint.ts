@@ -36,11 +36,7 @@ export class TokenEndpoint {
     this.tracing = deps.tracing ?? NO_TRACING;
   }
 
-  /**
-   * The refresh token first (unless it is near its end); the credentials when it is refused. Every failure is
-   * remembered here and shared with the fleet: a refusal starts (or lengthens) the login back-off, anything else
-   * the short transient one; the caller gets the back-off's error with its Retry-After.
-   */
+  /** Every failure is shared as a back-off: no replica asks the provider again before it ends. */
   async fetch(keys: TokenKeys, credentials: Credentials, base?: TokenPair): Promise<TokenPair> {
     const { client, backoff, clock } = this.deps;
     const blocked = backoff.blocked();

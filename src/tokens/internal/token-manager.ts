@@ -265,11 +265,7 @@ class FleetTokenManager implements TokenProvider {
     return this.flight;
   }
 
-  /**
-   * Shared store first; then the fleet lock: its holder re-reads the store (another replica may just have
-   * refreshed, and a spent refresh token must never be reused), calls the token endpoint, writes and announces
-   * the pair. The others wait for that pair, bounded, and in the end fetch for themselves.
-   */
+  /** The lock holder re-reads the store first: a refresh token another replica just spent is never reused. */
   private async fly(kind: FlightKind, rejected?: string): Promise<AccessToken> {
     const credentials = this.credentials;
     const keys = this.keys;

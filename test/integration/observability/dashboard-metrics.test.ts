@@ -18,7 +18,7 @@ import {
   PASSWORD,
   PLAN_ID,
   USERNAME,
-} from '../operations/fixture';
+} from '../../support/ops-fixture';
 
 /** Labels Prometheus adds to every scraped series. */
 const TARGET_LABELS = ['job', 'instance'];

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { type GatewayProcess, startGatewayProcess } from '../../support/gateway-process';
 import { findSecrets } from '../../support/leak-scan';
+import { API_KEY, PASSWORD, PLAN_ID, USERNAME, writeClientsFile } from '../../support/ops-fixture';
 import {
   attribute,
   type ExportedSpan,
@@ -15,7 +16,6 @@ import {
 } from '../../support/otlp-receiver';
 import { freePort, waitFor } from '../../support/ports';
 import { tempDir } from '../../support/temp-dir';
-import { API_KEY, PASSWORD, PLAN_ID, USERNAME, writeClientsFile } from '../operations/fixture';
 
 const CALLER_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN = '00f067aa0ba902b7';

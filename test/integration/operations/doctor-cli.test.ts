@@ -2,11 +2,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import { PASSWORD, USERNAME, writeClientsFile } from '../../support/ops-fixture';
 import { freePort } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
 import { runToExit } from '../../support/run-to-exit';
 import { tempDir } from '../../support/temp-dir';
-import { PASSWORD, USERNAME, writeClientsFile } from './fixture';
 
 function runDoctor(env: Record<string, string>) {
   return runToExit('src/operations/doctor-cli.ts', env);

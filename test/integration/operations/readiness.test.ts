@@ -5,9 +5,9 @@ import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
 import type { ReadinessReport } from '../../../src/operations/readiness';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import { API_KEY, captureLogs, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../../support/ops-fixture';
 import { waitFor } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { API_KEY, captureLogs, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from './fixture';
 
 async function readyz(
   gateway: RunningGateway,

@@ -1,7 +1,7 @@
 // The folder boundaries of `npm run lint` (dependency-cruiser): the real tree keeps them, and each rule catches a
 // deliberate violation written into a copy of src/.
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { tempDir } from '../../support/temp-dir';
 
@@ -61,6 +61,18 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'src/http/token-peek.ts': "export { relay } from '../observability/relay';\n",
       'src/observability/relay.ts': "export { createTokenManager as relay } from '../tokens';\n",
       'src/simulator/gateway-peek.ts': "export { GATEWAY_VERSION } from '../gateway';\n",
+      // The forms an import can take are all seen: import(), require(), a type-only import.
+      'src/routes/later.ts':
+        "export const later = async () => (await import('../tokens/internal/token-manager')).createTokenManager;\n",
+      'src/operations/required.ts': "export const sim = require('../simulator/simulator');\n",
+      'src/routes/typed.ts':
+        "import type { TokenStore } from '../tokens/internal/token-store';\nexport type S = TokenStore;\n",
+      // Local mode loads the simulator: a static import of it anywhere, or any import outside the entry points.
+      'src/operations/local.ts': "export { startLocalUpstream } from '../local-mode';\n",
+      'src/local-mode-helpers/simulate.ts': "export { startSimulator } from '../simulator/simulator';\n",
+      // Test helpers are not shipped.
+      'test/support/helper.ts': 'export const helper = 1;\n',
+      'src/callers/helped.ts': "export { helper } from '../../test/support/helper';\n",
     });
     const result = cruise(dir);
     expect(result.status).not.toBe(0);
@@ -74,17 +86,55 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
     expect(
       http.every((v) => v.startsWith('http-knows-no-subsystem: src/http/token-peek.ts → src/tokens/')),
     ).toBe(true);
-    const others = found.filter((v) => !v.startsWith('no-circular') && !v.startsWith('http-knows'));
+    const others = found.filter((v) => !/^(no-circular|http-knows|no-folder-cycle)/.test(v));
     expect(others.sort()).toEqual([
+      'local-mode-not-static: src/operations/local.ts → src/local-mode.ts',
+      'local-mode-only-on-demand: src/operations/local.ts → src/local-mode.ts',
+      'no-foreign-internal: src/routes/later.ts → src/tokens/internal/token-manager.ts',
       'no-foreign-internal: src/routes/peek.ts → src/tokens/internal/token-manager.ts',
+      'no-foreign-internal: src/routes/typed.ts → src/tokens/internal/token-store.ts',
       'no-internal-from-root: src/peek.ts → src/forwarding/internal/forwarder.ts',
+      'no-test-code-in-src: src/callers/helped.ts → test/support/helper.ts',
       'simulator-only-from-local-mode: src/callers/dev-login.ts → src/dev-identity/provider.ts',
+      'simulator-only-from-local-mode: src/local-mode-helpers/simulate.ts → src/simulator/simulator.ts',
+      'simulator-only-from-local-mode: src/operations/required.ts → src/simulator/simulator.ts',
       'simulator-only-from-local-mode: src/operations/simulate.ts → src/simulator/simulator.ts',
       'simulator-self-contained: src/simulator/gateway-peek.ts → src/gateway.ts',
     ]);
   });
 
-  test('production start-up loads no simulator: only a dynamic import in local mode reaches it', () => {
+  test('a path alias is no way around: imports resolve through tsconfig.json as the compiler does', () => {
+    const tsconfig = JSON.parse(readFileSync(join(ROOT, 'tsconfig.json'), 'utf8'));
+    tsconfig.compilerOptions = {
+      ...tsconfig.compilerOptions,
+      baseUrl: '.',
+      paths: { '@tokens/*': ['src/tokens/*'] },
+    };
+    const result = cruise(
+      treeWith({
+        'tsconfig.json': JSON.stringify(tsconfig),
+        'src/routes/alias.ts': "export { createTokenManager } from '@tokens/internal/token-manager';\n",
+      }),
+    );
+    expect(violations(result.output)).toEqual([
+      'no-foreign-internal: src/routes/alias.ts → src/tokens/internal/token-manager.ts',
+    ]);
+    expect(result.status).not.toBe(0);
+  });
+
+  test('folders depend one way: a cycle between two folders fails although no module is in a cycle', () => {
+    // callers/ uses http/ (GatewayError); http/ taking the Caller type from callers/ closes a loop of folders.
+    const result = cruise(
+      treeWith({ 'src/http/caller-type.ts': "export type { Caller } from '../callers/caller';\n" }),
+    );
+    expect(result.status).not.toBe(0);
+    const found = violations(result.output);
+    expect(found.length).toBeGreaterThan(0);
+    expect(found.every((v) => v.startsWith('no-folder-cycle: '))).toBe(true);
+    expect(found).toEqual(expect.arrayContaining(['no-folder-cycle: src/http → ']));
+  });
+
+  test('production start-up and the doctor load no simulator: only a dynamic import in local mode reaches it', () => {
     const graph = JSON.parse(cruise(ROOT, '--output-type', 'json').output) as {
       modules: { source: string; dependencies: { resolved: string; dynamic: boolean }[] }[];
     };
@@ -96,7 +146,9 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       for (const dep of bySource.get(source)?.dependencies ?? []) if (!dep.dynamic) visit(dep.resolved);
     };
     visit('src/main.ts');
+    visit('src/operations/doctor-cli.ts');
     expect(staticallyLoaded).toContain('src/gateway.ts');
+    expect(staticallyLoaded).toContain('src/operations/doctor.ts');
     expect(
       [...staticallyLoaded].filter((m) => /^src\/(simulator|dev-[^/]+)\/|^src\/local-mode/.test(m)),
     ).toEqual([]);
@@ -105,5 +157,10 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       ?.dependencies.filter((d) => d.dynamic)
       .map((d) => d.resolved);
     expect(dynamic).toEqual(['src/local-mode.ts']);
+    const doctorDynamic = bySource
+      .get('src/operations/doctor-cli.ts')
+      ?.dependencies.filter((d) => d.dynamic)
+      .map((d) => d.resolved);
+    expect(doctorDynamic).toEqual(['src/local-mode.ts']);
   });
 });

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import { sha256Base64Url, sha256Hex } from '../../../src/keys/hash';
 import {
   authFailurePrefix,
+  planAnswerKey,
   planCachePrefix,
   rateLimitPrefix,
   sessionKeys,
@@ -39,6 +40,9 @@ describe('Redis key layout', () => {
     expect(planCachePrefix('bff:', 'https://sandbox.example')).not.toBe(
       planCachePrefix('bff:', 'https://api.example'),
     );
+    expect(
+      planCachePrefix('bff:', 'https://api.example') + planAnswerKey('b8546575-5d4f-4a56-9e21-522d01cf5992'),
+    ).toBe(`bff:cache:${sha16('https://api.example')}:plan:b8546575-5d4f-4a56-9e21-522d01cf5992`);
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
     expect(userRateLimitPrefix('bff:', 60)).toBe('bff:rl-user:60:');

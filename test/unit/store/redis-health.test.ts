@@ -69,11 +69,34 @@ describe('createRedisHealth', () => {
     expect(changes).toEqual([false, true]);
   });
 
+  test('a Redis unreachable at start-up is one outage: one down line for the start and the errors after, one up line', async () => {
+    const { redis, health, metrics, count } = setUp('connecting');
+    expect(await health.waitAtStart(1)).toBe(false);
+    expect(await gauge(metrics)).toBe(0);
+    redis.emit('error', new Error('ECONNREFUSED'));
+    redis.emit('error', new Error('ECONNREFUSED'));
+    expect(count('redis not reachable at start: starting degraded')).toBe(1);
+    expect(count('redis unreachable')).toBe(0);
+    redis.emit('ready');
+    expect(count('redis reachable again')).toBe(1);
+    expect(await gauge(metrics)).toBe(1);
+  });
+
+  test('a Redis that becomes ready during the start-up wait starts healthy, without a line', async () => {
+    const { redis, health, metrics, count } = setUp('connecting');
+    const waiting = health.waitAtStart(60_000);
+    redis.emit('ready');
+    expect(await waiting).toBe(true);
+    expect(await gauge(metrics)).toBe(1);
+    expect(count('redis')).toBe(0);
+  });
+
   test('without Redis the store is memory: always healthy, whatever is reported', async () => {
     const { logger, lines } = captureLogger();
     const metrics = createMetrics();
     const health = createRedisHealth(undefined, logger, metrics);
     health.reportFailure(new Error('impossible'));
+    expect(await health.waitAtStart(60_000)).toBe(true);
     expect(health.healthy()).toBe(true);
     expect(await gauge(metrics)).toBe(1);
     expect(lines()).toBe('');

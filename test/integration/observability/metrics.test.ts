@@ -3,8 +3,16 @@ import { randomUUID } from 'node:crypto';
 import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import {
+  API_KEY,
+  captureLogs,
+  gatewayEnv,
+  LIMITED_KEY,
+  PASSWORD,
+  PLAN_ID,
+  USERNAME,
+} from '../../support/ops-fixture';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { API_KEY, captureLogs, gatewayEnv, LIMITED_KEY, PASSWORD, PLAN_ID, USERNAME } from './fixture';
 
 interface Sample {
   readonly name: string;

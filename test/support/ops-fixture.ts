@@ -1,9 +1,9 @@
-// Shared setup of the operations tests: a simulator, a client registry file, a gateway config pointing at both.
+// Shared setup of gateway tests: a client registry file and a gateway config pointing at a simulator.
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { tempDir } from '../../support/temp-dir';
+import { tempDir } from './temp-dir';
 
 export const API_KEY = 'ops-test-key-0123456789abcdef';
 export const LIMITED_KEY = 'ops-limited-key-0123456789abcdef';
