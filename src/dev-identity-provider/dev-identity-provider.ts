@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, generateKeyPair } from 'jose';
+import { exportJWK, generateKeyPair, type JWK } from 'jose';
 import Provider, { type Configuration, type KoaContextWithOIDC } from 'oidc-provider';
 
 export interface DevUser {
@@ -81,82 +81,7 @@ export async function startDevIdentityProvider(
   const deliveries = { delivered: 0, failed: 0 };
   const grantsOf = new Map<string, Set<string>>();
 
-  const configuration: Configuration = {
-    clients: options.clients.map((client) => ({
-      client_id: client.clientId,
-      client_secret: client.clientSecret,
-      redirect_uris: [`${client.origin}/bff/callback`],
-      post_logout_redirect_uris: [`${client.origin}/`],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'client_secret_basic',
-      id_token_signed_response_alg: 'ES256',
-      backchannel_logout_uri: client.backchannelLogoutUri ?? `${client.origin}/bff/backchannel-logout`,
-      backchannel_logout_session_required: true,
-    })),
-    jwks: { keys: [signingKey] },
-    cookies: { keys: [randomBytes(32).toString('hex')] },
-    claims: { openid: ['sub'], profile: ['name', 'groups'], email: ['email'] },
-    // The claims the gateway maps to scopes travel in the ID token itself.
-    conformIdTokenClaims: false,
-    features: {
-      devInteractions: { enabled: false },
-      backchannelLogout: { enabled: true },
-      rpInitiatedLogout: {
-        enabled: true,
-        logoutSource: async (ctx, form) => {
-          ctx.body = page(
-            'Log out',
-            `${form}<p>Log out of the development provider?</p><button autofocus type="submit" form="op.logoutForm" name="logout" value="yes">Log out</button>`,
-          );
-        },
-        postLogoutSuccessSource: async (ctx) => {
-          ctx.body = page('Logged out', '<p>You are logged out.</p>');
-        },
-      },
-    },
-    pkce: { required: () => true },
-    rotateRefreshToken: options.rotateRefreshTokens ?? true,
-    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
-    ttl: {
-      AccessToken: options.accessTokenTtlSeconds ?? 300,
-      RefreshToken: 24 * 3600,
-      IdToken: 3600,
-      Session: 24 * 3600,
-      Grant: 24 * 3600,
-      Interaction: 600,
-    },
-    findAccount: async (_ctx, sub) => {
-      const user = users.get(sub);
-      if (!user) return undefined;
-      return {
-        accountId: sub,
-        claims: async () => ({ sub, name: user.name, email: user.email, groups: [...user.groups] }),
-      };
-    },
-    // A first-party development client: the grant is given without a consent page.
-    loadExistingGrant: async (ctx: KoaContextWithOIDC) => {
-      const { client, session } = ctx.oidc;
-      if (!client || !session?.accountId) return undefined;
-      const existing = session.grantIdFor(client.clientId);
-      if (existing) return ctx.oidc.provider.Grant.find(existing);
-      const grant = new ctx.oidc.provider.Grant({ clientId: client.clientId, accountId: session.accountId });
-      grant.addOIDCScope('openid profile email');
-      await grant.save();
-      const grants = grantsOf.get(session.accountId) ?? new Set<string>();
-      grants.add(grant.jti);
-      grantsOf.set(session.accountId, grants);
-      return grant;
-    },
-    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
-    renderError: async (ctx, out) => {
-      ctx.type = 'html';
-      ctx.body = page(
-        'Error',
-        `<p>${escapeHtml(String(out.error))}: ${escapeHtml(String(out.error_description ?? ''))}</p>`,
-      );
-    },
-  };
+  const configuration = providerConfiguration(options, signingKey, users, grantsOf);
   const provider = new Provider(issuer, configuration);
   provider.on('grant.success', (ctx: KoaContextWithOIDC) => {
     if (ctx.oidc.params?.grant_type !== 'refresh_token') return;
@@ -264,3 +189,91 @@ function page(title: string, body: string): string {
 function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
+
+/** oidc-provider's settings: the clients, keys, claims and lifetimes of the development provider. */
+function providerConfiguration(
+  options: DevIdentityProviderOptions,
+  signingKey: JWK,
+  users: ReadonlyMap<string, DevUser>,
+  grantsOf: Map<string, Set<string>>,
+): Configuration {
+  return {
+    clients: options.clients.map((client) => ({
+      client_id: client.clientId,
+      client_secret: client.clientSecret,
+      redirect_uris: [`${client.origin}/bff/callback`],
+      post_logout_redirect_uris: [`${client.origin}/`],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+      id_token_signed_response_alg: 'ES256',
+      backchannel_logout_uri: client.backchannelLogoutUri ?? `${client.origin}/bff/backchannel-logout`,
+      backchannel_logout_session_required: true,
+    })),
+    jwks: { keys: [signingKey] },
+    cookies: { keys: [randomBytes(32).toString('hex')] },
+    claims: { openid: ['sub'], profile: ['name', 'groups'], email: ['email'] },
+    // The claims the gateway maps to scopes travel in the ID token itself.
+    conformIdTokenClaims: false,
+    features: FEATURES,
+    pkce: { required: () => true },
+    rotateRefreshToken: options.rotateRefreshTokens ?? true,
+    issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    ttl: {
+      AccessToken: options.accessTokenTtlSeconds ?? 300,
+      RefreshToken: 24 * 3600,
+      IdToken: 3600,
+      Session: 24 * 3600,
+      Grant: 24 * 3600,
+      Interaction: 600,
+    },
+    findAccount: async (_ctx, sub) => {
+      const user = users.get(sub);
+      if (!user) return undefined;
+      return {
+        accountId: sub,
+        claims: async () => ({ sub, name: user.name, email: user.email, groups: [...user.groups] }),
+      };
+    },
+    // A first-party development client: the grant is given without a consent page.
+    loadExistingGrant: async (ctx: KoaContextWithOIDC) => {
+      const { client, session } = ctx.oidc;
+      if (!client || !session?.accountId) return undefined;
+      const existing = session.grantIdFor(client.clientId);
+      if (existing) return ctx.oidc.provider.Grant.find(existing);
+      const grant = new ctx.oidc.provider.Grant({ clientId: client.clientId, accountId: session.accountId });
+      grant.addOIDCScope('openid profile email');
+      await grant.save();
+      const grants = grantsOf.get(session.accountId) ?? new Set<string>();
+      grants.add(grant.jti);
+      grantsOf.set(session.accountId, grants);
+      return grant;
+    },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    renderError: async (ctx, out) => {
+      ctx.type = 'html';
+      ctx.body = page(
+        'Error',
+        `<p>${escapeHtml(String(out.error))}: ${escapeHtml(String(out.error_description ?? ''))}</p>`,
+      );
+    },
+  };
+}
+
+/** Logins by the interaction pages below, logout at the provider, back-channel logout to the gateway. */
+const FEATURES: Configuration['features'] = {
+  devInteractions: { enabled: false },
+  backchannelLogout: { enabled: true },
+  rpInitiatedLogout: {
+    enabled: true,
+    logoutSource: async (ctx, form) => {
+      ctx.body = page(
+        'Log out',
+        `${form}<p>Log out of the development provider?</p><button autofocus type="submit" form="op.logoutForm" name="logout" value="yes">Log out</button>`,
+      );
+    },
+    postLogoutSuccessSource: async (ctx) => {
+      ctx.body = page('Logged out', '<p>You are logged out.</p>');
+    },
+  },
+};
