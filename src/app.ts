@@ -6,7 +6,7 @@ import type { GatewayConfig } from './config/gateway-config';
 import type { Forwarder, PlanReader } from './forwarding';
 import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
-import { requestContext } from './http/request-context';
+import { rememberClientIp, requestContext } from './http/request-context';
 import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
 import type { DocumentReference } from './observability/document-reference';
@@ -60,6 +60,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.set('query parser', false);
   app.set('trust proxy', config.server.trustProxy);
+  rememberClientIp(app);
 
   app.use(
     requestContext({

@@ -32,7 +32,15 @@ function token(type: 'access' | 'refresh'): string {
   return `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ token_type: type, exp, jti: Math.random().toString(16).slice(2) })}.c2ln`;
 }
 
-const stats = { requests: 0, planReads: 0, validations: 0, logins: 0, refreshes: 0, tlsHandshakes: 0 };
+const stats = {
+  requests: 0,
+  planReads: 0,
+  validations: 0,
+  logins: 0,
+  refreshes: 0,
+  tlsHandshakes: 0,
+  connections: 0,
+};
 
 function send(res: ServerResponse, status: number, body: Buffer): void {
   const answer = () => {
@@ -79,6 +87,10 @@ const server =
 // TLS sessions set up: a proxy that keeps its upstream connections alive makes about one per socket, not per request.
 server.on('secureConnection', () => {
   stats.tlsHandshakes += 1;
+});
+// TCP connections accepted: a proxy whose keep-alive pool holds makes about one per socket, not per request.
+server.on('connection', () => {
+  stats.connections += 1;
 });
 // Like the simulator (Node's defaults): 5 s keep-alive, no limit on requests per connection.
 server.keepAliveTimeout = 5_000;

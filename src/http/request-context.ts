@@ -1,5 +1,5 @@
 // The first middleware of every request: its id, its log line and metrics, and the markers every answer carries.
-import type { RequestHandler, Response } from 'express';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
@@ -52,4 +52,28 @@ function markLocalMode(res: Response): void {
 /** While draining, answers close their connection so load balancers move callers to other replicas. */
 function markDraining(res: Response): void {
   res.setHeader('connection', 'close');
+}
+
+const CLIENT_IP = Symbol('clientIp');
+type RemembersIp = Request & { [CLIENT_IP]?: string };
+
+/**
+ * `req.ip` worked out once per request instead of on every read (Express runs the 'trust proxy' function and parses
+ * X-Forwarded-For each time; the rate limiter, the failure limiter and the request log all read it), and from the
+ * caller's own headers: the forwarder later replaces `req.headers` with the upstream's, which name no client.
+ */
+export function rememberClientIp(app: Express): void {
+  const computeIp = Object.getOwnPropertyDescriptor(express.request, 'ip')?.get;
+  if (!computeIp) throw new Error("Express's request has no ip getter to wrap");
+  Object.defineProperty(app.request, 'ip', {
+    configurable: true,
+    enumerable: true,
+    get(this: RemembersIp): string | undefined {
+      const remembered = this[CLIENT_IP];
+      if (remembered !== undefined) return remembered;
+      const ip = computeIp.call(this) as string | undefined;
+      this[CLIENT_IP] = ip;
+      return ip;
+    },
+  });
 }

@@ -26,6 +26,8 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
   const lines = logger.child({}, { redact: { paths: REQUEST_LINE_REDACTED, censor: '[redacted]' } });
   return (req, res) => {
     const startedAt = performance.now();
+    // Read now, from the caller's headers: by 'close' the forwarder has replaced them with the upstream's.
+    const clientIp = req.ip;
     req.log = logger;
     // 'close' is emitted once per response: `on` spares the wrapper `once` would allocate per request.
     res.on('close', () => {
@@ -42,7 +44,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
           traceId: res.locals.traceId,
           client,
           user: req.caller?.user,
-          clientIp: req.ip,
+          clientIp,
           route,
           method: req.method,
           status,

@@ -17,7 +17,10 @@ export function createUpstreamAgent(
     keepAlive: true,
     keepAliveMsecs: 1_000,
     maxSockets,
-    maxFreeSockets: Math.min(maxSockets, 64),
+    // Every socket may wait free for the next call: a smaller free pool closes sockets that a busy moment returns
+    // together, and the next calls open new connections instead (measured: nearly one per call at 1,000 callers).
+    // Idle ones still close after `timeout`.
+    maxFreeSockets: maxSockets,
     // Reuse the most recently used socket: fewer sockets stay warm, and stale ones age out.
     scheduling: 'lifo' as const,
     // Stay below the usual 5 s server-side keep-alive so the upstream never closes a socket we are about to reuse.

@@ -60,14 +60,19 @@ it('answers the token endpoints and both operations with fixed JSON, and counts 
   const validation = await post('/api/validation/document', { country: 'ARG' });
   expect(await validation.json()).toEqual({ code: '200', description: 'Valid id and type document' });
 
-  expect(await (await fetch(`${url}/__simulator/stats`)).json()).toEqual({
+  const stats = (await (await fetch(`${url}/__simulator/stats`)).json()) as { connections: number };
+  expect(stats).toEqual({
     requests: 5,
     planReads: 2,
     validations: 1,
     logins: 1,
     refreshes: 1,
     tlsHandshakes: 0,
+    connections: expect.any(Number),
   });
+  // fetch keeps its connections alive: the six calls above did not open one each.
+  expect(stats.connections).toBeGreaterThanOrEqual(1);
+  expect(stats.connections).toBeLessThan(6);
 });
 
 it('serves HTTPS with the throwaway CA: trusted with the CA, refused without it', async () => {
