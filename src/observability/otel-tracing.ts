@@ -8,6 +8,7 @@ import {
   SpanKind,
   SpanStatusCode,
   type TextMapSetter,
+  type Tracer,
   trace,
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -30,7 +31,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import type { Request, Response } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
 import type { TracingSettings } from '../config/gateway-config';
 import type { SpanAttributes, Tracing } from './tracing';
@@ -71,7 +72,48 @@ const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
 export function createOtelTracing(settings: TracingSettings, version: string, logger: Logger): Tracing {
   const contexts = new AsyncLocalStorageContextManager().enable();
   const propagator = new W3CTraceContextPropagator();
-  const provider = new TracerProvider({
+  const provider = tracerProvider(settings, version, logger);
+  const spans: Spans = { contexts, tracer: provider.getTracer('payments-bff-gateway', version) };
+  return {
+    enabled: true,
+    serve: (req, res, next) => serveInSpan(spans, propagator, req, res, next),
+    around: (name, handler) => aroundInSpan(spans, name, handler),
+    inSpan: (name, work, describe, attributes, kind) =>
+      workInSpan(
+        spans,
+        name,
+        work,
+        describe,
+        attributes,
+        kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
+      ),
+    // A timer set while a request was served would otherwise make this a child of that long-finished request.
+    background: (name, work) => runInSpan(spans, startChild(spans, name, ROOT_CONTEXT), ROOT_CONTEXT, work),
+    injectUpstream(headers) {
+      if (!settings.propagateUpstream) return;
+      propagator.inject(contexts.active(), headers as Record<string, unknown>, TRACEPARENT_ONLY);
+    },
+    async shutdown() {
+      let timer: NodeJS.Timeout | undefined;
+      const givenUp = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, SHUTDOWN_EXPORT_MS);
+        timer.unref();
+      });
+      await Promise.race([provider.shutdown().catch(() => undefined), givenUp]);
+      clearTimeout(timer);
+      contexts.disable();
+    },
+  };
+}
+
+/** The tracer and the context it keeps spans in, shared by the functions below. */
+interface Spans {
+  readonly contexts: AsyncLocalStorageContextManager;
+  readonly tracer: Tracer;
+}
+
+function tracerProvider(settings: TracingSettings, version: string, logger: Logger): TracerProvider {
+  return new TracerProvider({
     resource: defaultResource()
       .merge(resourceFromAttributes({ 'service.name': settings.serviceName, 'service.version': version }))
       // OTEL_RESOURCE_ATTRIBUTES (deployment.environment, k8s names...), as every OpenTelemetry SDK reads it.
@@ -84,121 +126,112 @@ export function createOtelTracing(settings: TracingSettings, version: string, lo
       }),
     ],
   });
-  const tracer = provider.getTracer('payments-bff-gateway', version);
+}
 
-  const startChild = (name: string, parent: Context, attributes?: SpanAttributes, kind = SpanKind.INTERNAL) =>
-    tracer.startSpan(name, { kind, attributes: defined(attributes) }, parent);
+function startChild(
+  { tracer }: Spans,
+  name: string,
+  parent: Context,
+  attributes?: SpanAttributes,
+  kind = SpanKind.INTERNAL,
+): Span {
+  return tracer.startSpan(name, { kind, attributes: defined(attributes) }, parent);
+}
 
-  return {
-    enabled: true,
+/** The request's server span (its parent the caller's valid traceparent), ended when the answer is done. */
+function serveInSpan(
+  spans: Spans,
+  propagator: W3CTraceContextPropagator,
+  req: Request,
+  res: Response,
+  next: NextFunction,
+): void {
+  if (UNTRACED_PATHS.has(pathOf(req.url))) {
+    next();
+    return;
+  }
+  const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
+  const method = KNOWN_METHODS.has(req.method) ? req.method : '_OTHER';
+  const span = spans.tracer.startSpan(
+    method,
+    { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } },
+    parent,
+  );
+  res.locals.traceId = span.spanContext().traceId;
+  res.once('close', () => endServerSpan(span, req, res, method));
+  spans.contexts.with(trace.setSpan(parent, span), next);
+}
 
-    serve(req, res, next) {
-      if (UNTRACED_PATHS.has(pathOf(req.url))) {
-        next();
-        return;
-      }
-      const parent = propagator.extract(ROOT_CONTEXT, req.headers, defaultTextMapGetter);
-      const method = KNOWN_METHODS.has(req.method) ? req.method : '_OTHER';
-      const span = tracer.startSpan(
-        method,
-        { kind: SpanKind.SERVER, attributes: { 'http.request.method': method } },
-        parent,
-      );
-      res.locals.traceId = span.spanContext().traceId;
-      res.once('close', () => endServerSpan(span, req, res, method));
-      contexts.with(trace.setSpan(parent, span), next);
-    },
-
-    around(name, handler) {
-      return (req, res, next) => {
-        const parent = contexts.active();
-        const span = startChild(name, parent);
-        let ended = false;
-        // A handler may answer by itself (a refusal) and never pass on: the span then ends with the answer.
-        const answered = () => {
-          if (ended) return;
+/** A middleware in a child span: ended when it passes on, or with the answer when it answers by itself. */
+function aroundInSpan(spans: Spans, name: string, handler: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    const parent = spans.contexts.active();
+    const span = startChild(spans, name, parent);
+    let ended = false;
+    const answered = () => {
+      if (ended) return;
+      ended = true;
+      if (res.statusCode >= 400) failed(span, `http_${res.statusCode}`);
+      span.end();
+    };
+    res.once('close', answered);
+    spans.contexts.with(trace.setSpan(parent, span), () =>
+      handler(req, res, (error?: unknown) => {
+        res.off('close', answered);
+        if (!ended) {
           ended = true;
-          if (res.statusCode >= 400) failed(span, `http_${res.statusCode}`);
+          if (error !== undefined) failed(span, errorType(error));
           span.end();
-        };
-        res.once('close', answered);
-        contexts.with(trace.setSpan(parent, span), () =>
-          handler(req, res, (error?: unknown) => {
-            res.off('close', answered);
-            if (!ended) {
-              ended = true;
-              if (error !== undefined) failed(span, errorType(error));
-              span.end();
-            }
-            // The rest of the pipeline is a sibling of this span, not its child.
-            contexts.with(parent, () => next(error as Parameters<typeof next>[0]));
-          }),
-        );
-      };
-    },
-
-    inSpan(name, work, describe, attributes, kind) {
-      const parent = contexts.active();
-      // Work no request or background task asked for (a readiness probe's token retry) starts no lone trace.
-      if (!trace.getSpan(parent)) return work();
-      const span = startChild(
-        name,
-        parent,
-        attributes,
-        kind === 'client' ? SpanKind.CLIENT : SpanKind.INTERNAL,
-      );
-      return contexts.with(trace.setSpan(parent, span), work).then(
-        (result) => {
-          const outcome = describe?.(result);
-          if (outcome) {
-            span.setAttributes(defined(outcome));
-            const status = outcome['http.response.status_code'];
-            // Client spans: every 4xx and 5xx is an error (OpenTelemetry HTTP conventions).
-            if (typeof status === 'number' && status >= 400) failed(span, String(status));
-          }
-          span.end();
-          return result;
-        },
-        (error: unknown) => {
-          failed(span, errorType(error));
-          span.end();
-          throw error;
-        },
-      );
-    },
-
-    background(name, work) {
-      // A timer set while a request was served would otherwise make this a child of that long-finished request.
-      const span = startChild(name, ROOT_CONTEXT);
-      return contexts.with(trace.setSpan(ROOT_CONTEXT, span), work).then(
-        (result) => {
-          span.end();
-          return result;
-        },
-        (error: unknown) => {
-          failed(span, errorType(error));
-          span.end();
-          throw error;
-        },
-      );
-    },
-
-    injectUpstream(headers) {
-      if (!settings.propagateUpstream) return;
-      propagator.inject(contexts.active(), headers as Record<string, unknown>, TRACEPARENT_ONLY);
-    },
-
-    async shutdown() {
-      let timer: NodeJS.Timeout | undefined;
-      const givenUp = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, SHUTDOWN_EXPORT_MS);
-        timer.unref();
-      });
-      await Promise.race([provider.shutdown().catch(() => undefined), givenUp]);
-      clearTimeout(timer);
-      contexts.disable();
-    },
+        }
+        // The rest of the pipeline is a sibling of this span, not its child.
+        spans.contexts.with(parent, () => next(error as Parameters<typeof next>[0]));
+      }),
+    );
   };
+}
+
+function workInSpan<T>(
+  spans: Spans,
+  name: string,
+  work: () => Promise<T>,
+  describe: ((result: T) => SpanAttributes) | undefined,
+  attributes: SpanAttributes | undefined,
+  kind: SpanKind,
+): Promise<T> {
+  const parent = spans.contexts.active();
+  // Work no request or background task asked for (a readiness probe's token retry) starts no lone trace.
+  if (!trace.getSpan(parent)) return work();
+  const span = startChild(spans, name, parent, attributes, kind);
+  return runInSpan(spans, span, parent, work, (result) => {
+    const outcome = describe?.(result);
+    if (!outcome) return;
+    span.setAttributes(defined(outcome));
+    const status = outcome['http.response.status_code'];
+    // Client spans: every 4xx and 5xx is an error (OpenTelemetry HTTP conventions).
+    if (typeof status === 'number' && status >= 400) failed(span, String(status));
+  });
+}
+
+/** `work` with `span` current, the span ended with its outcome (a failure named by its kind). */
+function runInSpan<T>(
+  spans: Spans,
+  span: Span,
+  parent: Context,
+  work: () => Promise<T>,
+  onResult?: (result: T) => void,
+): Promise<T> {
+  return spans.contexts.with(trace.setSpan(parent, span), work).then(
+    (result) => {
+      onResult?.(result);
+      span.end();
+      return result;
+    },
+    (error: unknown) => {
+      failed(span, errorType(error));
+      span.end();
+      throw error;
+    },
+  );
 }
 
 /**

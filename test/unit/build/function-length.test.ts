@@ -15,7 +15,6 @@ const EXPLAINED = new Set([
   'src/routes/openapi.ts#buildOpenApiDocument',
   'src/simulator/upstream-routes.ts#createUpstreamRouter',
   'src/forwarding/internal/forwarder.ts#createForwarder',
-  'src/observability/otel-tracing.ts#createOtelTracing',
 ]);
 
 interface FunctionLength {
