@@ -6,6 +6,8 @@ import { join, relative, resolve } from 'node:path';
 import ts from 'typescript';
 
 const ROOT = resolve(__dirname, '../../..');
+/** Stands for each interpolation when a template literal's parts are joined into one text. */
+const HOLE = '$' + '{}';
 
 /**
  * Lines that say what a user of Redis falls back to, kept beside the owner's down/up lines when the owner was made
@@ -15,8 +17,8 @@ const FALLBACK_LINES = new Set([
   'token store unavailable; serving from memory and own logins',
   'token store still unavailable',
   'token store subscriber lost Redis',
-  '${} cannot reach Redis; counting in replica memory until it is back',
-  '${} reaches Redis again; counters are shared across replicas',
+  `${HOLE} cannot reach Redis; counting in replica memory until it is back`,
+  `${HOLE} reaches Redis again; counters are shared across replicas`,
   // Metric help texts, not log lines.
   'Rate-limit decisions taken from replica memory because Redis was unreachable.',
   'Failed token store operations (each fell back to memory or the token endpoint).',
@@ -67,7 +69,9 @@ function read(file: string, text: string): { literals: string[]; code: string } 
   const visit = (node: ts.Node) => {
     if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) literals.push(node.text);
     else if (ts.isTemplateExpression(node))
-      literals.push(node.head.text + node.templateSpans.map((span) => `\${}${span.literal.text}`).join(''));
+      literals.push(
+        node.head.text + node.templateSpans.map((span) => `${HOLE}${span.literal.text}`).join(''),
+      );
     ts.forEachChild(node, visit);
   };
   visit(source);
@@ -121,7 +125,7 @@ describe('one owner each', () => {
       'export function f(metrics: any, logger: any, prefix: string, id: string) {',
       '  metrics.storeHealthy.set(0);',
       "  logger.warn('redis down: reading from memory');",
-      '  const key = `${prefix}rl:60:${id}`;',
+      `  const key = \`\${prefix}rl:60:\${id}\`;`,
       "  return createHash('sha256').update(key).digest('hex');",
       '}',
     ].join('\n');
@@ -135,7 +139,7 @@ describe('one owner each', () => {
       'Redis down/up line outside redis-health: src/tokens/back.ts',
     ]);
     const comments = [
-      '// metrics.storeHealthy.set(0); `${prefix}rl:60:${id}` createHash("sha256")',
+      `// metrics.storeHealthy.set(0); \`\${prefix}rl:60:\${id}\` createHash("sha256")`,
       "/** logger.warn('redis down') */",
       'export const quiet = 1;',
     ].join('\n');
