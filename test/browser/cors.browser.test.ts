@@ -2,13 +2,13 @@
 // gateway (a third origin) with a company-SSO bearer token. Only the allowed origin may read the answer.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../support/chromium';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { startTestIssuer, type TestIssuer } from '../unit/callers/support/oidc-test-issuer';
 
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const AUDIENCE = 'payments-bff';
-const CHROMIUM = '/usr/bin/chromium';
 
 /** The page calls the gateway and writes what happened into #result. */
 function appPage(gatewayUrl: string, token: string): string {
@@ -69,20 +69,7 @@ describe('CORS in a real browser (Chromium)', () => {
       sub: 'employee-42',
       scope: 'plans:read',
     });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {
