@@ -69,11 +69,11 @@ export async function startGateway(
     await life.use({ made: tracing, closers: [() => tracing.shutdown()] });
     const upstream = await life.use(resolveUpstream(config, options.localUpstream, observability));
     const redis = await life.use(buildRedis(config, observability));
-    const { tokens, credentials, store } = await life.use(
+    const { tokens, credentials, store, seal } = await life.use(
       buildTokens(config, upstream, redis, observability),
     );
     const forwarding = await life.use(
-      buildForwarding(config, upstream.baseUrl, tokens, redis.client, observability),
+      buildForwarding(config, upstream.baseUrl, tokens, redis.client, seal, observability),
     );
     const callers = await life.use(buildCallerGuards(config, redis, store, observability));
     const { guards, registry, browser } = callers;

@@ -16,7 +16,7 @@ import {
 import { planCachePrefix } from '../keys/redis-keys';
 import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
 import type { RedisClient } from '../store/redis-connection';
-import { createRecordSeal, createTokenCipher, type TokenProvider } from '../tokens';
+import type { RecordSeal, TokenProvider } from '../tokens';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
 
@@ -33,6 +33,7 @@ export function buildForwarding(
   upstreamBaseUrl: string,
   tokens: TokenProvider,
   redis: RedisClient | undefined,
+  seal: RecordSeal,
   observability: Observability,
 ): Promise<Built<Forwarding>> {
   const { logger, metrics, tracing } = observability;
@@ -68,7 +69,7 @@ export function buildForwarding(
     });
     const plans = createPlanReader({
       forwarder,
-      cache: planCache(config, upstreamBaseUrl, redis, observability),
+      cache: planCache(config, upstreamBaseUrl, redis, seal),
     });
     return { forwarder, plans, circuitStates: () => circuits.states() };
   });
@@ -79,16 +80,12 @@ function planCache(
   config: GatewayConfig,
   upstreamBaseUrl: string,
   redis: RedisClient | undefined,
-  { metrics }: Observability,
+  seal: RecordSeal,
 ) {
   const ttlSeconds = config.upstream.planCacheTtlSeconds;
   if (ttlSeconds <= 0) return undefined;
   const store = redis
-    ? createRedisAnswerCache(
-        redis,
-        planCachePrefix(config.redis.keyPrefix, upstreamBaseUrl),
-        createRecordSeal(createTokenCipher(config.tokens.encryptionKey), metrics.storeRecordsRejected),
-      )
+    ? createRedisAnswerCache(redis, planCachePrefix(config.redis.keyPrefix, upstreamBaseUrl), seal)
     : createMemoryAnswerCache();
   return { store, ttlSeconds };
 }

@@ -7,8 +7,11 @@ import { createRedisTokenStore } from '../store/redis-token-store';
 import {
   type CredentialSource,
   createCredentialSource,
+  createRecordSeal,
+  createTokenCipher,
   createTokenClient,
   createTokenManager,
+  type RecordSeal,
   type TokenProvider,
   type TokenStore,
 } from '../tokens';
@@ -25,6 +28,8 @@ export interface Tokens {
   readonly credentials: CredentialSource;
   /** The shared store, also used by browser sessions for their records and per-session locks. */
   readonly store: TokenStore;
+  /** Seals what the fleet shares in Redis (TOKEN_ENCRYPTION_KEY); plan answers are sealed with it too. */
+  readonly seal: RecordSeal;
 }
 
 export function buildTokens(
@@ -50,6 +55,7 @@ export function buildTokens(
       extraCa: config.upstream.extraCa,
     });
     closers.push(() => tokenClient.close?.());
+    const seal = createRecordSeal(createTokenCipher(encryptionKey), metrics.storeRecordsRejected);
     const tokens = createTokenManager({
       store: tokenStore,
       client: tokenClient,
@@ -57,6 +63,7 @@ export function buildTokens(
       logger,
       metrics,
       tracing,
+      seal,
       storeHealth: health,
       settings: {
         upstreamBaseUrl: upstream.baseUrl,
@@ -66,13 +73,12 @@ export function buildTokens(
         loginMinIntervalMs: config.tokens.loginMinIntervalMs,
         loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
         keyPrefix: config.redis.keyPrefix,
-        encryptionKey: config.tokens.encryptionKey,
       },
     });
     await health.waitAtStart(REDIS_START_WAIT_MS);
     await tokens.start();
     closers.push(() => tokens.stop());
     registerAccessTokenTimeLeft(metrics, () => tokens.status().accessExpiresAt);
-    return { tokens, credentials, store: tokenStore };
+    return { tokens, credentials, store: tokenStore, seal };
   });
 }

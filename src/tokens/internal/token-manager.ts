@@ -7,7 +7,7 @@ import { type Clock, systemClock } from './clock';
 import type { CredentialSource, Credentials } from './credentials';
 import { FleetLock } from './fleet-lock';
 import { LoginBackoff } from './login-backoff';
-import { createRecordSeal } from './record-seal';
+import type { RecordSeal } from './record-seal';
 import { RefreshScheduler } from './refresh-scheduler';
 import {
   DOWN,
@@ -17,7 +17,6 @@ import {
   type TokenKeys,
   tokenKeys,
 } from './shared-token-cache';
-import { createTokenCipher } from './token-cipher';
 import type { TokenClient } from './token-client';
 import { TokenEndpoint } from './token-endpoint';
 import { endsFlight, type FlightKind, newest, replaces, type TokenPair, tokenOf } from './token-pair';
@@ -46,8 +45,6 @@ export interface TokenManagerSettings {
   readonly transientMaxMs?: number;
   /** REDIS_KEY_PREFIX. */
   readonly keyPrefix: string;
-  /** TOKEN_ENCRYPTION_KEY (32 bytes): the cached pair and the failure records are sealed with AES-256-GCM. */
-  readonly encryptionKey?: Buffer;
   /** A token is no longer handed out this long before its `exp`. Default min(5 s, skew / 2). */
   readonly expiryMarginMs?: number;
   /** Poll period while waiting for another replica's pair. Default 50 ms. */
@@ -66,6 +63,8 @@ export interface TokenManagerDeps {
     'tokenRequests' | 'tokenSource' | 'storeErrors' | 'storeRecordsRejected' | 'tokenBackoff'
   >;
   readonly settings: TokenManagerSettings;
+  /** Seals the cached pair and the failure records (AES-256-GCM with TOKEN_ENCRYPTION_KEY), counting forgeries. */
+  readonly seal: RecordSeal;
   /** Told of failed and recovered store calls (the Redis-health owner); absent in tests of the manager alone. */
   readonly storeHealth?: StoreHealthReport;
   readonly clock?: Clock;
@@ -129,11 +128,10 @@ class FleetTokenManager implements TokenProvider {
     this.memoryHits = metrics.tokenSource.labels('memory');
     this.credentials = deps.credentials.current();
     this.keys = this.keysFor(this.credentials);
-    const seal = createRecordSeal(createTokenCipher(settings.encryptionKey), metrics.storeRecordsRejected);
     const storeRetryMs = settings.storeRetryMs ?? 2_000;
     const cache = new SharedTokenCache({
       store,
-      seal,
+      seal: deps.seal,
       clock,
       logger,
       metrics,

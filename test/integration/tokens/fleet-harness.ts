@@ -8,6 +8,8 @@ import { type RunningSimulator, startSimulator } from '../../../src/simulator/si
 import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
 import { createRedisTokenStore } from '../../../src/store/redis-token-store';
 import { type CredentialSource, staticCredentialSource } from '../../../src/tokens/internal/credentials';
+import { createRecordSeal } from '../../../src/tokens/internal/record-seal';
+import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
 import { createTokenClient } from '../../../src/tokens/internal/token-client';
 import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
@@ -28,6 +30,8 @@ export interface FleetOptions {
   readonly replicas?: number;
   readonly simulator?: Partial<SimulatorOptions>;
   readonly settings?: Partial<TokenManagerSettings>;
+  /** TOKEN_ENCRYPTION_KEY: the shared records are sealed with it. */
+  readonly encryptionKey?: Buffer;
   /** Credentials the gateway uses (the simulator accepts USERNAME / PASSWORD). */
   readonly credentials?: () => CredentialSource;
 }
@@ -88,6 +92,7 @@ export async function startFleet(options: FleetOptions = {}): Promise<Fleet> {
       credentials: options.credentials?.() ?? staticCredentialSource(USERNAME, PASSWORD),
       logger,
       metrics,
+      seal: createRecordSeal(createTokenCipher(options.encryptionKey), metrics.storeRecordsRejected),
       settings,
     });
     replicas.push({ manager, redis, store, metrics });

@@ -64,7 +64,8 @@ describe('refusal records in Redis', () => {
     'with TOKEN_ENCRYPTION_KEY, a record %s is ignored, counted, and the fleet serves at once',
     async (_name, forge) => {
       fleet = await startFleet({
-        settings: { encryptionKey: key, loginMinIntervalMs: 20_000, loginMaxIntervalMs: 900_000 },
+        encryptionKey: key,
+        settings: { loginMinIntervalMs: 20_000, loginMaxIntervalMs: 900_000 },
       });
       const f = fleet;
       const keys = tokenKeys('it:', f.simulator.url, USERNAME);

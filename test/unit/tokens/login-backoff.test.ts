@@ -19,6 +19,7 @@ import {
   TEST_BASE_URL,
   TEST_SETTINGS,
   testMetrics,
+  testSeal,
 } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
@@ -48,6 +49,7 @@ function fleet(
       clock,
       logger,
       metrics,
+      seal: testSeal(metrics),
       settings: { ...SETTINGS, ...options.settings },
       random: options.random ?? Math.random,
     });

@@ -4,13 +4,15 @@ import { Writable } from 'node:stream';
 import pino, { type Logger } from 'pino';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { deriveKey } from '../../../src/keys/derived-keys';
-import { createMetrics } from '../../../src/observability/metrics';
+import { createMetrics, type Metrics } from '../../../src/observability/metrics';
 import type {
   CredentialSource,
   Credentials,
   CredentialsListener,
 } from '../../../src/tokens/internal/credentials';
 import { credentialsOf } from '../../../src/tokens/internal/credentials';
+import { createRecordSeal, type RecordSeal } from '../../../src/tokens/internal/record-seal';
+import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
 import type {
   TokenClient,
   TokenResponse,
@@ -212,6 +214,11 @@ export function captureLogger(): { logger: Logger; lines: () => string } {
 
 export function testMetrics() {
   return createMetrics();
+}
+
+/** The record seal the gateway builds: AES-256-GCM with `encryptionKey` when given, counting what does not open. */
+export function testSeal(metrics: Pick<Metrics, 'storeRecordsRejected'>, encryptionKey?: Buffer): RecordSeal {
+  return createRecordSeal(createTokenCipher(encryptionKey), metrics.storeRecordsRejected);
 }
 
 export const TEST_BASE_URL = 'https://api.example.test';

@@ -20,6 +20,7 @@ import {
   TEST_BASE_URL,
   TEST_SETTINGS,
   testMetrics,
+  testSeal,
 } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
@@ -42,7 +43,12 @@ afterEach(async () => {
 });
 
 function fleet(
-  options: { client?: FakeClientOptions; settings?: Partial<TokenManagerSettings>; random?: number } = {},
+  options: {
+    client?: FakeClientOptions;
+    settings?: Partial<TokenManagerSettings>;
+    random?: number;
+    encryptionKey?: Buffer;
+  } = {},
 ): Fleet {
   const clock = new FakeClock();
   const client = new FakeTokenClient(clock, options.client);
@@ -50,6 +56,7 @@ function fleet(
   const credentials = new FakeCredentialSource();
   const { logger, lines } = captureLogger();
   const metrics = testMetrics();
+  const seal = testSeal(metrics, options.encryptionKey);
   const managers: TokenProvider[] = [];
   const replica = (overrides: Partial<TokenManagerSettings> = {}, own: TokenStore = store) => {
     const manager = createTokenManager({
@@ -59,6 +66,7 @@ function fleet(
       clock,
       logger,
       metrics,
+      seal,
       settings: { ...SETTINGS, ...options.settings, ...overrides },
       random: () => options.random ?? 0.5,
     });
@@ -398,7 +406,7 @@ describe('token manager: the store may fail', () => {
 describe('token manager: the cached value is encrypted', () => {
   it('stores neither a token nor field names, decrypts back, and treats a tampered value as absent', async () => {
     const key = randomBytes(32);
-    const f = fleet({ settings: { encryptionKey: key } });
+    const f = fleet({ encryptionKey: key });
     const manager = f.replica();
     const token = await manager.getAccessToken();
     const pairKey = tokenKeys('bff:', BASE_URL, 'merchant').pair;

@@ -13,6 +13,7 @@ import {
   TEST_BASE_URL,
   TEST_SETTINGS,
   testMetrics,
+  testSeal,
 } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
@@ -38,6 +39,7 @@ function fleet() {
       clock,
       logger,
       metrics,
+      seal: testSeal(metrics),
       settings: SETTINGS,
       random,
     });
