@@ -1,10 +1,11 @@
 // The fleet lock around a token endpoint call: one replica calls, the others wait for the pair it shares.
 import { randomBytes } from 'node:crypto';
+import type { TokenKeys } from '../../keys/redis-keys';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
 import type { Clock, ClockTimer } from './clock';
 import type { Credentials } from './credentials';
 import type { LoginBackoff } from './login-backoff';
-import { DOWN, type Down, type SharedTokenCache, type TokenKeys } from './shared-token-cache';
+import { DOWN, type Down, type SharedTokenCache } from './shared-token-cache';
 import type { TokenPair } from './token-pair';
 import type { TokenStore } from './token-store';
 

@@ -14,8 +14,6 @@ import type { RecordSeal } from './record-seal';
 import type { TokenPair } from './token-pair';
 import type { StoreHealthReport, TokenStore } from './token-store';
 
-export { type TokenKeys, tokenKeys } from '../../keys/redis-keys';
-
 export interface SharedState extends SharedFailures {
   readonly raw?: string;
   readonly pair?: TokenPair;

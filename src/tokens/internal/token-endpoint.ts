@@ -1,6 +1,7 @@
 // One new token pair from the upstream: the refresh token first, the credentials when it is refused.
 import type { Logger } from 'pino';
 import { GatewayError, isGatewayError } from '../../http/gateway-error';
+import type { TokenKeys } from '../../keys/redis-keys';
 import type { Metrics } from '../../observability/metrics';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
 import { tlsFailureOf } from '../../tls/tls-failure';
@@ -9,7 +10,7 @@ import type { Clock } from './clock';
 import type { Credentials } from './credentials';
 import { ACCESS_FALLBACK_SECONDS, REFRESH_FALLBACK_SECONDS, tokenExpiresAt } from './jwt-expiry';
 import { type FailureKind, isRefusal, type LoginBackoff } from './login-backoff';
-import type { SharedTokenCache, TokenKeys } from './shared-token-cache';
+import type { SharedTokenCache } from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import type { TokenPair } from './token-pair';
 

@@ -1,6 +1,7 @@
 // Obtains, caches, shares and renews the upstream token pair for the whole fleet of replicas.
 import type { Logger } from 'pino';
 import { GatewayError } from '../../http/gateway-error';
+import { type TokenKeys, tokenKeys } from '../../keys/redis-keys';
 import type { Metrics } from '../../observability/metrics';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
 import { type Clock, systemClock } from './clock';
@@ -9,22 +10,12 @@ import { FleetLock } from './fleet-lock';
 import { LoginBackoff } from './login-backoff';
 import type { RecordSeal } from './record-seal';
 import { RefreshScheduler } from './refresh-scheduler';
-import {
-  DOWN,
-  NOTIFY_PAIR,
-  NOTIFY_REFUSED,
-  SharedTokenCache,
-  type TokenKeys,
-  tokenKeys,
-} from './shared-token-cache';
+import { DOWN, NOTIFY_PAIR, NOTIFY_REFUSED, SharedTokenCache } from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import { TokenEndpoint } from './token-endpoint';
 import { endsFlight, type FlightKind, newest, replaces, type TokenPair, tokenOf } from './token-pair';
 import type { AccessToken, TokenProvider, TokenSource, TokenStatus } from './token-provider';
 import type { StoreHealthReport, TokenStore } from './token-store';
-
-export { type Clock, type ClockTimer, systemClock } from './clock';
-export { type TokenKeys, tokenKeys } from './shared-token-cache';
 
 export interface TokenManagerSettings {
   /** Part of the store key: sandbox and production never share a pair. */

@@ -1,12 +1,12 @@
 // Nothing read from Redis is trusted blindly: forged, tampered, transplanted and far-future records in a real Redis.
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { tokenKeys } from '../../../src/keys/redis-keys';
 import type { Metrics } from '../../../src/observability/metrics';
 import { SEED_PLAN_ID } from '../../../src/simulator/plans';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { credentialsOf } from '../../../src/tokens/internal/credentials';
 import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
-import { tokenKeys } from '../../../src/tokens/internal/token-manager';
 import { writeClientsFile } from '../../support/clients-file';
 import { startTestGateway } from '../../support/in-process-gateway';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';

@@ -3,9 +3,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { tokenKeys } from '../../../src/keys/redis-keys';
 import { startSimulator } from '../../../src/simulator/simulator';
 import { createCredentialSource } from '../../../src/tokens/internal/credentials';
-import { tokenKeys } from '../../../src/tokens/internal/token-manager';
 import { tempDir } from '../../support/temp-dir';
 import { type Fleet, PASSWORD, sleep, startFleet, steadyLoad, USERNAME, waitReady } from './fleet-harness';
 

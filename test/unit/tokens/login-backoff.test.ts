@@ -1,12 +1,9 @@
 import { GatewayError } from '../../../src/http/gateway-error';
+import { tokenKeys } from '../../../src/keys/redis-keys';
 import { createReadiness } from '../../../src/operations/readiness';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import { BackoffTrack, nextWaitMs } from '../../../src/tokens/internal/backoff-track';
-import {
-  createTokenManager,
-  type TokenManagerSettings,
-  tokenKeys,
-} from '../../../src/tokens/internal/token-manager';
+import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 import {

@@ -5,6 +5,7 @@ import pino, { type Logger } from 'pino';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { deriveKey } from '../../../src/keys/derived-keys';
 import { createMetrics, type Metrics } from '../../../src/observability/metrics';
+import type { Clock, ClockTimer } from '../../../src/tokens/internal/clock';
 import type {
   CredentialSource,
   Credentials,
@@ -18,7 +19,7 @@ import type {
   TokenResponse,
   UpstreamCredentials,
 } from '../../../src/tokens/internal/token-client';
-import type { Clock, ClockTimer, TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
+import type { TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 
 /** Lets every pending promise chain run (real macrotask turns; nothing here uses real timers otherwise). */

@@ -1,12 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../../../src/http/gateway-error';
+import { tokenKeys } from '../../../src/keys/redis-keys';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
-import {
-  createTokenManager,
-  type TokenManagerSettings,
-  tokenKeys,
-} from '../../../src/tokens/internal/token-manager';
+import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 import {

@@ -1,7 +1,8 @@
 // The back-off for tokens the provider refuses: no false positive on a single revocation or rotation, and a
 // recovered provider is trusted again at once.
+import { tokenKeys } from '../../../src/keys/redis-keys';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
-import { createTokenManager, tokenKeys } from '../../../src/tokens/internal/token-manager';
+import { createTokenManager } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 import {
