@@ -126,6 +126,8 @@ const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIP
 export function createForwarder(deps: ForwarderDeps): Forwarder {
   const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
   const tracing = deps.tracing ?? NO_TRACING;
+  // Made once, not per request: with traces off the span wrapper only calls it.
+  const getAccessToken = () => deps.tokens.getAccessToken();
 
   const settle = (attempt: Attempt) => {
     attempt.settled = true;
@@ -290,7 +292,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     async forward(req, res, exchange) {
       const call: Call = { exchange, upstreamMs: 0 };
       try {
-        const token = await tracing.inSpan('token', () => deps.tokens.getAccessToken(), sourceAttribute);
+        const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
         noteTokenSource(res, token.source);
         const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
         if (first.kind === 'answer') {
