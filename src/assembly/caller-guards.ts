@@ -66,6 +66,7 @@ function callerGuards(
   browser: BuiltSessions | undefined,
 ): CallerGuards {
   const { oidc } = config.callers;
+  const counting = { redis, health, keyPrefix: config.redis.keyPrefix, metrics, logger };
   return {
     inboundAllowList: inboundAllowList(config.server.inboundAllowCidrs),
     cors: cors({ origins: config.server.corsOrigins, registry }),
@@ -73,24 +74,9 @@ function callerGuards(
       registry,
       oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
       sessions: browser?.sessions,
-      failures: authFailureLimit({
-        redis,
-        health,
-        keyPrefix: config.redis.keyPrefix,
-        ...config.callers.authFailureLimit,
-        metrics,
-        logger,
-        failureLog,
-      }),
+      failures: authFailureLimit({ ...counting, ...config.callers.authFailureLimit, failureLog }),
     }),
     requireScope,
-    rateLimit: rateLimit({
-      redis,
-      health,
-      keyPrefix: config.redis.keyPrefix,
-      defaultLimit: config.callers.defaultRateLimit,
-      metrics,
-      logger,
-    }),
+    rateLimit: rateLimit({ ...counting, defaultLimit: config.callers.defaultRateLimit }),
   };
 }

@@ -6,31 +6,20 @@ import { type AugmentedRequest, rateLimit as expressRateLimit, type Options } fr
 import { GatewayError, secondsToRetry } from '../http/gateway-error';
 import { authFailurePrefix } from '../keys/redis-keys';
 import type { AuthFailureLog } from '../observability/auth-failure-log';
-import type { Metrics } from '../observability/metrics';
-import type { RedisClient } from '../store/redis-connection';
-import type { RateLimitLogger } from './rate-limit';
 import {
   clientIpKey,
+  type LimiterOptions,
   limiterLogger,
   OutageTracker,
-  type OutageTrackerOptions,
   sharedCounterStore,
 } from './shared-counter-store';
 
-export interface AuthFailureLimitOptions {
-  /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
-  readonly redis?: RedisClient;
-  /** REDIS_KEY_PREFIX; counters live under `<prefix>authfail:<windowSeconds>:<client IP>`. */
-  readonly keyPrefix: string;
+export interface AuthFailureLimitOptions extends LimiterOptions {
   /** AUTH_FAILURE_LIMIT failed authentications per AUTH_FAILURE_WINDOW_SECONDS, per client IP, fleet-wide. */
   readonly limit: number;
   readonly windowSeconds: number;
-  readonly metrics: Pick<Metrics, 'rateLimitRejections' | 'rateLimitFallbacks'>;
-  readonly logger: RateLimitLogger;
   readonly failureLog: AuthFailureLog;
   readonly now?: () => number;
-  /** The Redis-health owner, told of failed and recovered calls. */
-  readonly health?: OutageTrackerOptions['health'];
 }
 
 export interface AuthFailureLimit {

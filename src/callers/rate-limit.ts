@@ -4,32 +4,17 @@ import type { RequestHandler } from 'express';
 import { rateLimit as expressRateLimit, type Options } from 'express-rate-limit';
 import { GatewayError } from '../http/gateway-error';
 import { rateLimitPrefix, userRateLimitPrefix } from '../keys/redis-keys';
-import type { Metrics } from '../observability/metrics';
-import type { RedisClient } from '../store/redis-connection';
 import {
-  type CounterStoreLogger,
   clientIpKey,
+  type LimiterOptions,
   limiterLogger,
   OutageTracker,
-  type OutageTrackerOptions,
   sharedCounterStore,
 } from './shared-counter-store';
 
-export type RateLimitLogger = CounterStoreLogger;
-
-export interface RateLimitOptions {
-  /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
-  readonly redis?: RedisClient;
-  /** REDIS_KEY_PREFIX; counters live under `<prefix>rl:<windowSeconds>:<clientId>`. */
-  readonly keyPrefix: string;
+export interface RateLimitOptions extends LimiterOptions {
   /** RATE_LIMIT_DEFAULT_*: for callers whose registry entry sets no limit (and SSO clients not in the registry). */
   readonly defaultLimit: { readonly limit: number; readonly windowSeconds: number };
-  readonly metrics: Pick<Metrics, 'rateLimitRejections' | 'rateLimitFallbacks'>;
-  readonly logger: RateLimitLogger;
-  /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
-  readonly redisRetryMs?: number;
-  /** The Redis-health owner, told of failed and recovered calls. */
-  readonly health?: OutageTrackerOptions['health'];
 }
 
 /**

@@ -46,6 +46,15 @@ export interface OutageTrackerOptions {
   readonly health?: Pick<StoreHealth, 'reportFailure' | 'reportSuccess'>;
 }
 
+/** What every limiter counts with: the shared Redis (replica memory without it) and where it reports. */
+export interface LimiterOptions extends Omit<OutageTrackerOptions, 'name'> {
+  /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
+  readonly redis?: RedisClient;
+  /** REDIS_KEY_PREFIX, under which src/keys/redis-keys.ts names the limiter's counters. */
+  readonly keyPrefix: string;
+  readonly metrics: Pick<Metrics, 'rateLimitRejections' | 'rateLimitFallbacks'>;
+}
+
 /** Logs the start and end of a Redis outage once each, and counts every decision taken from memory meanwhile. */
 export class OutageTracker {
   private down = false;
