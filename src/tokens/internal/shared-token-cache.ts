@@ -15,8 +15,15 @@ import type { TokenPair } from './token-pair';
 import type { StoreHealthReport, TokenStore } from './token-store';
 
 export interface SharedState extends SharedFailures {
-  readonly raw?: string;
   readonly pair?: TokenPair;
+  /** The refusal as stored, to delete only if unchanged since this read. */
+  readonly storedRefusal?: StoredRefusal;
+}
+
+/** A refusal record as read: `record` is undefined when it does not open (a forgery: nothing to keep). */
+interface StoredRefusal {
+  readonly raw: string;
+  readonly record?: BackoffRecord;
 }
 
 /** A store call that failed (or was skipped while the store is down). */
@@ -87,16 +94,20 @@ export class SharedTokenCache {
     if (raw !== undefined && pair !== undefined && rejected !== undefined && pair.access === rejected) {
       await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.pair, raw));
     }
+    const refusal = this.openFailure('refusal', rawRefusal, keys.failure);
     return {
-      raw,
       pair,
-      refusal: this.openFailure('refusal', rawRefusal, keys.failure),
+      refusal,
+      storedRefusal: rawRefusal === undefined ? undefined : { raw: rawRefusal, record: refusal },
       transient: this.openFailure('transient', rawTransient, keys.transient),
     };
   }
 
-  /** Kept while its refresh token lives; a token obtained ends the fleet's back-offs. */
-  async write(keys: TokenKeys, pair: TokenPair): Promise<void> {
+  /**
+   * Kept while its refresh token lives; a token obtained ends the fleet's back-offs. `seen` is the lock holder's
+   * read just before the token endpoint call: its refusal is not read again.
+   */
+  async write(keys: TokenKeys, pair: TokenPair, seen?: SharedState): Promise<void> {
     const ttl = pair.refreshExpiresAt - this.clock.now();
     if (ttl <= 0) return;
     const raw = this.seal.seal(JSON.stringify(pair), keys.pair);
@@ -105,7 +116,7 @@ export class SharedTokenCache {
     await this.call('delete', () => this.store.delete(keys.transient));
     // A refusal of other credentials (a rollout with a new password on some replicas) or of the tokens the provider
     // issues stays: this success ends neither. Deleted only if unchanged since read (compare before delete).
-    const refusal = await this.readRefusal(keys);
+    const refusal = seen ? seen.storedRefusal : await this.readRefusal(keys);
     const ended =
       refusal !== undefined &&
       (refusal.record === undefined ||
@@ -122,11 +133,8 @@ export class SharedTokenCache {
       await this.call('compare_and_delete', () => this.store.compareAndDelete(keys.failure, refusal.raw));
   }
 
-  /**
-   * The stored refusal as read, to delete only if unchanged since; undefined when there is none or the store did
-   * not answer. `record` is undefined when it does not open (a forgery: nothing to keep).
-   */
-  private async readRefusal(keys: TokenKeys): Promise<{ raw: string; record?: BackoffRecord } | undefined> {
+  /** The stored refusal; undefined when there is none or the store did not answer. */
+  private async readRefusal(keys: TokenKeys): Promise<StoredRefusal | undefined> {
     const raw = await this.call('get', () => this.store.get(keys.failure));
     if (raw === DOWN || raw === undefined) return undefined;
     return { raw, record: this.openFailure('refusal', raw, keys.failure) };

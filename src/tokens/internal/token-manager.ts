@@ -10,7 +10,7 @@ import { FleetLock } from './fleet-lock';
 import { LoginBackoff } from './login-backoff';
 import type { RecordSeal } from './record-seal';
 import { RefreshScheduler } from './refresh-scheduler';
-import { DOWN, NOTIFY_PAIR, NOTIFY_REFUSED, SharedTokenCache } from './shared-token-cache';
+import { DOWN, NOTIFY_PAIR, NOTIFY_REFUSED, type SharedState, SharedTokenCache } from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import { TokenEndpoint } from './token-endpoint';
 import { endsFlight, type FlightKind, newest, replaces, type TokenPair, tokenOf } from './token-pair';
@@ -286,7 +286,7 @@ class FleetTokenManager implements TokenProvider {
           }
           const fresher = again === DOWN ? latest : newest(latest, again.pair, credentials.fingerprint);
           this.logger.debug({ event: 'token.lock', result: 'acquired', kind }, 'token lock acquired');
-          return await this.fetchAndShare(keys, credentials, fresher);
+          return await this.fetchAndShare(keys, credentials, fresher, again === DOWN ? undefined : again);
         },
       });
       if (token) return token;
@@ -298,14 +298,16 @@ class FleetTokenManager implements TokenProvider {
     return this.fetchAndShare(keys, credentials, latest);
   }
 
+  /** `seen`: the store as the lock holder read it just before, when it answered. */
   private async fetchAndShare(
     keys: TokenKeys,
     credentials: Credentials,
     base?: TokenPair,
+    seen?: SharedState,
   ): Promise<AccessToken> {
     const pair = await this.endpoint.fetch(keys, credentials, base);
     const token = this.adopt(pair, 'upstream');
-    await this.cache.write(keys, pair);
+    await this.cache.write(keys, pair, seen);
     return token;
   }
 
