@@ -25,7 +25,7 @@ export function localSessions(): LocalSessions {
     async startIdentityProvider(gatewayUrl, browser, settings) {
       const user = developmentUser();
       const clientSecret = randomBytes(24).toString('base64url');
-      const clientId = settings?.clientId ?? 'local-web-app';
+      const clientId = settings.clientId;
       const provider = await startDevIdentityProvider({
         users: [user],
         clients: [{ clientId, clientSecret, origin: gatewayUrl }],
@@ -35,7 +35,7 @@ export function localSessions(): LocalSessions {
         clientId,
         clientSecret,
         publicOrigin: gatewayUrl,
-        scopes: settings?.scopes ?? 'openid profile email',
+        scopes: settings.scopes,
       });
       return {
         issuer: provider.issuer,

@@ -18,7 +18,7 @@ export interface LocalSessions {
   startIdentityProvider(
     gatewayUrl: string,
     browser: BuiltSessions,
-    settings: SessionSettings | undefined,
+    settings: SessionSettings,
   ): Promise<LocalIdentityProvider>;
 }
 
@@ -30,8 +30,9 @@ export function startLocalIdentityProvider(
   local: { readonly localSessions?: LocalSessions },
 ): Promise<Built<LocalIdentityProvider | undefined>> {
   return building(async (closers) => {
-    if (!browser || !local.localSessions || config.sessions?.issuer) return undefined;
-    const provider = await local.localSessions.startIdentityProvider(gatewayUrl, browser, config.sessions);
+    const settings = config.sessions;
+    if (!browser || !settings || settings.issuer || !local.localSessions) return undefined;
+    const provider = await local.localSessions.startIdentityProvider(gatewayUrl, browser, settings);
     closers.push(() => provider.close());
     return provider;
   });
