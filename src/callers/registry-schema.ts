@@ -9,6 +9,16 @@ export const KEY_HASH_PATTERN = /^sha256:[0-9a-fA-F]{64}$/;
 /** Same shape as CORS_ORIGINS: scheme, host and optional port, no path. */
 export const ORIGIN_PATTERN = /^https?:\/\/[^/\s]+$/;
 
+const scopeSchema = z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`);
+
+/** A request budget: `limit` (described by `limitDescription`) per window. */
+function limitSchema(limitDescription: string) {
+  return z.strictObject({
+    limit: z.int().min(1).max(1_000_000).meta({ description: limitDescription }),
+    windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
+  });
+}
+
 export const clientEntrySchema = z
   .strictObject({
     id: z
@@ -33,18 +43,10 @@ export const clientEntrySchema = z
           'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both. May be empty for a web app that only uses browser sessions.',
       }),
     scopes: z
-      .array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`))
+      .array(scopeSchema)
       .min(1, 'must list at least one scope')
       .meta({ description: 'Routes this client may call.' }),
-    rateLimit: z
-      .strictObject({
-        limit: z
-          .int()
-          .min(1)
-          .max(1_000_000)
-          .meta({ description: 'Requests allowed per window, across all replicas.' }),
-        windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
-      })
+    rateLimit: limitSchema('Requests allowed per window, across all replicas.')
       .optional()
       .meta({ description: 'Per-client limit; RATE_LIMIT_DEFAULT_* applies when absent.' }),
     origins: z
@@ -63,25 +65,12 @@ export const clientEntrySchema = z
             description: 'The ID token / userinfo claim whose values grant scopes (a string or a list).',
           }),
         grants: z
-          .record(
-            z.string().min(1).max(256),
-            z.array(z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`)),
-          )
+          .record(z.string().min(1).max(256), z.array(scopeSchema))
           .meta({ description: 'Claim value -> the gateway scopes it grants (never more than `scopes`).' }),
-        userRateLimit: z
-          .strictObject({
-            limit: z
-              .int()
-              .min(1)
-              .max(1_000_000)
-              .meta({ description: 'Requests one user may make per window.' }),
-            windowSeconds: z.int().min(1).max(86_400).meta({ description: 'Window length in seconds.' }),
-          })
-          .optional()
-          .meta({
-            description:
-              "Per-user limit inside the web app's own `rateLimit`, counted across all replicas: one user cannot spend the whole app's budget.",
-          }),
+        userRateLimit: limitSchema('Requests one user may make per window.').optional().meta({
+          description:
+            "Per-user limit inside the web app's own `rateLimit`, counted across all replicas: one user cannot spend the whole app's budget.",
+        }),
       })
       .optional()
       .meta({
