@@ -201,7 +201,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
 }
 
 /** The development client of local mode, registered with the development identity provider. */
-export const LOCAL_SESSION_CLIENT_ID = 'local-web-app';
+const LOCAL_SESSION_CLIENT_ID = 'local-web-app';
 
 function checkSessionSettings(
   env: RawEnv,

@@ -11,4 +11,4 @@ export { createTokenCipher } from './internal/token-cipher';
 export { createTokenClient } from './internal/token-client';
 export { createTokenManager } from './internal/token-manager';
 export type { TokenProvider, TokenSource } from './internal/token-provider';
-export type { ChannelListener, StoreHealthReport, TokenStore } from './internal/token-store';
+export type { ChannelListener, TokenStore } from './internal/token-store';
