@@ -1,60 +1,15 @@
 import { GatewayError } from '../../../src/http/gateway-error';
 import { tokenKeys } from '../../../src/keys/redis-keys';
 import { createReadiness } from '../../../src/operations/readiness';
-import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import { BackoffTrack, nextWaitMs } from '../../../src/tokens/internal/backoff-track';
-import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
-import type { TokenStore } from '../../../src/tokens/internal/token-store';
-import {
-  brokenStore,
-  captureLogger,
-  FakeClock,
-  FakeCredentialSource,
-  FakeTokenClient,
-  settle,
-  TEST_BASE_URL,
-  TEST_SETTINGS,
-  testMetrics,
-  testSeal,
-} from './token-fakes';
+import { brokenStore, FakeClock, fakeFleet, settle, stopManagers, TEST_BASE_URL } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
-const SETTINGS = TEST_SETTINGS;
 const HOUR = 3_600_000;
 const KEYS = tokenKeys('bff:', BASE_URL, 'merchant');
 
-const running: TokenProvider[] = [];
-afterEach(async () => {
-  for (const manager of running.splice(0)) await manager.stop();
-});
-
-function fleet(
-  options: { random?: () => number; settings?: Partial<TokenManagerSettings>; store?: () => TokenStore } = {},
-) {
-  const clock = new FakeClock();
-  const client = new FakeTokenClient(clock);
-  const store = createMemoryTokenStore({ now: clock.now });
-  const credentials = new FakeCredentialSource();
-  const { logger } = captureLogger();
-  const metrics = testMetrics();
-  const replica = () => {
-    const manager = createTokenManager({
-      store: options.store?.() ?? store,
-      client,
-      credentials,
-      clock,
-      logger,
-      metrics,
-      seal: testSeal(metrics),
-      settings: { ...SETTINGS, ...options.settings },
-      random: options.random ?? Math.random,
-    });
-    running.push(manager);
-    return manager;
-  };
-  return { clock, client, store, credentials, metrics, replica };
-}
+afterEach(stopManagers);
 
 /** Every replica asks for a token (callers) and is probed (/readyz) every `stepMs`, for `durationMs`. */
 async function constantTraffic(
@@ -114,7 +69,7 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
   });
 
   it('24 h of refused credentials under constant traffic and probes on 3 replicas cost at most 110 logins', async () => {
-    const f = fleet();
+    const f = fakeFleet({ random: Math.random });
     f.client.options.password = 'the-real-password';
     const replicas = [f.replica(), f.replica(), f.replica()];
     for (const r of replicas) await r.start();
@@ -138,7 +93,7 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
   }, 120_000);
 
   it('a credential change resets the back-off at once; a success resets the streak for the fleet', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     f.client.options.password = 'the-real-password';
     const [a, b] = [f.replica(), f.replica()];
     for (const r of [a, b]) await r.start();
@@ -170,7 +125,7 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
   });
 
   it('a refusal of the old password that arrives after a rotation does not hold back the new one', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     f.client.options.password = 'the-real-password';
     const [a, b] = [f.replica(), f.replica()];
     for (const r of [a, b]) await r.start();
@@ -187,7 +142,7 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
   });
 
   it('with the store down, each replica still backs off exponentially from memory', async () => {
-    const f = fleet({ random: () => 0, store: brokenStore });
+    const f = fakeFleet({ random: () => 0, store: brokenStore });
     f.client.options.password = 'the-real-password';
     const replicas = [f.replica(), f.replica(), f.replica()];
     for (const r of replicas) await r.start();
@@ -221,7 +176,7 @@ describe('an upstream that issues tokens and refuses every call made with them',
   }
 
   it('24 h of caller traffic on 3 replicas cost at most 110 logins, not one per request', async () => {
-    const f = fleet();
+    const f = fakeFleet({ random: Math.random });
     const replicas = [f.replica(), f.replica(), f.replica()];
     for (const r of replicas) await r.start();
     const reasons = await rejectedCalls(f.clock, replicas, 24 * HOUR, 5_000);
@@ -232,7 +187,7 @@ describe('an upstream that issues tokens and refuses every call made with them',
   }, 120_000);
 
   it('the streak is shared by the fleet: a login elsewhere neither ends nor restarts it; an accepted call ends it', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     const [a, b] = [f.replica(), f.replica()];
     await a.start();
     await b.start();
@@ -268,7 +223,7 @@ describe('an upstream that issues tokens and refuses every call made with them',
   });
 
   it('a single rejected token is renewed at once, and an accepted call ends a streak of rejected ones', async () => {
-    const f = fleet();
+    const f = fakeFleet({ random: Math.random });
     const replica = f.replica();
     await replica.start();
     // A revoked token (one rejection): renewed at once, no back-off.
@@ -299,7 +254,7 @@ describe('an upstream that issues tokens and refuses every call made with them',
 
 describe('transient token-endpoint failures: a short back-off of their own', () => {
   it('5xx and timeouts back off briefly, never count as refusals, and the first refusal after them waits the minimum', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     const [a, b] = [f.replica(), f.replica()];
     for (const r of [a, b]) await r.start();
     f.client.failWith = new GatewayError('UPSTREAM_UNAVAILABLE', 'HTTP 503');
@@ -325,7 +280,7 @@ describe('transient token-endpoint failures: a short back-off of their own', () 
   });
 
   it('a 429 is honoured for its Retry-After by every replica', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     const [a, b, c] = [f.replica(), f.replica(), f.replica()];
     for (const r of [a, b, c]) await r.start();
     f.client.failWith = new GatewayError('UPSTREAM_UNAVAILABLE', 'HTTP 429', {
@@ -345,7 +300,7 @@ describe('transient token-endpoint failures: a short back-off of their own', () 
   });
 
   it('the background refresh cannot bypass it: a valid token keeps serving, refreshes are spaced by the back-off', async () => {
-    const f = fleet({ random: () => 0 });
+    const f = fakeFleet({ random: () => 0 });
     const a = f.replica();
     await a.start();
     await a.getAccessToken();

@@ -5,6 +5,7 @@ import pino, { type Logger } from 'pino';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { deriveKey } from '../../../src/keys/derived-keys';
 import { createMetrics, type Metrics } from '../../../src/observability/metrics';
+import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import type { Clock, ClockTimer } from '../../../src/tokens/internal/clock';
 import type {
   CredentialSource,
@@ -19,7 +20,8 @@ import type {
   TokenResponse,
   UpstreamCredentials,
 } from '../../../src/tokens/internal/token-client';
-import type { TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
+import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
+import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 
 /** Lets every pending promise chain run (real macrotask turns; nothing here uses real timers otherwise). */
@@ -253,4 +255,59 @@ export function brokenStore(): TokenStore {
     healthy: () => false,
     close: async () => undefined,
   };
+}
+
+/** Every token manager a fake fleet started: `afterEach(stopManagers)` stops them between tests. */
+const started: TokenProvider[] = [];
+
+export async function stopManagers(): Promise<void> {
+  for (const manager of started.splice(0)) await manager.stop();
+}
+
+export interface FakeFleetOptions {
+  readonly client?: FakeClientOptions;
+  readonly settings?: Partial<TokenManagerSettings>;
+  /** The jitter draw of every replica not given its own. Default 0.5. */
+  readonly random?: () => number;
+  /** TOKEN_ENCRYPTION_KEY of the fleet's record seal. */
+  readonly encryptionKey?: Buffer;
+  /** Makes each replica's store; by default the whole fleet shares one memory store. */
+  readonly store?: () => TokenStore;
+}
+
+export interface ReplicaOptions {
+  readonly settings?: Partial<TokenManagerSettings>;
+  readonly store?: TokenStore;
+  readonly random?: () => number;
+}
+
+/** Token managers on one fake clock, token endpoint and credential source: replicas of a fleet, minus Redis. */
+export function fakeFleet(options: FakeFleetOptions = {}) {
+  const clock = new FakeClock();
+  const client = new FakeTokenClient(clock, options.client);
+  const store = createMemoryTokenStore({ now: clock.now });
+  const credentials = new FakeCredentialSource();
+  const { logger, lines } = captureLogger();
+  const metrics = testMetrics();
+  const seal = testSeal(metrics, options.encryptionKey);
+  const managers: TokenProvider[] = [];
+  const replica = (own: ReplicaOptions = {}): TokenProvider => {
+    const manager = createTokenManager({
+      store: own.store ?? options.store?.() ?? store,
+      client,
+      credentials,
+      clock,
+      logger,
+      metrics,
+      seal,
+      settings: { ...TEST_SETTINGS, ...options.settings, ...own.settings },
+      random: own.random ?? options.random ?? (() => 0.5),
+    });
+    managers.push(manager);
+    started.push(manager);
+    return manager;
+  };
+  /** Calls of the token endpoint so far, logins and refreshes. */
+  const calls = () => client.logins + client.refreshes;
+  return { clock, client, store, credentials, managers, log: lines, metrics, replica, calls };
 }

@@ -1,85 +1,19 @@
 import { randomBytes } from 'node:crypto';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { tokenKeys } from '../../../src/keys/redis-keys';
-import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
-import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
-import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
-import type { TokenStore } from '../../../src/tokens/internal/token-store';
-import {
-  brokenStore,
-  captureLogger,
-  type FakeClientOptions,
-  FakeClock,
-  FakeCredentialSource,
-  FakeTokenClient,
-  settle,
-  TEST_BASE_URL,
-  TEST_SETTINGS,
-  testMetrics,
-  testSeal,
-} from './token-fakes';
+import { brokenStore, fakeFleet, settle, stopManagers, TEST_BASE_URL } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
-const SETTINGS = TEST_SETTINGS;
 
-interface Fleet {
-  clock: FakeClock;
-  client: FakeTokenClient;
-  store: TokenStore;
-  credentials: FakeCredentialSource;
-  managers: TokenProvider[];
-  log: () => string;
-  metrics: ReturnType<typeof testMetrics>;
-  replica(overrides?: Partial<TokenManagerSettings>, store?: TokenStore): TokenProvider;
-}
-
-const running: TokenProvider[] = [];
-afterEach(async () => {
-  for (const manager of running.splice(0)) await manager.stop();
-});
-
-function fleet(
-  options: {
-    client?: FakeClientOptions;
-    settings?: Partial<TokenManagerSettings>;
-    random?: number;
-    encryptionKey?: Buffer;
-  } = {},
-): Fleet {
-  const clock = new FakeClock();
-  const client = new FakeTokenClient(clock, options.client);
-  const store = createMemoryTokenStore({ now: clock.now });
-  const credentials = new FakeCredentialSource();
-  const { logger, lines } = captureLogger();
-  const metrics = testMetrics();
-  const seal = testSeal(metrics, options.encryptionKey);
-  const managers: TokenProvider[] = [];
-  const replica = (overrides: Partial<TokenManagerSettings> = {}, own: TokenStore = store) => {
-    const manager = createTokenManager({
-      store: own,
-      client,
-      credentials,
-      clock,
-      logger,
-      metrics,
-      seal,
-      settings: { ...SETTINGS, ...options.settings, ...overrides },
-      random: () => options.random ?? 0.5,
-    });
-    managers.push(manager);
-    running.push(manager);
-    return manager;
-  };
-  return { clock, client, store, credentials, managers, log: lines, metrics, replica };
-}
+afterEach(stopManagers);
 
 const exp = (token: string) =>
   JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).exp * 1000;
 
 describe('token manager: memory first and in-process single flight', () => {
   it('a cold replica logs in once and then answers from memory with the same promise', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     await manager.start();
     const first = await manager.getAccessToken();
@@ -99,7 +33,7 @@ describe('token manager: memory first and in-process single flight', () => {
   });
 
   it('100 concurrent callers share one login', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     f.client.hold();
     const calls = Array.from({ length: 100 }, () => manager.getAccessToken());
@@ -113,7 +47,7 @@ describe('token manager: memory first and in-process single flight', () => {
 
 describe('token manager: proactive refresh', () => {
   it('fires at exp - skew - jitter and uses the refresh token', async () => {
-    const f = fleet({ random: 0.5 });
+    const f = fakeFleet({ random: () => 0.5 });
     const manager = f.replica();
     const first = await manager.getAccessToken();
     // exp is whole seconds; the refresh is due at exp - 60 s - 0.5 * 10 % * 60 s = exp - 63 s.
@@ -129,7 +63,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('a token living longer than a timer can wait (or an exp in milliseconds) is not refreshed in a tight loop', async () => {
-    const f = fleet({ client: { accessTtlSeconds: 40 * 86_400 } });
+    const f = fakeFleet({ client: { accessTtlSeconds: 40 * 86_400 } });
     // As Node does: a delay past 2^31 - 1 ms does not fit in its timer and fires after 1 ms instead.
     const nodeSetTimeout = f.clock.setTimeout;
     f.clock.setTimeout = (run, ms) => nodeSetTimeout(run, ms > 2 ** 31 - 1 ? 1 : ms);
@@ -140,7 +74,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('keeps refreshing once per lifetime over several lifetimes, with no caller ever waiting', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     await manager.getAccessToken();
     for (let second = 0; second < 3 * 300; second += 5) {
@@ -153,7 +87,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('logs in when the refresh token is refused', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     const first = await manager.getAccessToken();
     f.client.revokeRefreshTokens();
@@ -164,7 +98,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('logs in instead of refreshing when the refresh token has less than the skew left', async () => {
-    const f = fleet({ client: { accessTtlSeconds: 300, refreshTtlSeconds: 280 } });
+    const f = fakeFleet({ client: { accessTtlSeconds: 300, refreshTtlSeconds: 280 } });
     const manager = f.replica();
     const first = await manager.getAccessToken();
     await f.clock.advance(first.expiresAt - 55_000 - f.clock.now());
@@ -173,7 +107,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('stores a rotated refresh token and uses it next time', async () => {
-    const f = fleet({ client: { rotateRefresh: true } });
+    const f = fakeFleet({ client: { rotateRefresh: true } });
     const manager = f.replica();
     await manager.getAccessToken();
     await f.clock.advance(300_000);
@@ -188,7 +122,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('falls back to 300 s / 86400 s when the tokens carry no exp', async () => {
-    const f = fleet({ client: { noExp: true } });
+    const f = fakeFleet({ client: { noExp: true } });
     const manager = f.replica();
     const start = f.clock.now();
     const token = await manager.getAccessToken();
@@ -200,7 +134,7 @@ describe('token manager: proactive refresh', () => {
   });
 
   it('a fleet sharing a store refreshes once per lifetime, not once per replica', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const replicas = [f.replica(), f.replica(), f.replica()];
     for (const r of replicas) await r.start();
     await Promise.all(replicas.map((r) => r.getAccessToken()));
@@ -216,7 +150,7 @@ describe('token manager: proactive refresh', () => {
 
 describe('token manager: the fleet lock', () => {
   it('only one replica calls the upstream; the others read its pair from the store', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const [a, b, c] = [f.replica(), f.replica(), f.replica()];
     for (const r of [a, b, c]) await r.start();
     f.client.hold();
@@ -231,7 +165,7 @@ describe('token manager: the fleet lock', () => {
   });
 
   it('a lost owner’s lease expires and another replica takes over', async () => {
-    const f = fleet({ settings: { lockTtlMs: 800, lockWaitMs: 1_000 } });
+    const f = fakeFleet({ settings: { lockTtlMs: 800, lockWaitMs: 1_000 } });
     const keys = tokenKeys('bff:', BASE_URL, 'merchant');
     expect(await f.store.acquireLock(keys.lock, 'crashed-replica', 800)).toBe(true);
     const manager = f.replica();
@@ -246,7 +180,7 @@ describe('token manager: the fleet lock', () => {
   });
 
   it('a waiter keeps waiting while the lock is held, then gives up after twice the lease and fetches itself', async () => {
-    const f = fleet({ settings: { lockTtlMs: 5_000, lockWaitMs: 1_000 } });
+    const f = fakeFleet({ settings: { lockTtlMs: 5_000, lockWaitMs: 1_000 } });
     const keys = tokenKeys('bff:', BASE_URL, 'merchant');
     // A holder that never answers and whose lock never lapses (a wedged replica, a clock gone wrong).
     await f.store.acquireLock(keys.lock, 'stuck-replica', 60_000);
@@ -263,7 +197,7 @@ describe('token manager: the fleet lock', () => {
   });
 
   it('a waiter outlasts a holder slower than its lock wait: still one login for the fleet', async () => {
-    const f = fleet({ settings: { lockTtlMs: 15_000, lockWaitMs: 1_000 } });
+    const f = fakeFleet({ settings: { lockTtlMs: 15_000, lockWaitMs: 1_000 } });
     const holder = f.replica();
     const waiter = f.replica();
     f.client.hold();
@@ -279,7 +213,7 @@ describe('token manager: the fleet lock', () => {
   });
 
   it('stop() releases a lock the replica holds', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const keys = tokenKeys('bff:', BASE_URL, 'merchant');
     const manager = f.replica();
     f.client.hold();
@@ -296,7 +230,7 @@ describe('token manager: the fleet lock', () => {
 
 describe('token manager: renewal after an upstream 401', () => {
   it('drops exactly the refused token and gets a new one through the single flight', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     const first = await manager.getAccessToken();
     const renewals = await Promise.all(
@@ -308,7 +242,7 @@ describe('token manager: renewal after an upstream 401', () => {
   });
 
   it('compare before delete: a newer token written by another replica survives', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const [a, b] = [f.replica(), f.replica()];
     const old = await a.getAccessToken();
     expect((await b.getAccessToken()).value).toBe(old.value);
@@ -324,7 +258,7 @@ describe('token manager: renewal after an upstream 401', () => {
   });
 
   it('logs in when the refresh token was revoked together with the access token', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     const first = await manager.getAccessToken();
     f.client.revokeRefreshTokens();
@@ -339,7 +273,7 @@ describe('token manager: refusals back off fleet-wide', () => {
   it.each(['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITELISTED'] as const)(
     'after %s, calls fail fast without asking the upstream until the interval ends',
     async (reason) => {
-      const f = fleet({ random: 0 });
+      const f = fakeFleet({ random: () => 0 });
       f.client.failWith = new GatewayError(reason, 'refused');
       const [a, b] = [f.replica(), f.replica()];
       for (const r of [a, b]) await r.start();
@@ -365,7 +299,7 @@ describe('token manager: refusals back off fleet-wide', () => {
   );
 
   it('a credential change ends the backoff and drops the old tokens', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     const manager = f.replica();
     await manager.start();
     const first = await manager.getAccessToken();
@@ -384,8 +318,8 @@ describe('token manager: refusals back off fleet-wide', () => {
 
 describe('token manager: the store may fail', () => {
   it('store errors fall through to memory and the replica’s own login, logged and counted', async () => {
-    const f = fleet();
-    const manager = f.replica({}, brokenStore());
+    const f = fakeFleet();
+    const manager = f.replica({ store: brokenStore() });
     await manager.start();
     const token = await manager.getAccessToken();
     expect(token.source).toBe('upstream');
@@ -403,7 +337,7 @@ describe('token manager: the store may fail', () => {
 describe('token manager: the cached value is encrypted', () => {
   it('stores neither a token nor field names, decrypts back, and treats a tampered value as absent', async () => {
     const key = randomBytes(32);
-    const f = fleet({ encryptionKey: key });
+    const f = fakeFleet({ encryptionKey: key });
     const manager = f.replica();
     const token = await manager.getAccessToken();
     const pairKey = tokenKeys('bff:', BASE_URL, 'merchant').pair;
@@ -425,7 +359,7 @@ describe('token manager: the cached value is encrypted', () => {
   });
 
   it('never logs a token, the password or the username', async () => {
-    const f = fleet({ client: { rotateRefresh: true } });
+    const f = fakeFleet({ client: { rotateRefresh: true } });
     const manager = f.replica();
     const token = await manager.getAccessToken();
     await f.clock.advance(300_000);

@@ -1,54 +1,13 @@
 // The back-off for tokens the provider refuses: no false positive on a single revocation or rotation, and a
 // recovered provider is trusted again at once.
 import { tokenKeys } from '../../../src/keys/redis-keys';
-import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
-import { createTokenManager } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
-import type { TokenStore } from '../../../src/tokens/internal/token-store';
-import {
-  captureLogger,
-  FakeClock,
-  FakeCredentialSource,
-  FakeTokenClient,
-  settle,
-  TEST_BASE_URL,
-  TEST_SETTINGS,
-  testMetrics,
-  testSeal,
-} from './token-fakes';
+import { fakeFleet, settle, stopManagers, TEST_BASE_URL } from './token-fakes';
 
 const BASE_URL = TEST_BASE_URL;
-const SETTINGS = TEST_SETTINGS;
 const KEYS = tokenKeys('bff:', BASE_URL, 'merchant');
-const running: TokenProvider[] = [];
-afterEach(async () => {
-  for (const m of running.splice(0)) await m.stop();
-});
+afterEach(stopManagers);
 
-function fleet() {
-  const clock = new FakeClock();
-  const client = new FakeTokenClient(clock);
-  const store = createMemoryTokenStore({ now: clock.now });
-  const credentials = new FakeCredentialSource();
-  const { logger } = captureLogger();
-  const metrics = testMetrics();
-  const replica = (random: () => number = () => 0, own: TokenStore = store) => {
-    const m = createTokenManager({
-      store: own,
-      client,
-      credentials,
-      clock,
-      logger,
-      metrics,
-      seal: testSeal(metrics),
-      settings: SETTINGS,
-      random,
-    });
-    running.push(m);
-    return m;
-  };
-  return { clock, client, store, replica, calls: () => client.logins + client.refreshes };
-}
 const serial = (jwt: string) =>
   Number(JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString()).jti.split('-')[1]);
 
@@ -73,10 +32,10 @@ async function forward(tokens: TokenProvider, accepts: (token: string) => boolea
 
 describe('tokens the provider refuses', () => {
   it('a signing-key rotation after a missed notification costs one renewal, never a fleet-wide refusal', async () => {
-    const f = fleet();
+    const f = fakeFleet();
     // A's subscription is gone (pub/sub reconnect): it keeps its pair while B refreshes.
-    const a = f.replica(() => 0);
-    const b = f.replica(() => 0.99);
+    const a = f.replica({ random: () => 0 });
+    const b = f.replica({ random: () => 0.99 });
     await b.start();
     const t1 = await a.getAccessToken();
     await settle();
@@ -101,9 +60,9 @@ describe('tokens the provider refuses', () => {
   });
 
   it('after the provider recovers, a late 401 on a replica still in the streak is a single rejection again', async () => {
-    const f = fleet();
-    const a = f.replica(() => 0);
-    const b = f.replica(() => 0);
+    const f = fakeFleet();
+    const a = f.replica({ random: () => 0 });
+    const b = f.replica({ random: () => 0 });
     await a.start();
     await b.start();
     let refusing = true;
@@ -136,8 +95,12 @@ describe('tokens the provider refuses', () => {
   }, 60_000);
 
   it('one revocation, 3 replicas x 5 concurrent requests all 401 at once: no fleet refusal, every retry ok', async () => {
-    const f = fleet();
-    const rs = [f.replica(Math.random), f.replica(Math.random), f.replica(Math.random)];
+    const f = fakeFleet();
+    const rs = [
+      f.replica({ random: Math.random }),
+      f.replica({ random: Math.random }),
+      f.replica({ random: Math.random }),
+    ];
     for (const r of rs) await r.start();
     const t1 = await rs[0].getAccessToken();
     await settle();
