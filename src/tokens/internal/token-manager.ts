@@ -10,7 +10,14 @@ import { FleetLock } from './fleet-lock';
 import { LoginBackoff } from './login-backoff';
 import type { RecordSeal } from './record-seal';
 import { RefreshScheduler } from './refresh-scheduler';
-import { DOWN, NOTIFY_PAIR, NOTIFY_REFUSED, type SharedState, SharedTokenCache } from './shared-token-cache';
+import {
+  DOWN,
+  type Down,
+  NOTIFY_PAIR,
+  NOTIFY_REFUSED,
+  type SharedState,
+  SharedTokenCache,
+} from './shared-token-cache';
 import type { TokenClient } from './token-client';
 import { TokenEndpoint } from './token-endpoint';
 import { endsFlight, type FlightKind, newest, replaces, type TokenPair, tokenOf } from './token-pair';
@@ -65,8 +72,8 @@ export interface TokenManagerDeps {
   readonly tracing?: Tracing;
 }
 
-/** What a read of the shared store gave (never the pair itself). */
-function found(shared: Awaited<ReturnType<SharedTokenCache['read']>>) {
+/** Span attributes of a read of the shared store: whether it answered and held a pair (never the pair itself). */
+function storeReadAttributes(shared: SharedState | Down) {
   return {
     'gateway.token.store.answered': shared !== DOWN,
     'gateway.token.pair_found': shared !== DOWN && !!shared.pair,
@@ -267,7 +274,7 @@ class FleetTokenManager implements TokenProvider {
     const shared = await this.tracing.inSpan(
       'token.store.read',
       () => this.cache.read(keys, rejected),
-      found,
+      storeReadAttributes,
     );
     if (shared !== DOWN) {
       if (accept(shared.pair)) return this.adopt(shared.pair, 'redis');
