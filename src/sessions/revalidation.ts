@@ -73,6 +73,15 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
         );
         return;
       }
+      // OIDC Core 12.2: a refreshed ID token names the same user; another's claims must never become this session's.
+      if (grant.claims.sub !== undefined && grant.claims.sub !== current.sub) {
+        await sessions.destroy(id);
+        logger.warn(
+          { event: 'session.revalidation_refused', error: 'sub_mismatch' },
+          'session ended: the refreshed ID token names another user',
+        );
+        return;
+      }
       await sessions.replaceGrant(id, deps.grantFrom(grant, current, now));
     } finally {
       await store.releaseLock(lock, owner).catch(() => undefined);

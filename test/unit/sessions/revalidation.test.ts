@@ -20,6 +20,8 @@ class RotatingProvider {
   refreshes = 0;
   refused = 0;
   outage = false;
+  /** The subject of the ID tokens it hands out on refresh. */
+  sub = 'alice';
   async refresh(token: string): Promise<ProviderGrant> {
     if (this.outage) throw new TypeError('fetch failed');
     if (!this.live.delete(token)) {
@@ -29,7 +31,7 @@ class RotatingProvider {
     this.refreshes++;
     const next = `rt-${++this.issued}`;
     this.live.add(next);
-    return { claims: { sub: 'alice', groups: ['ops'] }, refreshToken: next };
+    return { claims: { sub: this.sub, groups: ['ops'] }, refreshToken: next };
   }
   revokeAll(): void {
     this.live.clear();
@@ -118,6 +120,16 @@ describe('session revalidation', () => {
     await touchAll(f, id, 3);
     expect(f.provider.refreshes).toBe(1);
     expect(await f.sessions.open(id)).toBeDefined();
+  });
+
+  it("an ID token of another user at refresh ends the session: the other user's claims are never taken", async () => {
+    const f = fleet(1);
+    const { id } = await f.sessions.create({ sub: 'alice', claimValues: [], refreshToken: 'rt-0' });
+    f.provider.sub = 'mallory';
+    await f.clock.advance(INTERVAL);
+    await touchAll(f, id, 1);
+    expect(f.provider.refreshes).toBe(1);
+    expect(await f.sessions.peek(id)).toBeUndefined();
   });
 
   it('a session without a refresh token is never revalidated', async () => {
