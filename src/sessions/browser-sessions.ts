@@ -19,6 +19,7 @@ import {
   singleCookie,
 } from './cookies';
 import { bindingOf, createLoginStates, LOGIN_TTL_SECONDS, randomValue } from './login-state';
+import { createLogoutReplays } from './logout-replays';
 import { CALLBACK_PATH, type ProviderGrant, type RelyingParty } from './relying-party';
 import { safeReturnTo } from './return-to';
 import { createRevalidation, type Revalidation } from './revalidation';
@@ -75,6 +76,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     }),
   );
   const logins = answeringStoreOutages(createLoginStates(deps.store, deps.seal, deps.keyPrefix));
+  const logoutReplays = answeringStoreOutages(createLogoutReplays(deps.store, deps.keyPrefix));
   const rp = (): RelyingParty => {
     const current = deps.relyingParty();
     if (!current)
@@ -247,10 +249,17 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       const claims =
         typeof token === 'string' && token.length < 16_384 ? await rp().verifyLogoutToken(token) : undefined;
       if (!claims) throw new GatewayError('INVALID_REQUEST', 'The logout token is missing or not valid.');
-      const ended = await sessions.destroyMatching({
-        sid: stringClaim(claims.sid),
-        sub: stringClaim(claims.sub),
-      });
+      // A captured token replayed after the user logged in again must not end the new session.
+      const issuer = String(claims.iss);
+      const jti = String(claims.jti);
+      if (!(await logoutReplays.firstUse(issuer, jti)))
+        throw new GatewayError('INVALID_REQUEST', 'This logout token was already used.');
+      const ended = await sessions
+        .destroyMatching({ sid: stringClaim(claims.sid), sub: stringClaim(claims.sub) })
+        .catch(async (error: unknown) => {
+          await logoutReplays.forget(issuer, jti).catch(() => undefined);
+          throw error;
+        });
       logger.info({ event: 'session.backchannel_logout', ended }, 'provider ended sessions');
       res.status(200).json({ ended });
     },

@@ -47,6 +47,8 @@ export interface RelyingParty {
 }
 
 export const CALLBACK_PATH = '/bff/callback';
+/** A logout token older than this (by its iat) is refused; its jti is remembered at least this long. */
+export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 600;
 const BACKCHANNEL_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
 /** Asymmetric algorithms only: a logout token signed with a shared secret, or not at all, is refused. */
 const LOGOUT_TOKEN_ALGORITHMS = [
@@ -170,18 +172,28 @@ export function createRelyingParty(
           issuer: config.serverMetadata().issuer,
           audience: settings.clientId,
           algorithms: LOGOUT_TOKEN_ALGORITHMS,
-          maxTokenAge: '10 minutes',
+          maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
           requiredClaims: ['iat', 'jti'],
         });
-        const events = payload.events as Record<string, unknown> | undefined;
+        // The event's value is a JSON object (typeof null and of a list are 'object' too); sid or sub names someone.
+        const events = payload.events;
         const valid =
-          typeof events?.[BACKCHANNEL_EVENT] === 'object' &&
+          isObject(events) &&
+          isObject(events[BACKCHANNEL_EVENT]) &&
           payload.nonce === undefined &&
-          (typeof payload.sid === 'string' || typeof payload.sub === 'string');
+          (nonEmpty(payload.sid) || nonEmpty(payload.sub));
         return valid ? payload : undefined;
       } catch {
         return undefined;
       }
     },
   };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0;
 }
