@@ -33,7 +33,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
   const settings = config.sessions;
   if (!settings) return undefined;
   const encryptionKey = config.tokens.encryptionKey;
-  const allowHttp = !config.production;
+  const rpOptions = { allowHttp: !config.production, lockTtlMs: config.tokens.lockTtlMs };
   let relyingParty: RelyingParty | undefined =
     settings.issuer && settings.clientSecret && settings.publicUrl
       ? createRelyingParty(
@@ -44,7 +44,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
             publicOrigin: settings.publicUrl,
             scopes: settings.scopes,
           },
-          { allowHttp },
+          rpOptions,
         )
       : undefined;
   const sessions = createBrowserSessions({
@@ -65,7 +65,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
   return {
     sessions,
     connect(rpSettings) {
-      relyingParty = createRelyingParty(rpSettings, { allowHttp });
+      relyingParty = createRelyingParty(rpSettings, rpOptions);
     },
   };
 }

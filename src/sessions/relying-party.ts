@@ -64,14 +64,26 @@ const LOGOUT_TOKEN_ALGORITHMS = [
   'EdDSA',
 ];
 
+/** Longest wait for one provider request when the lock lease is unbounded by it (openid-client's default is 30 s). */
+const MAX_PROVIDER_TIMEOUT_SECONDS = 10;
+
+/**
+ * Each provider request's timeout: a revalidation makes at most two (discovery, refresh) under the session's lock,
+ * so together they end before the lease does and no other replica presents the same refresh token meanwhile.
+ */
+export function providerTimeoutSeconds(lockTtlMs: number): number {
+  return Math.min(MAX_PROVIDER_TIMEOUT_SECONDS, lockTtlMs / 3000);
+}
+
 /**
  * Discovery happens on first use and is retried after a failure, so the gateway starts while the provider is down.
  * Plain-http providers are accepted only when `allowHttp` (never in production: the config refuses it there).
  */
 export function createRelyingParty(
   settings: RelyingPartySettings,
-  options: { allowHttp: boolean },
+  options: { allowHttp: boolean; lockTtlMs: number },
 ): RelyingParty {
+  const timeout = providerTimeoutSeconds(options.lockTtlMs);
   let discovered: Promise<oidc.Configuration> | undefined;
   const configuration = () => {
     discovered ??= oidc
@@ -80,7 +92,7 @@ export function createRelyingParty(
         settings.clientId,
         undefined,
         oidc.ClientSecretBasic(settings.clientSecret),
-        options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout: 10 } : { timeout: 10 },
+        options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout } : { timeout },
       )
       .catch((error: unknown) => {
         discovered = undefined;

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
 import { type BrowserSessions, createBrowserSessions } from '../../../src/sessions/browser-sessions';
 import { createRelyingParty } from '../../../src/sessions/relying-party';
@@ -92,7 +92,7 @@ export interface SessionsAtFakeProvider {
 /** Browser sessions (memory store) whose relying party is the fake provider, behind the gateway's error envelope. */
 export function sessionsAt(
   provider: FakeProvider,
-  options: { lockTtlMs?: number } = {},
+  options: { lockTtlMs?: number; logger?: Logger } = {},
 ): SessionsAtFakeProvider {
   const store = createMemoryTokenStore();
   const rp = createRelyingParty(
@@ -103,7 +103,7 @@ export function sessionsAt(
       publicOrigin: 'https://gateway.example',
       scopes: 'openid',
     },
-    { allowHttp: true },
+    { allowHttp: true, lockTtlMs: options.lockTtlMs ?? 15_000 },
   );
   const sessions = createBrowserSessions({
     store,
@@ -111,7 +111,7 @@ export function sessionsAt(
     seal: createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined }),
     registry: { findWebApp: () => undefined },
     clock: systemClock,
-    logger: pino({ level: 'silent' }),
+    logger: options.logger ?? pino({ level: 'silent' }),
     keyPrefix: 'bff:',
     relyingParty: () => rp,
     idleTimeoutSeconds: 1800,
