@@ -220,6 +220,11 @@ function checkSessionSettings(
     fail('SESSION_CLIENT_SECRET', 'is required with SESSION_ISSUER (or SESSION_CLIENT_SECRET_FILE)');
   if (!env.SESSION_PUBLIC_URL)
     fail('SESSION_PUBLIC_URL', 'is required with SESSION_ISSUER (the origin browsers reach the gateway on)');
+  else if (!isBareOrigin(env.SESSION_PUBLIC_URL))
+    fail(
+      'SESSION_PUBLIC_URL',
+      'must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway\'s own origin',
+    );
   if (production) {
     if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
     if (env.SESSION_PUBLIC_URL && !env.SESSION_PUBLIC_URL.startsWith('https:'))
@@ -228,6 +233,12 @@ function checkSessionSettings(
   if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)
     fail('SESSION_IDLE_TIMEOUT_SECONDS', 'must not exceed SESSION_MAX_LIFETIME_SECONDS');
   if (!env.SESSION_SCOPES.split(/\s+/).includes('openid')) fail('SESSION_SCOPES', 'must include openid');
+}
+
+/** Scheme, host and port only (a trailing slash allowed): what the browser sends as Origin. */
+function isBareOrigin(value: string): boolean {
+  const url = new URL(value);
+  return url.pathname === '/' && !value.includes('?') && !value.includes('#') && !url.username && !url.password;
 }
 
 function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig['sessions'] {

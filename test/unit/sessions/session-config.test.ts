@@ -14,7 +14,7 @@ const sessions = {
   SESSION_ISSUER: 'https://login.example.test',
   SESSION_CLIENT_ID: 'payments-console',
   SESSION_CLIENT_SECRET: 'client-secret-value',
-  SESSION_PUBLIC_URL: 'https://bff.example.test/ignored-path',
+  SESSION_PUBLIC_URL: 'https://bff.example.test/',
 };
 
 function problems(env: Record<string, string>): string[] {
@@ -39,7 +39,7 @@ describe('browser session settings', () => {
     });
   });
 
-  it('read the issuer, client and public origin (its path dropped)', () => {
+  it('read the issuer, client and public origin (a trailing slash is no path)', () => {
     expect(loadConfig({ ...upstream, ...sessions }).sessions).toMatchObject({
       issuer: 'https://login.example.test',
       clientId: 'payments-console',
@@ -60,6 +60,12 @@ describe('browser session settings', () => {
     ],
     [{ SESSION_REVALIDATE_SECONDS: '0' }, 'SESSION_REVALIDATE_SECONDS'],
     [{ SESSION_CLIENT_ID: 'has spaces' }, 'SESSION_CLIENT_ID'],
+    // The gateway owns its origin (/bff/* at its root, a __Host- cookie for Path=/): a path was silently dropped.
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/payments' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/payments/' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/?x=1' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/#top' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://user:pass@bff.example.test' }, 'SESSION_PUBLIC_URL'],
   ])('refuse %j naming %s', (change, variable) => {
     expect(problems({ ...upstream, ...sessions, ...change }).join('\n')).toContain(variable);
   });
