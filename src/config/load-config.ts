@@ -223,7 +223,7 @@ function checkSessionSettings(
   else if (!isBareOrigin(env.SESSION_PUBLIC_URL))
     fail(
       'SESSION_PUBLIC_URL',
-      'must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway\'s own origin',
+      "must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway's own origin",
     );
   if (production) {
     if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
@@ -238,7 +238,9 @@ function checkSessionSettings(
 /** Scheme, host and port only (a trailing slash allowed): what the browser sends as Origin. */
 function isBareOrigin(value: string): boolean {
   const url = new URL(value);
-  return url.pathname === '/' && !value.includes('?') && !value.includes('#') && !url.username && !url.password;
+  return (
+    url.pathname === '/' && !value.includes('?') && !value.includes('#') && !url.username && !url.password
+  );
 }
 
 function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig['sessions'] {
