@@ -130,6 +130,10 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
         'CLIENT_FORBIDDEN',
         'A request authenticated by the session cookie must carry X-CSRF: 1.',
       );
+    // Fetch metadata, where the browser sends it: only the gateway's own pages (a sibling subdomain is same-site).
+    const site = req.headers['sec-fetch-site'];
+    if (site !== undefined && site !== 'same-origin')
+      return new GatewayError('CLIENT_FORBIDDEN', 'Only pages of this origin may use the session cookie.');
     const origin = req.headers.origin;
     if (origin === undefined) return undefined;
     // Same origin only: CORS never allows credentials, so no other origin could read an answer anyway.

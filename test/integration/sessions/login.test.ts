@@ -235,6 +235,71 @@ describe('adversaries of cookie-authenticated calls (CSRF)', () => {
     expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
   });
 
+  it('refuses 403 a request the browser marks as not same-origin (Sec-Fetch-Site), even without an Origin', async () => {
+    for (const site of ['cross-site', 'same-site', 'none']) {
+      const answer = await request(jar, `${gateway.url}${PLAN}`, {
+        headers: { ...ajax, 'sec-fetch-site': site },
+      });
+      expect(answer.status).toBe(403);
+      expect(JSON.parse(answer.body).status.description).toBe('CLIENT_FORBIDDEN');
+    }
+    const same = await request(jar, `${gateway.url}${PLAN}`, {
+      headers: { ...ajax, 'sec-fetch-site': 'same-origin' },
+    });
+    expect(same.status).toBe(200);
+  });
+
+  it('methods nobody thought of: HEAD needs X-CSRF too; PUT, DELETE, PATCH and a bare OPTIONS are 405 with the cookie', async () => {
+    expect((await request(jar, `${gateway.url}${PLAN}`, { method: 'HEAD' })).status).toBe(403);
+    expect((await request(jar, `${gateway.url}${PLAN}`, { method: 'HEAD', headers: ajax })).status).toBe(200);
+    for (const method of ['PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+      for (const path of [PLAN, '/api/validation/document', '/bff/user', '/bff/logout']) {
+        const answer = await request(jar, `${gateway.url}${path}`, { method, headers: ajax });
+        expect(answer.status).toBe(405);
+      }
+    }
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+  });
+
+  it('a cross-site text/plain form post or a GET of /bff/logout neither calls nor logs out', async () => {
+    const form = await request(jar, `${gateway.url}/api/validation/document`, {
+      method: 'POST',
+      body: DOCUMENT,
+      headers: {
+        'content-type': 'text/plain',
+        origin: 'https://evil.example',
+        'sec-fetch-site': 'cross-site',
+      },
+    });
+    expect(form.status).toBe(403);
+    expect((await request(jar, `${gateway.url}/bff/logout`)).status).toBe(405);
+    const logout = await request(jar, `${gateway.url}/bff/logout`, {
+      method: 'POST',
+      body: 'x=1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+    });
+    expect(logout.status).toBe(403);
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+  });
+
+  it('a preflight never allows credentials or X-CSRF to another origin', async () => {
+    for (const origin of ['https://evil.example', 'null']) {
+      for (const path of [PLAN, '/bff/user', '/bff/logout']) {
+        const answer = await fetch(`${gateway.url}${path}`, {
+          method: 'OPTIONS',
+          headers: {
+            origin,
+            'access-control-request-method': 'POST',
+            'access-control-request-headers': 'x-csrf, content-type',
+          },
+        });
+        expect(answer.status).toBe(403);
+        expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
+        expect(answer.headers.get('access-control-allow-origin')).toBeNull();
+      }
+    }
+  });
+
   it('refuses 401 a tampered, unknown or duplicated session cookie', async () => {
     const good = jar.get(gateway.url, SESSION_COOKIE) ?? '';
     const flipped = `${good.slice(0, -1)}${good.endsWith('A') ? 'B' : 'A'}`;
