@@ -158,6 +158,22 @@ describe('adversaries of the login', () => {
     expect(victim.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
   });
 
+  it.each([
+    ['another issuer', 'https://evil.example'],
+    ['no issuer', null],
+  ])('refuses a callback naming %s in iss (RFC 9207 mix-up defence)', async (_name, iss) => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    const mixed = new URL(callbackUrl);
+    expect(mixed.searchParams.get('iss')).toBe(gateway.gateway.identityProvider?.issuer);
+    if (iss === null) mixed.searchParams.delete('iss');
+    else mixed.searchParams.set('iss', iss);
+    const answer = await request(jar, mixed.href);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).status.description).toBe('INVALID_REQUEST');
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
   it('a HEAD of the callback (a link checker) does not spend the login', async () => {
     const jar = new CookieJar();
     const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
