@@ -39,6 +39,8 @@ export interface BrowserSessionsDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly keyPrefix: string;
+  /** Who sessions are made for (issuer and web app): another's session sharing the store does not open here. */
+  readonly sessionOwner: string;
   /** The relying party, once known (local mode knows it only after the development provider started). */
   readonly relyingParty: () => RelyingParty | undefined;
   readonly idleTimeoutSeconds: number;
@@ -72,6 +74,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       seal: deps.seal,
       clock,
       keyPrefix: deps.keyPrefix,
+      owner: deps.sessionOwner,
       timeouts: { idleMs: deps.idleTimeoutSeconds * 1000, absoluteMs: deps.maxLifetimeSeconds * 1000 },
     }),
   );

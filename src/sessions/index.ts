@@ -55,6 +55,8 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
     clock: systemClock,
     logger,
     keyPrefix: config.redis.keyPrefix,
+    // Local mode's development provider lives as long as the process and its memory store.
+    sessionOwner: `${settings.issuer ?? 'local-development-provider'} ${settings.clientId}`,
     relyingParty: () => relyingParty,
     idleTimeoutSeconds: settings.idleTimeoutSeconds,
     maxLifetimeSeconds: settings.maxLifetimeSeconds,

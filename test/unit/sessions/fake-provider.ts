@@ -113,6 +113,7 @@ export function sessionsAt(
     clock: systemClock,
     logger: options.logger ?? pino({ level: 'silent' }),
     keyPrefix: 'bff:',
+    sessionOwner: `${provider.issuer} ${CLIENT_ID}`,
     relyingParty: () => rp,
     idleTimeoutSeconds: 1800,
     maxLifetimeSeconds: 43_200,

@@ -49,6 +49,7 @@ function fleet(replicas: number) {
     clock,
     timeouts: { idleMs: 3_600_000, absoluteMs: 43_200_000 },
     keyPrefix: 'bff:',
+    owner: 'https://idp.example web-app',
   });
   const provider = new RotatingProvider();
   const rp = { refresh: (token: string) => provider.refresh(token) } as unknown as RelyingParty;
