@@ -92,7 +92,7 @@ export async function startGateway(
       plans: forwarding.plans,
       readiness,
       documentReference: createDocumentReference(config.tokens.encryptionKey),
-      openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
+      openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, { sessions: browser !== undefined }),
       serveMetrics: config.server.metricsOnMainPort,
       tracing,
       sessionRoutes: browser?.sessions.router,

@@ -52,6 +52,13 @@ describe('login, user, operations and logout through the session cookie', () => 
     );
   });
 
+  it('/openapi.json of a gateway with sessions lists /bff/*', async () => {
+    const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as { paths: object };
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining(['/bff/login', '/bff/user', '/bff/logout']),
+    );
+  });
+
   it('/bff/user shows name, email and scopes, never a token', async () => {
     const { jar } = await signedIn();
     const answer = await request(jar, `${gateway.url}/bff/user`, { headers: ajax });
