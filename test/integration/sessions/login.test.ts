@@ -181,6 +181,24 @@ describe('adversaries of the login', () => {
     expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
   });
 
+  it.each([
+    ['the code twice', (url: URL) => url.searchParams.append('code', 'other')],
+    ['the state twice', (url: URL) => url.searchParams.append('state', url.searchParams.get('state') ?? '')],
+    ['the iss twice', (url: URL) => url.searchParams.append('iss', url.searchParams.get('iss') ?? '')],
+    ['an empty code', (url: URL) => url.searchParams.set('code', '')],
+    ['no code', (url: URL) => url.searchParams.delete('code')],
+    ['an id_token parameter', (url: URL) => url.searchParams.set('id_token', 'eyJhbGciOiJub25lIn0.e30.')],
+  ])('a callback with %s is a 400 with the envelope, never a 5xx', async (_name, alter) => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    const altered = new URL(callbackUrl);
+    alter(altered);
+    const answer = await request(jar, altered.href);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).status.description).toBe('INVALID_REQUEST');
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
   it('a HEAD of the callback (a link checker) does not spend the login', async () => {
     const jar = new CookieJar();
     const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
