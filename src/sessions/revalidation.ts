@@ -22,6 +22,8 @@ export interface RevalidationDeps {
 /** After a provider outage, this replica waits this long before trying the same session again. */
 const OUTAGE_RETRY_MS = 30_000;
 const MAX_REMEMBERED_OUTAGES = 100_000;
+/** Pauses before writing a refreshed grant again: a store blip must not lose a rotated (already spent) token. */
+const GRANT_WRITE_PAUSES_MS = [50, 200, 500];
 
 export interface Revalidation {
   /** Starts a revalidation in the background when the session is due; never delays or fails the request. */
@@ -82,7 +84,16 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
         );
         return;
       }
-      await sessions.replaceGrant(id, deps.grantFrom(grant, current, now));
+      const fresh = deps.grantFrom(grant, current, now);
+      for (const pause of [...GRANT_WRITE_PAUSES_MS, undefined]) {
+        try {
+          await sessions.replaceGrant(id, fresh);
+          break;
+        } catch (error) {
+          if (pause === undefined) throw error;
+          await new Promise((resolve) => setTimeout(resolve, pause));
+        }
+      }
     } finally {
       await store.releaseLock(lock, owner).catch(() => undefined);
     }

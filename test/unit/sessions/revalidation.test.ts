@@ -40,7 +40,19 @@ class RotatingProvider {
 
 function fleet(replicas: number) {
   const clock = new FakeClock();
-  const store = createMemoryTokenStore({ now: clock.now });
+  const memory = createMemoryTokenStore({ now: clock.now });
+  /** Writes of a session's grant that fail as if Redis were unreachable for a moment. */
+  const outage = { grantWritesToFail: 0 };
+  const store = {
+    ...memory,
+    async set(key: string, value: string, ttlMs: number) {
+      if (key.endsWith(':grant') && outage.grantWritesToFail > 0) {
+        outage.grantWritesToFail--;
+        throw new Error('Connection is closed.');
+      }
+      return memory.set(key, value, ttlMs);
+    },
+  };
   const seal = createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined });
   const sessions: SessionStore = createSessionStore({
     store,
@@ -69,7 +81,7 @@ function fleet(replicas: number) {
       }),
     }),
   );
-  return { clock, sessions, provider, members };
+  return { clock, sessions, provider, members, outage };
 }
 
 async function touchAll(f: ReturnType<typeof fleet>, id: string, times: number): Promise<void> {
@@ -131,6 +143,20 @@ describe('session revalidation', () => {
     await touchAll(f, id, 1);
     expect(f.provider.refreshes).toBe(1);
     expect(await f.sessions.peek(id)).toBeUndefined();
+  });
+
+  it('a store blip right after a refresh does not lose the rotated refresh token (the session survives the next interval)', async () => {
+    const f = fleet(1);
+    const { id } = await f.sessions.create({ sub: 'alice', claimValues: ['ops'], refreshToken: 'rt-0' });
+    await f.clock.advance(INTERVAL);
+    f.outage.grantWritesToFail = 2;
+    await touchAll(f, id, 1);
+    expect(f.provider.refreshes).toBe(1);
+    expect((await f.sessions.peek(id))?.refreshToken).toBe('rt-1');
+    await f.clock.advance(INTERVAL);
+    await touchAll(f, id, 1);
+    expect(f.provider.refused).toBe(0);
+    expect(await f.sessions.open(id)).toBeDefined();
   });
 
   it('a session without a refresh token is never revalidated', async () => {
