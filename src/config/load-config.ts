@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
+import { misspelledVariables } from './misspelled-variables';
 import { parseHostPorts } from './parsers';
 import { checkProductionRules, isProduction, productionNote } from './production-rules';
 
@@ -24,6 +25,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): G
   const input = withFileSecrets(env, problems);
   for (const [variable, message] of Object.entries(REPLACED_VARIABLES))
     if (env[variable] !== undefined && env[variable] !== '') problems.push({ variable, message });
+  for (const { variable, meant } of misspelledVariables(env, Object.keys(envSchema.shape), 'SESSION_'))
+    problems.push({ variable, message: `is not a variable of the gateway: did you mean ${meant}?` });
   const parsed = envSchema.safeParse(input);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {

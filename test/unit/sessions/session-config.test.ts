@@ -70,6 +70,27 @@ describe('browser session settings', () => {
     expect(problems({ ...upstream, ...sessions, ...change }).join('\n')).toContain(variable);
   });
 
+  it.each([
+    ['SESSION_IDLE_TIMEOUT', 'SESSION_IDLE_TIMEOUT_SECONDS'],
+    ['SESSION_MAX_LIFETIME', 'SESSION_MAX_LIFETIME_SECONDS'],
+    ['SESSION_REVALIDATE_SECONDS_', 'SESSION_REVALIDATE_SECONDS'],
+    ['SESSION_CLIENTID', 'SESSION_CLIENT_ID'],
+    ['SESSION_SCOPE', 'SESSION_SCOPES'],
+    ['SESSION_PUBLIC_ULR', 'SESSION_PUBLIC_URL'],
+    ['SESSION_ISSUER_URL', 'SESSION_ISSUER'],
+  ])('refuse the misspelled %s, naming %s (its default would stay on without a word)', (typo, meant) => {
+    const found = problems({ ...upstream, ...sessions, [typo]: '60' }).join('\n');
+    expect(found).toContain(typo);
+    expect(found).toContain(meant);
+    expect(found).not.toContain('60');
+  });
+
+  it('leave alone variables that merely share the prefix (a desktop session manager)', () => {
+    expect(problems({ ...upstream, ...sessions, SESSION_MANAGER: 'local/host:@/tmp/.ICE-unix/1' })).toEqual(
+      [],
+    );
+  });
+
   it('refuse a client id or secret without an issuer', () => {
     expect(problems({ ...upstream, SESSION_CLIENT_ID: 'x' }).join('\n')).toContain('SESSION_ISSUER');
   });
