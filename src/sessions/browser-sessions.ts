@@ -180,7 +180,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const state = randomValue();
     const nonce = randomValue();
     const codeVerifier = randomValue();
-    const browser = randomValue();
+    // One binding per browser, kept across logins: a second tab's login must not orphan the first tab's.
+    const browser = reusableBinding(singleCookie(req, LOGIN_COOKIE)) ?? randomValue();
     const url = await relyingParty.authorizationUrl({ state, nonce, codeVerifier });
     await logins.save(state, { codeVerifier, nonce, returnTo, binding: bindingOf(browser) });
     setLoginCookie(res, browser, LOGIN_TTL_SECONDS);
@@ -197,13 +198,12 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const pending = state ? await logins.take(state) : undefined;
     const browser = singleCookie(req, LOGIN_COOKIE);
     if (!state || !pending || browser === undefined || bindingOf(browser) !== pending.binding) {
-      clearCookie(res, LOGIN_COOKIE);
       throw new GatewayError(
         'INVALID_REQUEST',
         'This login is unknown, was already used, expired or was started in another browser: start again at /bff/login.',
       );
     }
-    clearCookie(res, LOGIN_COOKIE);
+    // The login cookie stays until its Max-Age: another tab's login in this browser may still be on its way back.
     const callbackUrl = new URL(req.originalUrl, relyingParty.settings.publicOrigin);
     const grant = await relyingParty.exchange(callbackUrl, {
       state,
@@ -320,6 +320,11 @@ function answeringStoreOutages<T extends object>(store: T): T {
     };
   }
   return wrapped as T;
+}
+
+/** The browser's login binding when it is one the gateway made (32 random bytes, base64url); else undefined. */
+function reusableBinding(value: string | undefined): string | undefined {
+  return value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
 }
 
 /** The query string (the app's query parser is off: nothing is parsed unless a route asks). */

@@ -199,6 +199,22 @@ describe('adversaries of the login', () => {
     expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
   });
 
+  it('two logins started in two tabs of one browser both finish (the session expired in both)', async () => {
+    const jar = new CookieJar();
+    const first = await loginUntilCallback(jar, gateway.url, user, '/first');
+    const second = await loginUntilCallback(jar, gateway.url, user, '/second');
+    const one = await request(jar, first.callbackUrl);
+    expect(one.status).toBe(303);
+    expect(one.location).toBe(`${gateway.url}/first`);
+    const two = await request(jar, second.callbackUrl);
+    expect(two.status).toBe(303);
+    expect(two.location).toBe(`${gateway.url}/second`);
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+    // Each state still works once only, and only in this browser.
+    expect((await request(jar, first.callbackUrl)).status).toBe(400);
+    expect((await request(new CookieJar(), second.callbackUrl)).status).toBe(400);
+  });
+
   it('a HEAD of the callback (a link checker) does not spend the login', async () => {
     const jar = new CookieJar();
     const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);

@@ -110,6 +110,10 @@ describe('browser session settings', () => {
     });
     expect(found.join('\n')).toContain('SESSION_ISSUER');
     expect(found.join('\n')).toContain('SESSION_PUBLIC_URL');
+    // Sessions in a shared Redis hold refresh tokens: never unsealed in production.
+    expect(
+      problems({ ...production, ALLOW_MEMORY_STORE: 'false', REDIS_URL: 'rediss://redis:6380' }).join('\n'),
+    ).toContain('TOKEN_ENCRYPTION_KEY');
     expect(problems({ ...upstream, ...sessions, SESSION_CLIENT_SECRET: '' }).join('\n')).not.toContain(
       'client-secret-value',
     );
