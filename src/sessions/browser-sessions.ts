@@ -12,6 +12,7 @@ import type { Clock, RecordSeal, TokenStore } from '../tokens';
 import {
   clearCookie,
   cookieValues,
+  cookieValuesToEnd,
   LOGIN_COOKIE,
   SESSION_COOKIE,
   setLoginCookie,
@@ -213,7 +214,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const sub = stringClaim(grant.claims.sub);
     if (!sub) throw new GatewayError('INVALID_REQUEST', 'The identity provider named no user.');
     // Whatever session cookie the browser had (possibly planted) is ended: the login gets an id of its own.
-    for (const old of cookieValues(req, SESSION_COOKIE)) await sessions.destroy(old);
+    for (const old of cookieValuesToEnd(req, SESSION_COOKIE)) await sessions.destroy(old);
     const { revalidatedAt: _, ...grantFields } = grantFrom(grant, undefined, clock.now());
     const { id } = await sessions.create({ sub, sid: stringClaim(grant.claims.sid), ...grantFields });
     setSessionCookie(res, id, deps.maxLifetimeSeconds);
@@ -240,7 +241,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
   router.post('/bff/logout', routeName('session-logout'), async (req, res) => {
     const refused = refuseCrossSite(req);
     if (refused) throw refused;
-    for (const id of cookieValues(req, SESSION_COOKIE)) await sessions.destroy(id);
+    for (const id of cookieValuesToEnd(req, SESSION_COOKIE)) await sessions.destroy(id);
     clearCookie(res, SESSION_COOKIE);
     const endSession = await rp()
       .endSessionUrl()

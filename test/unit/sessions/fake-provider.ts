@@ -92,9 +92,9 @@ export interface SessionsAtFakeProvider {
 /** Browser sessions (memory store) whose relying party is the fake provider, behind the gateway's error envelope. */
 export function sessionsAt(
   provider: FakeProvider,
-  options: { lockTtlMs?: number; logger?: Logger } = {},
+  options: { lockTtlMs?: number; logger?: Logger; store?: TokenStore } = {},
 ): SessionsAtFakeProvider {
-  const store = createMemoryTokenStore();
+  const store = options.store ?? createMemoryTokenStore();
   const rp = createRelyingParty(
     {
       issuer: provider.issuer,
