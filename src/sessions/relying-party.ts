@@ -49,6 +49,8 @@ export interface RelyingParty {
 export const CALLBACK_PATH = '/bff/callback';
 /** A logout token older than this (by its iat) is refused; its jti is remembered at least this long. */
 export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 600;
+/** Clock difference tolerated with the provider, as openid-client tolerates for ID tokens. */
+export const LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS = 30;
 const BACKCHANNEL_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
 /** Asymmetric algorithms only: a logout token signed with a shared secret, or not at all, is refused. */
 const LOGOUT_TOKEN_ALGORITHMS = [
@@ -185,6 +187,7 @@ export function createRelyingParty(
           audience: settings.clientId,
           algorithms: LOGOUT_TOKEN_ALGORITHMS,
           maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+          clockTolerance: LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS,
           requiredClaims: ['iat', 'jti'],
         });
         // The event's value is a JSON object (typeof null and of a list are 'object' too); sid or sub names someone.
