@@ -121,6 +121,8 @@ describe('adversaries of the login', () => {
     '/\tfoo',
     'http:/evil.example',
     '/.//evil.example',
+    '/bff/login',
+    '/BFF/logout',
   ])('refuses returnTo=%s with 400 and the envelope, before any provider call', async (returnTo) => {
     const jar = new CookieJar();
     const answer = await request(jar, `${gateway.url}/bff/login?returnTo=${encodeURIComponent(returnTo)}`);
