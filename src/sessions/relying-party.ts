@@ -38,7 +38,7 @@ export interface RelyingParty {
   authorizationUrl(checks: LoginChecks): Promise<URL>;
   /** Exchanges the code of the callback at `callbackUrl`; throws GatewayError 400 when the provider refuses. */
   exchange(callbackUrl: URL, checks: LoginChecks): Promise<ProviderGrant>;
-  /** Throws RefreshRefused when the provider says no, anything else when it cannot be reached. */
+  /** Throws RefreshRefused when the provider refuses the token (invalid_grant); anything else keeps the session. */
   refresh(refreshToken: string): Promise<ProviderGrant>;
   /** The provider's end-session URL (RP-initiated logout), when it has one; never carries a token. */
   endSessionUrl(): Promise<URL | undefined>;
@@ -163,7 +163,8 @@ export function createRelyingParty(
       try {
         return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
       } catch (error) {
-        if (error instanceof oidc.ResponseBodyError && error.status >= 400 && error.status < 500)
+        // Only invalid_grant is about this session's token; invalid_client & co. are the gateway's own registration.
+        if (error instanceof oidc.ResponseBodyError && error.error === 'invalid_grant')
           throw new RefreshRefused(error.error);
         throw error;
       }

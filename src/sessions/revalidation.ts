@@ -69,9 +69,14 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
         if (retryAfter.size >= MAX_REMEMBERED_OUTAGES)
           retryAfter.delete(retryAfter.keys().next().value as string);
         retryAfter.set(id, now + OUTAGE_RETRY_MS);
+        const providerError = (error as { error?: unknown }).error;
         logger.warn(
-          { event: 'session.revalidation_failed', error: (error as Error).name },
-          'session kept: the provider could not be reached',
+          {
+            event: 'session.revalidation_failed',
+            error: (error as Error).name,
+            ...(typeof providerError === 'string' ? { providerError: providerError.slice(0, 64) } : {}),
+          },
+          'session kept: the provider could not be reached or refused the gateway itself',
         );
         return;
       }
