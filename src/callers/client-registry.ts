@@ -165,13 +165,6 @@ function buildSnapshot(
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);
-    // A grant beyond the entry's scopes would give a user nothing, silently: an operator's typo, refused.
-    for (const [value, scopes] of Object.entries(entry.session?.grants ?? {}))
-      for (const scope of scopes)
-        if (!caller.scopes.has(scope))
-          problems.push(
-            `client "${entry.id}" session.grants[${JSON.stringify(value)}] grants "${scope}", which its scopes do not list`,
-          );
     if (entry.session) webApps.set(entry.id, webApp(caller, entry.session));
     for (const origin of clientOrigins) origins.add(origin);
     entry.keys.forEach((key, index) => {
