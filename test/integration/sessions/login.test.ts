@@ -106,6 +106,36 @@ describe('login, user, operations and logout through the session cookie', () => 
   });
 });
 
+describe('every Set-Cookie the gateway sends', () => {
+  it('carries __Host- rules (Path=/, Secure, no Domain), HttpOnly and SameSite on login, callback, 401 and logout', async () => {
+    const { jar } = await signedIn();
+    const good = jar.get(gateway.url, SESSION_COOKIE) ?? '';
+    const ended = new CookieJar();
+    ended.set(gateway.url, SESSION_COOKIE, `${good.slice(0, -2)}AA`);
+    expect((await request(ended, `${gateway.url}${PLAN}`, { headers: ajax })).status).toBe(401);
+    expect((await request(jar, `${gateway.url}/bff/logout`, { method: 'POST', headers: ajax })).status).toBe(
+      200,
+    );
+    const lines = [...jar.raw, ...ended.raw].filter((line) => line.startsWith('__Host-'));
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const line of lines) {
+      const attributes = line
+        .split(';')
+        .slice(1)
+        .map((a) => a.trim().toLowerCase());
+      expect(attributes).toEqual(expect.arrayContaining(['path=/', 'secure', 'httponly']));
+      expect(attributes.some((a) => a === 'samesite=strict' || a === 'samesite=lax')).toBe(true);
+      expect(attributes.some((a) => a.startsWith('domain='))).toBe(false);
+      expect(line.startsWith('__Host-bff-login=') ? 'samesite=lax' : 'samesite=strict').toBe(
+        attributes.find((a) => a.startsWith('samesite=')),
+      );
+    }
+    expect(ended.raw.join()).toMatch(
+      /__Host-bff-session=; Path=\/; Secure; HttpOnly; SameSite=Strict; Max-Age=0/,
+    );
+  });
+});
+
 describe('adversaries of the login', () => {
   it.each([
     'https://evil.example/',
