@@ -106,7 +106,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       name: stringClaim(claims.name) ?? previous?.name,
       email: stringClaim(claims.email) ?? previous?.email,
       claimValues:
-        claims[webApp().claim] === undefined
+        // A new ID token is authoritative: providers omit an empty groups claim, so absent means none left.
+        grant.idToken === undefined
           ? [...(previous?.claimValues ?? [])]
           : claimValues(claims, webApp().claim),
       revalidatedAt: now,

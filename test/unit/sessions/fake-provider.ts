@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { exportJWK, generateKeyPair, type JWTPayload, SignJWT } from 'jose';
 import pino, { type Logger } from 'pino';
+import type { ClientRegistry } from '../../../src/callers/client-registry';
 import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
 import { type BrowserSessions, createBrowserSessions } from '../../../src/sessions/browser-sessions';
 import { createRelyingParty } from '../../../src/sessions/relying-party';
@@ -23,6 +24,8 @@ export interface FakeProvider {
   readonly issuer: string;
   /** Signs `claims` with the provider's key; iss, aud, iat and jti are filled unless given (undefined removes). */
   logoutToken(claims: Record<string, unknown>): Promise<string>;
+  /** Signs an ID token for the web app with the provider's key (iss, aud, iat, exp filled). */
+  idToken(claims: Record<string, unknown>): Promise<string>;
   /** How the token endpoint answers (default: never, the request hangs until the server closes). */
   tokenEndpoint?: (req: IncomingMessage, res: ServerResponse) => void;
   close(): Promise<void>;
@@ -74,6 +77,12 @@ export async function startFakeProvider(): Promise<FakeProvider> {
         .setProtectedHeader({ alg: 'ES256', kid: 'k1', typ: 'logout+jwt' })
         .sign(privateKey);
     },
+    idToken: (claims) =>
+      new SignJWT({ iss: provider.issuer, aud: CLIENT_ID, ...claims })
+        .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+        .setIssuedAt()
+        .setExpirationTime('5m')
+        .sign(privateKey),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -92,7 +101,12 @@ export interface SessionsAtFakeProvider {
 /** Browser sessions (memory store) whose relying party is the fake provider, behind the gateway's error envelope. */
 export function sessionsAt(
   provider: FakeProvider,
-  options: { lockTtlMs?: number; logger?: Logger; store?: TokenStore } = {},
+  options: {
+    lockTtlMs?: number;
+    logger?: Logger;
+    store?: TokenStore;
+    registry?: Pick<ClientRegistry, 'findWebApp'>;
+  } = {},
 ): SessionsAtFakeProvider {
   const store = options.store ?? createMemoryTokenStore();
   const rp = createRelyingParty(
@@ -109,7 +123,7 @@ export function sessionsAt(
     store,
     index: createMemorySessionIndex(systemClock),
     seal: createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined }),
-    registry: { findWebApp: () => undefined },
+    registry: options.registry ?? { findWebApp: () => undefined },
     clock: systemClock,
     logger: options.logger ?? pino({ level: 'silent' }),
     keyPrefix: 'bff:',
