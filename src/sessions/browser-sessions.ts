@@ -55,11 +55,13 @@ export interface BrowserSessionsDeps {
 export interface BrowserSessions {
   readonly router: Router;
   /**
-   * Authenticates a request carrying the session cookie and no other credential; false when it carries none (the
-   * caller then answers as before). CSRF: the request must carry `X-CSRF: 1` and, when the browser sends an Origin,
-   * the gateway's own; otherwise 403.
+   * Authenticates a request carrying the session cookie ({@link carries}) and no other credential. CSRF: the request
+   * must carry `X-CSRF: 1` and, when the browser sends them, the gateway's own Origin and Sec-Fetch-Site
+   * same-origin; otherwise 403.
    */
-  authenticate(req: Request, res: Response, next: NextFunction): boolean;
+  authenticate(req: Request, res: Response, next: NextFunction): void;
+  /** Whether the request carries the session cookie at all (cheap: nothing is looked up). */
+  carries(req: Request): boolean;
   readonly sessions: SessionStore;
   readonly revalidation: Revalidation;
 }
@@ -283,8 +285,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     router,
     sessions,
     revalidation,
+    carries: (req) => cookieValues(req, SESSION_COOKIE).length > 0,
     authenticate(req, res, next) {
-      if (cookieValues(req, SESSION_COOKIE).length === 0) return false;
       (async () => {
         const refused = refuseCrossSite(req);
         if (refused) throw refused;
@@ -292,7 +294,6 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
         req.caller = callerOf(record);
         revalidation.whenDue(id, record);
       })().then(() => next(), next);
-      return true;
     },
   };
 }
