@@ -127,7 +127,7 @@ function gatewayApp(
     plans: made.forwarding.plans,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
-    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION),
+    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, { sessions: made.browser !== undefined }),
     serveMetrics: config.server.metricsOnMainPort,
     tracing,
     sessionRoutes: made.browser?.sessions.router,

@@ -14,7 +14,11 @@ export interface AuthenticateOptions {
   /** Counts failures per client IP and blocks floods; absent, every failure is a plain 401. */
   readonly failures?: AuthFailureLimit;
   /** Browser sessions: a request with the session cookie and no other credential is authenticated by it. */
-  readonly sessions?: { authenticate(req: Request, res: Response, next: NextFunction): boolean };
+  readonly sessions?: {
+    /** Whether the request carries the session cookie (nothing looked up yet). */
+    carries(req: Request): boolean;
+    authenticate(req: Request, res: Response, next: NextFunction): void;
+  };
   /** The clock of the per-connection re-check after a failure (tests). Default Date.now. */
   readonly now?: () => number;
 }
@@ -71,7 +75,16 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       return;
     }
     const authorization = req.headers.authorization;
-    if (authorization === undefined && options.sessions?.authenticate(req, res, next)) return;
+    if (authorization === undefined && options.sessions?.carries(req)) {
+      // A guessed session id fails like a wrong key: counted per address, and a blocked address costs no lookup.
+      if (refusedUnverified(req, res, next)) return;
+      options.sessions.authenticate(req, res, (error?: unknown) => {
+        if (error instanceof GatewayError && error.reason === 'CLIENT_UNAUTHENTICATED')
+          fail(req, res, next, error);
+        else next(error as Error | undefined);
+      });
+      return;
+    }
     if (authorization === undefined) {
       return fail(
         req,

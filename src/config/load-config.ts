@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
+import { misspelledVariables } from './misspelled-variables';
 import { parseHostPorts } from './parsers';
 import { checkProductionRules, isProduction, productionNote } from './production-rules';
 
@@ -24,6 +25,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): G
   const input = withFileSecrets(env, problems);
   for (const [variable, message] of Object.entries(REPLACED_VARIABLES))
     if (env[variable] !== undefined && env[variable] !== '') problems.push({ variable, message });
+  for (const { variable, meant } of misspelledVariables(env, Object.keys(envSchema.shape), 'SESSION_'))
+    problems.push({ variable, message: `is not a variable of the gateway: did you mean ${meant}?` });
   const parsed = envSchema.safeParse(input);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -220,6 +223,11 @@ function checkSessionSettings(
     fail('SESSION_CLIENT_SECRET', 'is required with SESSION_ISSUER (or SESSION_CLIENT_SECRET_FILE)');
   if (!env.SESSION_PUBLIC_URL)
     fail('SESSION_PUBLIC_URL', 'is required with SESSION_ISSUER (the origin browsers reach the gateway on)');
+  else if (!isBareOrigin(env.SESSION_PUBLIC_URL))
+    fail(
+      'SESSION_PUBLIC_URL',
+      "must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway's own origin",
+    );
   if (production) {
     if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
     if (env.SESSION_PUBLIC_URL && !env.SESSION_PUBLIC_URL.startsWith('https:'))
@@ -228,6 +236,14 @@ function checkSessionSettings(
   if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)
     fail('SESSION_IDLE_TIMEOUT_SECONDS', 'must not exceed SESSION_MAX_LIFETIME_SECONDS');
   if (!env.SESSION_SCOPES.split(/\s+/).includes('openid')) fail('SESSION_SCOPES', 'must include openid');
+}
+
+/** Scheme, host and port only (a trailing slash allowed): what the browser sends as Origin. */
+function isBareOrigin(value: string): boolean {
+  const url = new URL(value);
+  return (
+    url.pathname === '/' && !value.includes('?') && !value.includes('#') && !url.username && !url.password
+  );
 }
 
 function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig['sessions'] {

@@ -60,6 +60,8 @@ export interface SessionKeys {
   bySub(sub: string): string;
   /** A pending login, named by its state's binding. */
   login(binding: string): string;
+  /** A back-channel logout token already used, named by the hash of its issuer and jti. */
+  usedLogoutToken(issuer: string, jti: string): string;
 }
 
 export function sessionKeys(keyPrefix: string): SessionKeys {
@@ -70,6 +72,8 @@ export function sessionKeys(keyPrefix: string): SessionKeys {
     bySid: (sid) => `${keyPrefix}session-sid:${sha256Base64Url(sid)}`,
     bySub: (sub) => `${keyPrefix}session-sub:${sha256Base64Url(sub)}`,
     login: (binding) => `${keyPrefix}session-login:${binding}`,
+    usedLogoutToken: (issuer, jti) =>
+      `${keyPrefix}session-logout-jti:${sha256Base64Url(`${issuer}\n${jti}`)}`,
   };
 }
 

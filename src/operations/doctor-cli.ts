@@ -9,12 +9,14 @@ import {
   localSimulatorTarget,
   requestUpstreamToken,
 } from './doctor-checks';
+import { sessionProviderStep } from './doctor-session-provider';
 
 async function main(): Promise<number> {
   const report = await runDoctor({
     loadConfig: () => loadConfig(process.env),
     checkClients: checkClientRegistry,
     checkStore: checkRedisStore,
+    checkSessionProvider: sessionProviderStep,
     async requestToken(config) {
       const options = {
         timeoutMs: config.upstream.timeoutMs,

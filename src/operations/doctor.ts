@@ -52,6 +52,8 @@ export interface DoctorDeps {
   checkClients(config: GatewayConfig): ClientsCheck;
   checkStore(config: GatewayConfig): Promise<StoreCheck>;
   requestToken(config: GatewayConfig): Promise<TokenAttempt>;
+  /** Browser sessions' provider and web app, as a step (undefined when SESSION_ISSUER is not set: no step). */
+  checkSessionProvider?(config: GatewayConfig): Promise<DoctorStep | undefined>;
 }
 
 export interface DoctorReport {
@@ -82,6 +84,8 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
   steps.push(diagnoseToken(await deps.requestToken(config)));
+  const sessionProvider = await deps.checkSessionProvider?.(config);
+  if (sessionProvider) steps.push(sessionProvider);
   return { ok: steps.every((step) => step.state === 'pass' || step.state === 'warn'), steps };
 }
 

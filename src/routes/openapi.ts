@@ -1,6 +1,7 @@
 // Builds the OpenAPI 3.1 document of the gateway from the same zod schemas that validate requests.
 import { z } from 'zod';
 import { REASON_STATUS } from '../http/gateway-error';
+import { SESSION_PATHS, SESSION_SECURITY_SCHEME } from './openapi-sessions';
 import {
   documentValidationAnswer,
   documentValidationRequest,
@@ -65,8 +66,9 @@ function componentSchemas(named: Record<string, z.ZodType>): Record<string, obje
   );
 }
 
-/** Built once at start; the document is static for a given build. */
-export function buildOpenApiDocument(version: string): object {
+/** Built once at start; the document is static for a given build and configuration (`sessions`: /bff/* is on). */
+export function buildOpenApiDocument(version: string, options: { sessions?: boolean } = {}): object {
+  const sessions = options.sessions === true;
   const planIdSchema = schemaOf(planParams.shape.internalId);
   return {
     openapi: '3.1.0',
@@ -78,8 +80,9 @@ export function buildOpenApiDocument(version: string): object {
         'The gateway holds the upstream credentials and tokens; callers authenticate with an API key or an SSO token.',
     },
     servers: [{ url: '/' }],
-    security: [{ apiKey: [] }, { sso: [] }],
+    security: [{ apiKey: [] }, { sso: [] }, ...(sessions ? [{ session: [] }] : [])],
     paths: {
+      ...(sessions ? SESSION_PATHS : {}),
       '/api/validation/document': {
         post: {
           operationId: 'validateDocument',
@@ -155,6 +158,7 @@ export function buildOpenApiDocument(version: string): object {
       securitySchemes: {
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
         sso: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+        ...(sessions ? { session: SESSION_SECURITY_SCHEME } : {}),
       },
       schemas: componentSchemas({
         DocumentValidationRequest: documentValidationRequest,

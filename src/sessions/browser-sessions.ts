@@ -12,6 +12,7 @@ import type { Clock, RecordSeal, TokenStore } from '../tokens';
 import {
   clearCookie,
   cookieValues,
+  cookieValuesToEnd,
   LOGIN_COOKIE,
   SESSION_COOKIE,
   setLoginCookie,
@@ -19,6 +20,7 @@ import {
   singleCookie,
 } from './cookies';
 import { bindingOf, createLoginStates, LOGIN_TTL_SECONDS, randomValue } from './login-state';
+import { createLogoutReplays } from './logout-replays';
 import { CALLBACK_PATH, type ProviderGrant, type RelyingParty } from './relying-party';
 import { safeReturnTo } from './return-to';
 import { createRevalidation, type Revalidation } from './revalidation';
@@ -38,6 +40,8 @@ export interface BrowserSessionsDeps {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly keyPrefix: string;
+  /** Who sessions are made for (issuer and web app): another's session sharing the store does not open here. */
+  readonly sessionOwner: string;
   /** The relying party, once known (local mode knows it only after the development provider started). */
   readonly relyingParty: () => RelyingParty | undefined;
   readonly idleTimeoutSeconds: number;
@@ -51,11 +55,13 @@ export interface BrowserSessionsDeps {
 export interface BrowserSessions {
   readonly router: Router;
   /**
-   * Authenticates a request carrying the session cookie and no other credential; false when it carries none (the
-   * caller then answers as before). CSRF: the request must carry `X-CSRF: 1` and, when the browser sends an Origin,
-   * the gateway's own; otherwise 403.
+   * Authenticates a request carrying the session cookie ({@link carries}) and no other credential. CSRF: the request
+   * must carry `X-CSRF: 1` and, when the browser sends them, the gateway's own Origin and Sec-Fetch-Site
+   * same-origin; otherwise 403.
    */
-  authenticate(req: Request, res: Response, next: NextFunction): boolean;
+  authenticate(req: Request, res: Response, next: NextFunction): void;
+  /** Whether the request carries the session cookie at all (cheap: nothing is looked up). */
+  carries(req: Request): boolean;
   readonly sessions: SessionStore;
   readonly revalidation: Revalidation;
 }
@@ -71,10 +77,12 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       seal: deps.seal,
       clock,
       keyPrefix: deps.keyPrefix,
+      owner: deps.sessionOwner,
       timeouts: { idleMs: deps.idleTimeoutSeconds * 1000, absoluteMs: deps.maxLifetimeSeconds * 1000 },
     }),
   );
   const logins = answeringStoreOutages(createLoginStates(deps.store, deps.seal, deps.keyPrefix));
+  const logoutReplays = answeringStoreOutages(createLogoutReplays(deps.store, deps.keyPrefix));
   const rp = (): RelyingParty => {
     const current = deps.relyingParty();
     if (!current)
@@ -100,7 +108,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       name: stringClaim(claims.name) ?? previous?.name,
       email: stringClaim(claims.email) ?? previous?.email,
       claimValues:
-        claims[webApp().claim] === undefined
+        // A new ID token is authoritative: providers omit an empty groups claim, so absent means none left.
+        grant.idToken === undefined
           ? [...(previous?.claimValues ?? [])]
           : claimValues(claims, webApp().claim),
       revalidatedAt: now,
@@ -128,6 +137,10 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
         'CLIENT_FORBIDDEN',
         'A request authenticated by the session cookie must carry X-CSRF: 1.',
       );
+    // Fetch metadata, where the browser sends it: only the gateway's own pages (a sibling subdomain is same-site).
+    const site = req.headers['sec-fetch-site'];
+    if (site !== undefined && site !== 'same-origin')
+      return new GatewayError('CLIENT_FORBIDDEN', 'Only pages of this origin may use the session cookie.');
     const origin = req.headers.origin;
     if (origin === undefined) return undefined;
     // Same origin only: CORS never allows credentials, so no other origin could read an answer anyway.
@@ -171,7 +184,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const state = randomValue();
     const nonce = randomValue();
     const codeVerifier = randomValue();
-    const browser = randomValue();
+    // One binding per browser, kept across logins: a second tab's login must not orphan the first tab's.
+    const browser = reusableBinding(singleCookie(req, LOGIN_COOKIE)) ?? randomValue();
     const url = await relyingParty.authorizationUrl({ state, nonce, codeVerifier });
     await logins.save(state, { codeVerifier, nonce, returnTo, binding: bindingOf(browser) });
     setLoginCookie(res, browser, LOGIN_TTL_SECONDS);
@@ -188,13 +202,12 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const pending = state ? await logins.take(state) : undefined;
     const browser = singleCookie(req, LOGIN_COOKIE);
     if (!state || !pending || browser === undefined || bindingOf(browser) !== pending.binding) {
-      clearCookie(res, LOGIN_COOKIE);
       throw new GatewayError(
         'INVALID_REQUEST',
         'This login is unknown, was already used, expired or was started in another browser: start again at /bff/login.',
       );
     }
-    clearCookie(res, LOGIN_COOKIE);
+    // The login cookie stays until its Max-Age: another tab's login in this browser may still be on its way back.
     const callbackUrl = new URL(req.originalUrl, relyingParty.settings.publicOrigin);
     const grant = await relyingParty.exchange(callbackUrl, {
       state,
@@ -204,7 +217,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     const sub = stringClaim(grant.claims.sub);
     if (!sub) throw new GatewayError('INVALID_REQUEST', 'The identity provider named no user.');
     // Whatever session cookie the browser had (possibly planted) is ended: the login gets an id of its own.
-    for (const old of cookieValues(req, SESSION_COOKIE)) await sessions.destroy(old);
+    for (const old of cookieValuesToEnd(req, SESSION_COOKIE)) await sessions.destroy(old);
     const { revalidatedAt: _, ...grantFields } = grantFrom(grant, undefined, clock.now());
     const { id } = await sessions.create({ sub, sid: stringClaim(grant.claims.sid), ...grantFields });
     setSessionCookie(res, id, deps.maxLifetimeSeconds);
@@ -231,7 +244,7 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
   router.post('/bff/logout', routeName('session-logout'), async (req, res) => {
     const refused = refuseCrossSite(req);
     if (refused) throw refused;
-    for (const id of cookieValues(req, SESSION_COOKIE)) await sessions.destroy(id);
+    for (const id of cookieValuesToEnd(req, SESSION_COOKIE)) await sessions.destroy(id);
     clearCookie(res, SESSION_COOKIE);
     const endSession = await rp()
       .endSessionUrl()
@@ -247,10 +260,17 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
       const claims =
         typeof token === 'string' && token.length < 16_384 ? await rp().verifyLogoutToken(token) : undefined;
       if (!claims) throw new GatewayError('INVALID_REQUEST', 'The logout token is missing or not valid.');
-      const ended = await sessions.destroyMatching({
-        sid: stringClaim(claims.sid),
-        sub: stringClaim(claims.sub),
-      });
+      // A captured token replayed after the user logged in again must not end the new session.
+      const issuer = String(claims.iss);
+      const jti = String(claims.jti);
+      if (!(await logoutReplays.firstUse(issuer, jti)))
+        throw new GatewayError('INVALID_REQUEST', 'This logout token was already used.');
+      const ended = await sessions
+        .destroyMatching({ sid: stringClaim(claims.sid), sub: stringClaim(claims.sub) })
+        .catch(async (error: unknown) => {
+          await logoutReplays.forget(issuer, jti).catch(() => undefined);
+          throw error;
+        });
       logger.info({ event: 'session.backchannel_logout', ended }, 'provider ended sessions');
       res.status(200).json({ ended });
     },
@@ -265,8 +285,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     router,
     sessions,
     revalidation,
+    carries: (req) => cookieValues(req, SESSION_COOKIE).length > 0,
     authenticate(req, res, next) {
-      if (cookieValues(req, SESSION_COOKIE).length === 0) return false;
       (async () => {
         const refused = refuseCrossSite(req);
         if (refused) throw refused;
@@ -274,7 +294,6 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
         req.caller = callerOf(record);
         revalidation.whenDue(id, record);
       })().then(() => next(), next);
-      return true;
     },
   };
 }
@@ -304,6 +323,11 @@ function answeringStoreOutages<T extends object>(store: T): T {
     };
   }
   return wrapped as T;
+}
+
+/** The browser's login binding when it is one the gateway made (32 random bytes, base64url); else undefined. */
+function reusableBinding(value: string | undefined): string | undefined {
+  return value !== undefined && /^[A-Za-z0-9_-]{43}$/.test(value) ? value : undefined;
 }
 
 /** The query string (the app's query parser is off: nothing is parsed unless a route asks). */

@@ -18,6 +18,14 @@ export function cookieValues(req: Request, name: string): string[] {
   return values;
 }
 
+/** A browser holds one `__Host-` cookie of a name; a few more are someone's planting, hundreds a flood. */
+const MAX_ENDED_PER_REQUEST = 4;
+
+/** The distinct values of `name` worth ending (logout, a new login): the first few, never one lookup per copy. */
+export function cookieValuesToEnd(req: Request, name: string): string[] {
+  return [...new Set(cookieValues(req, name))].slice(0, MAX_ENDED_PER_REQUEST);
+}
+
 /** The one value of `name`, or undefined when absent or sent more than once. */
 export function singleCookie(req: Request, name: string): string | undefined {
   const values = cookieValues(req, name);

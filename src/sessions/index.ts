@@ -33,7 +33,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
   const settings = config.sessions;
   if (!settings) return undefined;
   const encryptionKey = config.tokens.encryptionKey;
-  const allowHttp = !config.production;
+  const rpOptions = { allowHttp: !config.production, lockTtlMs: config.tokens.lockTtlMs };
   let relyingParty: RelyingParty | undefined =
     settings.issuer && settings.clientSecret && settings.publicUrl
       ? createRelyingParty(
@@ -44,7 +44,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
             publicOrigin: settings.publicUrl,
             scopes: settings.scopes,
           },
-          { allowHttp },
+          rpOptions,
         )
       : undefined;
   const sessions = createBrowserSessions({
@@ -55,6 +55,8 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
     clock: systemClock,
     logger,
     keyPrefix: config.redis.keyPrefix,
+    // Local mode's development provider lives as long as the process and its memory store.
+    sessionOwner: `${settings.issuer ?? 'local-development-provider'} ${settings.clientId}`,
     relyingParty: () => relyingParty,
     idleTimeoutSeconds: settings.idleTimeoutSeconds,
     maxLifetimeSeconds: settings.maxLifetimeSeconds,
@@ -65,7 +67,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
   return {
     sessions,
     connect(rpSettings) {
-      relyingParty = createRelyingParty(rpSettings, { allowHttp });
+      relyingParty = createRelyingParty(rpSettings, rpOptions);
     },
   };
 }

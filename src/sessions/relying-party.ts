@@ -38,7 +38,7 @@ export interface RelyingParty {
   authorizationUrl(checks: LoginChecks): Promise<URL>;
   /** Exchanges the code of the callback at `callbackUrl`; throws GatewayError 400 when the provider refuses. */
   exchange(callbackUrl: URL, checks: LoginChecks): Promise<ProviderGrant>;
-  /** Throws RefreshRefused when the provider says no, anything else when it cannot be reached. */
+  /** Throws RefreshRefused when the provider refuses the token (invalid_grant); anything else keeps the session. */
   refresh(refreshToken: string): Promise<ProviderGrant>;
   /** The provider's end-session URL (RP-initiated logout), when it has one; never carries a token. */
   endSessionUrl(): Promise<URL | undefined>;
@@ -47,6 +47,10 @@ export interface RelyingParty {
 }
 
 export const CALLBACK_PATH = '/bff/callback';
+/** A logout token older than this (by its iat) is refused; its jti is remembered at least this long. */
+export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 600;
+/** Clock difference tolerated with the provider, as openid-client tolerates for ID tokens. */
+export const LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS = 30;
 const BACKCHANNEL_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
 /** Asymmetric algorithms only: a logout token signed with a shared secret, or not at all, is refused. */
 const LOGOUT_TOKEN_ALGORITHMS = [
@@ -62,14 +66,26 @@ const LOGOUT_TOKEN_ALGORITHMS = [
   'EdDSA',
 ];
 
+/** Longest wait for one provider request when the lock lease is unbounded by it (openid-client's default is 30 s). */
+const MAX_PROVIDER_TIMEOUT_SECONDS = 10;
+
+/**
+ * Each provider request's timeout: a revalidation makes at most two (discovery, refresh) under the session's lock,
+ * so together they end before the lease does and no other replica presents the same refresh token meanwhile.
+ */
+export function providerTimeoutSeconds(lockTtlMs: number): number {
+  return Math.min(MAX_PROVIDER_TIMEOUT_SECONDS, lockTtlMs / 3000);
+}
+
 /**
  * Discovery happens on first use and is retried after a failure, so the gateway starts while the provider is down.
  * Plain-http providers are accepted only when `allowHttp` (never in production: the config refuses it there).
  */
 export function createRelyingParty(
   settings: RelyingPartySettings,
-  options: { allowHttp: boolean },
+  options: { allowHttp: boolean; lockTtlMs: number },
 ): RelyingParty {
+  const timeout = providerTimeoutSeconds(options.lockTtlMs);
   let discovered: Promise<oidc.Configuration> | undefined;
   const configuration = () => {
     discovered ??= oidc
@@ -78,7 +94,7 @@ export function createRelyingParty(
         settings.clientId,
         undefined,
         oidc.ClientSecretBasic(settings.clientSecret),
-        options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout: 10 } : { timeout: 10 },
+        options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout } : { timeout },
       )
       .catch((error: unknown) => {
         discovered = undefined;
@@ -147,7 +163,8 @@ export function createRelyingParty(
       try {
         return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
       } catch (error) {
-        if (error instanceof oidc.ResponseBodyError && error.status >= 400 && error.status < 500)
+        // Only invalid_grant is about this session's token; invalid_client & co. are the gateway's own registration.
+        if (error instanceof oidc.ResponseBodyError && error.error === 'invalid_grant')
           throw new RefreshRefused(error.error);
         throw error;
       }
@@ -170,18 +187,29 @@ export function createRelyingParty(
           issuer: config.serverMetadata().issuer,
           audience: settings.clientId,
           algorithms: LOGOUT_TOKEN_ALGORITHMS,
-          maxTokenAge: '10 minutes',
+          maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+          clockTolerance: LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS,
           requiredClaims: ['iat', 'jti'],
         });
-        const events = payload.events as Record<string, unknown> | undefined;
+        // The event's value is a JSON object (typeof null and of a list are 'object' too); sid or sub names someone.
+        const events = payload.events;
         const valid =
-          typeof events?.[BACKCHANNEL_EVENT] === 'object' &&
+          isObject(events) &&
+          isObject(events[BACKCHANNEL_EVENT]) &&
           payload.nonce === undefined &&
-          (typeof payload.sid === 'string' || typeof payload.sub === 'string');
+          (nonEmpty(payload.sid) || nonEmpty(payload.sub));
         return valid ? payload : undefined;
       } catch {
         return undefined;
       }
     },
   };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0;
 }

@@ -31,5 +31,8 @@ export function safeReturnTo(value: string | null, origin: string): string | und
   const path = `${resolved.pathname}${resolved.search}${resolved.hash}`;
   // Dot segments can normalize into a scheme-relative `//host` (`/.//evil`): check what the browser will receive.
   if (resolved.origin !== origin || path.startsWith('//') || forbidden(path)) return undefined;
+  // The gateway's own /bff routes (matched case-insensitively): returning there loops logins or spends a state.
+  const paths = [resolved.pathname, new URL(decoded, origin).pathname].map((p) => p.toLowerCase());
+  if (paths.some((p) => p === '/bff' || p.startsWith('/bff/'))) return undefined;
   return path;
 }

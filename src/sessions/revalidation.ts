@@ -22,6 +22,8 @@ export interface RevalidationDeps {
 /** After a provider outage, this replica waits this long before trying the same session again. */
 const OUTAGE_RETRY_MS = 30_000;
 const MAX_REMEMBERED_OUTAGES = 100_000;
+/** Pauses before writing a refreshed grant again: a store blip must not lose a rotated (already spent) token. */
+const GRANT_WRITE_PAUSES_MS = [50, 200, 500];
 
 export interface Revalidation {
   /** Starts a revalidation in the background when the session is due; never delays or fails the request. */
@@ -67,13 +69,36 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
         if (retryAfter.size >= MAX_REMEMBERED_OUTAGES)
           retryAfter.delete(retryAfter.keys().next().value as string);
         retryAfter.set(id, now + OUTAGE_RETRY_MS);
+        const providerError = (error as { error?: unknown }).error;
         logger.warn(
-          { event: 'session.revalidation_failed', error: (error as Error).name },
-          'session kept: the provider could not be reached',
+          {
+            event: 'session.revalidation_failed',
+            error: (error as Error).name,
+            ...(typeof providerError === 'string' ? { providerError: providerError.slice(0, 64) } : {}),
+          },
+          'session kept: the provider could not be reached or refused the gateway itself',
         );
         return;
       }
-      await sessions.replaceGrant(id, deps.grantFrom(grant, current, now));
+      // OIDC Core 12.2: a refreshed ID token names the same user; another's claims must never become this session's.
+      if (grant.claims.sub !== undefined && grant.claims.sub !== current.sub) {
+        await sessions.destroy(id);
+        logger.warn(
+          { event: 'session.revalidation_refused', error: 'sub_mismatch' },
+          'session ended: the refreshed ID token names another user',
+        );
+        return;
+      }
+      const fresh = deps.grantFrom(grant, current, now);
+      for (const pause of [...GRANT_WRITE_PAUSES_MS, undefined]) {
+        try {
+          await sessions.replaceGrant(id, fresh);
+          break;
+        } catch (error) {
+          if (pause === undefined) throw error;
+          await new Promise((resolve) => setTimeout(resolve, pause));
+        }
+      }
     } finally {
       await store.releaseLock(lock, owner).catch(() => undefined);
     }

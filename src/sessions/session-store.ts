@@ -24,6 +24,8 @@ export interface SessionRecord {
 
 /** The part every request may write (the idle clock). */
 const presenceSchema = z.strictObject({
+  /** The provider and web app it was made for (SessionStoreDeps.owner). */
+  owner: z.string().min(1),
   sub: z.string().min(1),
   sid: z.string().min(1).optional(),
   createdAt: z.number(),
@@ -61,6 +63,11 @@ export interface SessionStoreDeps {
   readonly timeouts: SessionTimeouts;
   /** REDIS_KEY_PREFIX. */
   readonly keyPrefix: string;
+  /**
+   * The provider and web app sessions are made for (SESSION_ISSUER, SESSION_CLIENT_ID): a session of another one
+   * sharing this Redis, prefix and key (or made before the operator changed them) does not open here.
+   */
+  readonly owner: string;
 }
 
 export interface OpenSession {
@@ -100,16 +107,17 @@ const TOUCH_EVERY_MS = 30_000;
  * open. One hash tag per session keeps its record and its lock in one Cluster slot.
  */
 export function createSessionStore(deps: SessionStoreDeps): SessionStore {
-  const { store, index, seal, clock, timeouts, keyPrefix } = deps;
+  const { store, index, seal, clock, timeouts, keyPrefix, owner } = deps;
   const hashOf = sha256Base64Url;
   const keys = sessionKeys(keyPrefix);
   const presenceKey = keys.presence;
   const grantKey = keys.grant;
   const sidKey = keys.bySid;
   const subKey = keys.bySub;
-  const endOf = (presence: Presence) =>
+  type Times = Pick<Presence, 'createdAt' | 'lastSeenAt'>;
+  const endOf = (presence: Times) =>
     Math.min(presence.lastSeenAt + timeouts.idleMs, presence.createdAt + timeouts.absoluteMs);
-  const lifetimeEnd = (presence: Presence) => presence.createdAt + timeouts.absoluteMs;
+  const lifetimeEnd = (presence: Times) => presence.createdAt + timeouts.absoluteMs;
 
   const readSealed = async <T>(key: string, parse: (text: string) => T | undefined) => {
     const raw = await store.get(key);
@@ -119,13 +127,19 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
     const ttl = until - clock.now();
     if (ttl > 0) await store.set(key, seal.seal(JSON.stringify(value), key), ttl);
   };
-  const read = async (handle: string): Promise<SessionRecord | undefined> => {
+  const readPresence = async (handle: string) => {
     const presence = await readSealed(presenceKey(handle), parser(presenceSchema));
+    return presence?.owner === owner ? presence : undefined;
+  };
+  const read = async (handle: string): Promise<SessionRecord | undefined> => {
+    const presence = await readPresence(handle);
     if (!presence) return undefined;
     const grant = await readSealed(grantKey(handle), parser(grantSchema));
-    return grant ? { ...grant, ...presence } : undefined;
+    if (!grant) return undefined;
+    const { owner: _, ...fields } = presence;
+    return { ...grant, ...fields };
   };
-  const remove = async (handle: string, record?: Presence) => {
+  const remove = async (handle: string, record?: Pick<Presence, 'sub' | 'sid'>) => {
     await store.delete(presenceKey(handle), grantKey(handle));
     if (record?.sid) await index.remove(sidKey(record.sid), handle);
     if (record) await index.remove(subKey(record.sub), handle);
@@ -142,7 +156,7 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
       const handle = hashOf(id);
       const { sub, sid, createdAt, lastSeenAt, ...grant } = record;
       await writeSealed(grantKey(handle), grant, lifetimeEnd(record));
-      await writeSealed(presenceKey(handle), { sub, sid, createdAt, lastSeenAt }, endOf(record));
+      await writeSealed(presenceKey(handle), { owner, sub, sid, createdAt, lastSeenAt }, endOf(record));
       if (sid) await index.add(sidKey(sid), handle, timeouts.absoluteMs);
       await index.add(subKey(sub), handle, timeouts.absoluteMs);
       return { id, record };
@@ -160,7 +174,7 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
       if (now - record.lastSeenAt < TOUCH_EVERY_MS) return { id, record };
       const touched = { ...record, lastSeenAt: now };
       const { sub, sid, createdAt } = touched;
-      await writeSealed(presenceKey(handle), { sub, sid, createdAt, lastSeenAt: now }, endOf(touched));
+      await writeSealed(presenceKey(handle), { owner, sub, sid, createdAt, lastSeenAt: now }, endOf(touched));
       return { id, record: touched };
     },
     async peek(id) {
@@ -177,7 +191,7 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
     },
     async destroy(id) {
       const handle = handleOf(id);
-      if (handle) await remove(handle, await readSealed(presenceKey(handle), parser(presenceSchema)));
+      if (handle) await remove(handle, await readPresence(handle));
     },
     async destroyMatching({ sid, sub }) {
       const handles = new Set<string>();
@@ -185,7 +199,10 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
       if (sub && !sid) for (const handle of await index.members(subKey(sub))) handles.add(handle);
       let ended = 0;
       for (const handle of handles) {
-        const presence = await readSealed(presenceKey(handle), parser(presenceSchema));
+        const found = await readSealed(presenceKey(handle), parser(presenceSchema));
+        // Another provider's or web app's session sharing this Redis: its logout tokens end it, not ours.
+        if (found && found.owner !== owner) continue;
+        const presence = found;
         // With both, only sessions of that user in that provider session end (the spec's sid+sub pairing).
         if (presence && sub && presence.sub !== sub) continue;
         if (presence) ended++;

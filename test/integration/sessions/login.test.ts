@@ -52,6 +52,13 @@ describe('login, user, operations and logout through the session cookie', () => 
     );
   });
 
+  it('/openapi.json of a gateway with sessions lists /bff/*', async () => {
+    const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as { paths: object };
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining(['/bff/login', '/bff/user', '/bff/logout']),
+    );
+  });
+
   it('/bff/user shows name, email and scopes, never a token', async () => {
     const { jar } = await signedIn();
     const answer = await request(jar, `${gateway.url}/bff/user`, { headers: ajax });
@@ -99,6 +106,36 @@ describe('login, user, operations and logout through the session cookie', () => 
   });
 });
 
+describe('every Set-Cookie the gateway sends', () => {
+  it('carries __Host- rules (Path=/, Secure, no Domain), HttpOnly and SameSite on login, callback, 401 and logout', async () => {
+    const { jar } = await signedIn();
+    const good = jar.get(gateway.url, SESSION_COOKIE) ?? '';
+    const ended = new CookieJar();
+    ended.set(gateway.url, SESSION_COOKIE, `${good.slice(0, -2)}AA`);
+    expect((await request(ended, `${gateway.url}${PLAN}`, { headers: ajax })).status).toBe(401);
+    expect((await request(jar, `${gateway.url}/bff/logout`, { method: 'POST', headers: ajax })).status).toBe(
+      200,
+    );
+    const lines = [...jar.raw, ...ended.raw].filter((line) => line.startsWith('__Host-'));
+    expect(lines.length).toBeGreaterThanOrEqual(4);
+    for (const line of lines) {
+      const attributes = line
+        .split(';')
+        .slice(1)
+        .map((a) => a.trim().toLowerCase());
+      expect(attributes).toEqual(expect.arrayContaining(['path=/', 'secure', 'httponly']));
+      expect(attributes.some((a) => a === 'samesite=strict' || a === 'samesite=lax')).toBe(true);
+      expect(attributes.some((a) => a.startsWith('domain='))).toBe(false);
+      expect(line.startsWith('__Host-bff-login=') ? 'samesite=lax' : 'samesite=strict').toBe(
+        attributes.find((a) => a.startsWith('samesite=')),
+      );
+    }
+    expect(ended.raw.join()).toMatch(
+      /__Host-bff-session=; Path=\/; Secure; HttpOnly; SameSite=Strict; Max-Age=0/,
+    );
+  });
+});
+
 describe('adversaries of the login', () => {
   it.each([
     'https://evil.example/',
@@ -114,6 +151,8 @@ describe('adversaries of the login', () => {
     '/\tfoo',
     'http:/evil.example',
     '/.//evil.example',
+    '/bff/login',
+    '/BFF/logout',
   ])('refuses returnTo=%s with 400 and the envelope, before any provider call', async (returnTo) => {
     const jar = new CookieJar();
     const answer = await request(jar, `${gateway.url}/bff/login?returnTo=${encodeURIComponent(returnTo)}`);
@@ -156,6 +195,56 @@ describe('adversaries of the login', () => {
     // PKCE: the code was issued for the other login's challenge, so this login's verifier does not redeem it.
     expect((await request(victim, swapped.href)).status).toBe(400);
     expect(victim.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
+  it.each([
+    ['another issuer', 'https://evil.example'],
+    ['no issuer', null],
+  ])('refuses a callback naming %s in iss (RFC 9207 mix-up defence)', async (_name, iss) => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    const mixed = new URL(callbackUrl);
+    expect(mixed.searchParams.get('iss')).toBe(gateway.gateway.identityProvider?.issuer);
+    if (iss === null) mixed.searchParams.delete('iss');
+    else mixed.searchParams.set('iss', iss);
+    const answer = await request(jar, mixed.href);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).status.description).toBe('INVALID_REQUEST');
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
+  it.each([
+    ['the code twice', (url: URL) => url.searchParams.append('code', 'other')],
+    ['the state twice', (url: URL) => url.searchParams.append('state', url.searchParams.get('state') ?? '')],
+    ['the iss twice', (url: URL) => url.searchParams.append('iss', url.searchParams.get('iss') ?? '')],
+    ['an empty code', (url: URL) => url.searchParams.set('code', '')],
+    ['no code', (url: URL) => url.searchParams.delete('code')],
+    ['an id_token parameter', (url: URL) => url.searchParams.set('id_token', 'eyJhbGciOiJub25lIn0.e30.')],
+  ])('a callback with %s is a 400 with the envelope, never a 5xx', async (_name, alter) => {
+    const jar = new CookieJar();
+    const { callbackUrl } = await loginUntilCallback(jar, gateway.url, user);
+    const altered = new URL(callbackUrl);
+    alter(altered);
+    const answer = await request(jar, altered.href);
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).status.description).toBe('INVALID_REQUEST');
+    expect(jar.get(gateway.url, SESSION_COOKIE)).toBeUndefined();
+  });
+
+  it('two logins started in two tabs of one browser both finish (the session expired in both)', async () => {
+    const jar = new CookieJar();
+    const first = await loginUntilCallback(jar, gateway.url, user, '/first');
+    const second = await loginUntilCallback(jar, gateway.url, user, '/second');
+    const one = await request(jar, first.callbackUrl);
+    expect(one.status).toBe(303);
+    expect(one.location).toBe(`${gateway.url}/first`);
+    const two = await request(jar, second.callbackUrl);
+    expect(two.status).toBe(303);
+    expect(two.location).toBe(`${gateway.url}/second`);
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+    // Each state still works once only, and only in this browser.
+    expect((await request(jar, first.callbackUrl)).status).toBe(400);
+    expect((await request(new CookieJar(), second.callbackUrl)).status).toBe(400);
   });
 
   it('a HEAD of the callback (a link checker) does not spend the login', async () => {
@@ -233,6 +322,71 @@ describe('adversaries of cookie-authenticated calls (CSRF)', () => {
     });
     expect(logout.status).toBe(403);
     expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+  });
+
+  it('refuses 403 a request the browser marks as not same-origin (Sec-Fetch-Site), even without an Origin', async () => {
+    for (const site of ['cross-site', 'same-site', 'none']) {
+      const answer = await request(jar, `${gateway.url}${PLAN}`, {
+        headers: { ...ajax, 'sec-fetch-site': site },
+      });
+      expect(answer.status).toBe(403);
+      expect(JSON.parse(answer.body).status.description).toBe('CLIENT_FORBIDDEN');
+    }
+    const same = await request(jar, `${gateway.url}${PLAN}`, {
+      headers: { ...ajax, 'sec-fetch-site': 'same-origin' },
+    });
+    expect(same.status).toBe(200);
+  });
+
+  it('methods nobody thought of: HEAD needs X-CSRF too; PUT, DELETE, PATCH and a bare OPTIONS are 405 with the cookie', async () => {
+    expect((await request(jar, `${gateway.url}${PLAN}`, { method: 'HEAD' })).status).toBe(403);
+    expect((await request(jar, `${gateway.url}${PLAN}`, { method: 'HEAD', headers: ajax })).status).toBe(200);
+    for (const method of ['PUT', 'DELETE', 'PATCH', 'OPTIONS']) {
+      for (const path of [PLAN, '/api/validation/document', '/bff/user', '/bff/logout']) {
+        const answer = await request(jar, `${gateway.url}${path}`, { method, headers: ajax });
+        expect(answer.status).toBe(405);
+      }
+    }
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+  });
+
+  it('a cross-site text/plain form post or a GET of /bff/logout neither calls nor logs out', async () => {
+    const form = await request(jar, `${gateway.url}/api/validation/document`, {
+      method: 'POST',
+      body: DOCUMENT,
+      headers: {
+        'content-type': 'text/plain',
+        origin: 'https://evil.example',
+        'sec-fetch-site': 'cross-site',
+      },
+    });
+    expect(form.status).toBe(403);
+    expect((await request(jar, `${gateway.url}/bff/logout`)).status).toBe(405);
+    const logout = await request(jar, `${gateway.url}/bff/logout`, {
+      method: 'POST',
+      body: 'x=1',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+    });
+    expect(logout.status).toBe(403);
+    expect((await request(jar, `${gateway.url}/bff/user`, { headers: ajax })).status).toBe(200);
+  });
+
+  it('a preflight never allows credentials or X-CSRF to another origin', async () => {
+    for (const origin of ['https://evil.example', 'null']) {
+      for (const path of [PLAN, '/bff/user', '/bff/logout']) {
+        const answer = await fetch(`${gateway.url}${path}`, {
+          method: 'OPTIONS',
+          headers: {
+            origin,
+            'access-control-request-method': 'POST',
+            'access-control-request-headers': 'x-csrf, content-type',
+          },
+        });
+        expect(answer.status).toBe(403);
+        expect(answer.headers.get('access-control-allow-credentials')).toBeNull();
+        expect(answer.headers.get('access-control-allow-origin')).toBeNull();
+      }
+    }
   });
 
   it('refuses 401 a tampered, unknown or duplicated session cookie', async () => {

@@ -59,6 +59,11 @@ describe('Redis key layout', () => {
       `bff:session-sid:${createHash('sha256').update('sid-1').digest('base64url')}`,
     );
     expect(keys.bySub('alice')).not.toContain('alice');
+    // One issuer's jti never names another issuer's: the hash covers both, split by a newline no URL holds.
+    expect(keys.usedLogoutToken('https://idp.example', 'j1')).toMatch(/^bff:session-logout-jti:[\w-]{43}$/);
+    expect(keys.usedLogoutToken('https://idp.example', 'j1')).not.toBe(
+      keys.usedLogoutToken('https://idp.example/', 'j1'),
+    );
     expect(sha256Base64Url('x')).toBe(createHash('sha256').update('x').digest('base64url'));
   });
 

@@ -4,8 +4,12 @@ import { documentValidationRequest } from '../../../src/routes/schemas';
 
 describe('the OpenAPI document', () => {
   const document = buildOpenApiDocument('test') as Record<string, any>;
+  const withSessions = buildOpenApiDocument('test', { sessions: true }) as Record<string, any>;
 
-  it('is a valid OpenAPI 3.1 document', () => {
+  it.each([
+    ['without', document],
+    ['with', withSessions],
+  ])('is a valid OpenAPI 3.1 document %s browser sessions', (_name, document) => {
     // The validator is an ES module that Jest's CommonJS runtime cannot load: run it in a plain Node process.
     const script = `
       import { Validator } from '@seriousme/openapi-schema-validator';
@@ -41,6 +45,29 @@ describe('the OpenAPI document', () => {
         '/openapi.json',
         '/readyz',
       ].sort(),
+    );
+  });
+
+  it('lists /bff/* and the session cookie scheme only when browser sessions are on', () => {
+    const bff = ['/bff/backchannel-logout', '/bff/callback', '/bff/login', '/bff/logout', '/bff/user'];
+    expect(
+      Object.keys(withSessions.paths)
+        .filter((path) => path.startsWith('/bff/'))
+        .sort(),
+    ).toEqual(bff);
+    expect(Object.keys(document.paths).some((path) => path.startsWith('/bff/'))).toBe(false);
+    expect(withSessions.components.securitySchemes.session).toMatchObject({
+      type: 'apiKey',
+      in: 'cookie',
+      name: '__Host-bff-session',
+    });
+    expect(document.components.securitySchemes.session).toBeUndefined();
+    expect(withSessions.paths['/bff/user'].get.parameters[0]).toMatchObject({
+      name: 'X-CSRF',
+      required: true,
+    });
+    expect(JSON.stringify(withSessions.paths['/bff/user'])).not.toMatch(
+      /refresh_token|id_token|access_token/,
     );
   });
 

@@ -45,6 +45,27 @@ describe('safeReturnTo', () => {
     expect(safeReturnTo(value, ORIGIN)).toBeUndefined();
   });
 
+  it.each([
+    '/bff/login',
+    '/bff/login?returnTo=/bff/login',
+    '/BFF/Login',
+    '/x/../bff/login',
+    '/bff/callback?state=x',
+    '/bff/logout',
+    '/bff',
+  ])("refuses %j: a login returning to the gateway's own /bff routes loops or spends a state", (value) => {
+    expect(safeReturnTo(value, ORIGIN)).toBeUndefined();
+  });
+
+  it.each(['/bffx', '/app/bff/login', '/\u2215\u2215evil.example', '/\uFF0F\uFF0Fevil.example'])(
+    'keeps %j on the origin (lookalike slashes are ordinary characters, percent-encoded)',
+    (value) => {
+      const result = safeReturnTo(value, ORIGIN);
+      expect(result).toBeDefined();
+      expect(new URL(result ?? '', 'https://other.example.test').host).toBe('other.example.test');
+    },
+  );
+
   it('refuses an overlong path', () => {
     expect(safeReturnTo(`/${'a'.repeat(3000)}`, ORIGIN)).toBeUndefined();
   });

@@ -20,6 +20,8 @@ class RotatingProvider {
   refreshes = 0;
   refused = 0;
   outage = false;
+  /** The subject of the ID tokens it hands out on refresh. */
+  sub = 'alice';
   async refresh(token: string): Promise<ProviderGrant> {
     if (this.outage) throw new TypeError('fetch failed');
     if (!this.live.delete(token)) {
@@ -29,7 +31,7 @@ class RotatingProvider {
     this.refreshes++;
     const next = `rt-${++this.issued}`;
     this.live.add(next);
-    return { claims: { sub: 'alice', groups: ['ops'] }, refreshToken: next };
+    return { claims: { sub: this.sub, groups: ['ops'] }, refreshToken: next };
   }
   revokeAll(): void {
     this.live.clear();
@@ -38,7 +40,19 @@ class RotatingProvider {
 
 function fleet(replicas: number) {
   const clock = new FakeClock();
-  const store = createMemoryTokenStore({ now: clock.now });
+  const memory = createMemoryTokenStore({ now: clock.now });
+  /** Writes of a session's grant that fail as if Redis were unreachable for a moment. */
+  const outage = { grantWritesToFail: 0 };
+  const store = {
+    ...memory,
+    async set(key: string, value: string, ttlMs: number) {
+      if (key.endsWith(':grant') && outage.grantWritesToFail > 0) {
+        outage.grantWritesToFail--;
+        throw new Error('Connection is closed.');
+      }
+      return memory.set(key, value, ttlMs);
+    },
+  };
   const seal = createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined });
   const sessions: SessionStore = createSessionStore({
     store,
@@ -47,6 +61,7 @@ function fleet(replicas: number) {
     clock,
     timeouts: { idleMs: 3_600_000, absoluteMs: 43_200_000 },
     keyPrefix: 'bff:',
+    owner: 'https://idp.example web-app',
   });
   const provider = new RotatingProvider();
   const rp = { refresh: (token: string) => provider.refresh(token) } as unknown as RelyingParty;
@@ -66,7 +81,7 @@ function fleet(replicas: number) {
       }),
     }),
   );
-  return { clock, sessions, provider, members };
+  return { clock, sessions, provider, members, outage };
 }
 
 async function touchAll(f: ReturnType<typeof fleet>, id: string, times: number): Promise<void> {
@@ -117,6 +132,30 @@ describe('session revalidation', () => {
     await f.clock.advance(30_000);
     await touchAll(f, id, 3);
     expect(f.provider.refreshes).toBe(1);
+    expect(await f.sessions.open(id)).toBeDefined();
+  });
+
+  it("an ID token of another user at refresh ends the session: the other user's claims are never taken", async () => {
+    const f = fleet(1);
+    const { id } = await f.sessions.create({ sub: 'alice', claimValues: [], refreshToken: 'rt-0' });
+    f.provider.sub = 'mallory';
+    await f.clock.advance(INTERVAL);
+    await touchAll(f, id, 1);
+    expect(f.provider.refreshes).toBe(1);
+    expect(await f.sessions.peek(id)).toBeUndefined();
+  });
+
+  it('a store blip right after a refresh does not lose the rotated refresh token (the session survives the next interval)', async () => {
+    const f = fleet(1);
+    const { id } = await f.sessions.create({ sub: 'alice', claimValues: ['ops'], refreshToken: 'rt-0' });
+    await f.clock.advance(INTERVAL);
+    f.outage.grantWritesToFail = 2;
+    await touchAll(f, id, 1);
+    expect(f.provider.refreshes).toBe(1);
+    expect((await f.sessions.peek(id))?.refreshToken).toBe('rt-1');
+    await f.clock.advance(INTERVAL);
+    await touchAll(f, id, 1);
+    expect(f.provider.refused).toBe(0);
     expect(await f.sessions.open(id)).toBeDefined();
   });
 

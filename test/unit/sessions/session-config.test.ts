@@ -14,7 +14,7 @@ const sessions = {
   SESSION_ISSUER: 'https://login.example.test',
   SESSION_CLIENT_ID: 'payments-console',
   SESSION_CLIENT_SECRET: 'client-secret-value',
-  SESSION_PUBLIC_URL: 'https://bff.example.test/ignored-path',
+  SESSION_PUBLIC_URL: 'https://bff.example.test/',
 };
 
 function problems(env: Record<string, string>): string[] {
@@ -39,7 +39,7 @@ describe('browser session settings', () => {
     });
   });
 
-  it('read the issuer, client and public origin (its path dropped)', () => {
+  it('read the issuer, client and public origin (a trailing slash is no path)', () => {
     expect(loadConfig({ ...upstream, ...sessions }).sessions).toMatchObject({
       issuer: 'https://login.example.test',
       clientId: 'payments-console',
@@ -60,8 +60,35 @@ describe('browser session settings', () => {
     ],
     [{ SESSION_REVALIDATE_SECONDS: '0' }, 'SESSION_REVALIDATE_SECONDS'],
     [{ SESSION_CLIENT_ID: 'has spaces' }, 'SESSION_CLIENT_ID'],
+    // The gateway owns its origin (/bff/* at its root, a __Host- cookie for Path=/): a path was silently dropped.
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/payments' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/payments/' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/?x=1' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://bff.example.test/#top' }, 'SESSION_PUBLIC_URL'],
+    [{ SESSION_PUBLIC_URL: 'https://user:pass@bff.example.test' }, 'SESSION_PUBLIC_URL'],
   ])('refuse %j naming %s', (change, variable) => {
     expect(problems({ ...upstream, ...sessions, ...change }).join('\n')).toContain(variable);
+  });
+
+  it.each([
+    ['SESSION_IDLE_TIMEOUT', 'SESSION_IDLE_TIMEOUT_SECONDS'],
+    ['SESSION_MAX_LIFETIME', 'SESSION_MAX_LIFETIME_SECONDS'],
+    ['SESSION_REVALIDATE_SECONDS_', 'SESSION_REVALIDATE_SECONDS'],
+    ['SESSION_CLIENTID', 'SESSION_CLIENT_ID'],
+    ['SESSION_SCOPE', 'SESSION_SCOPES'],
+    ['SESSION_PUBLIC_ULR', 'SESSION_PUBLIC_URL'],
+    ['SESSION_ISSUER_URL', 'SESSION_ISSUER'],
+  ])('refuse the misspelled %s, naming %s (its default would stay on without a word)', (typo, meant) => {
+    const found = problems({ ...upstream, ...sessions, [typo]: '60' }).join('\n');
+    expect(found).toContain(typo);
+    expect(found).toContain(meant);
+    expect(found).not.toContain('60');
+  });
+
+  it('leave alone variables that merely share the prefix (a desktop session manager)', () => {
+    expect(problems({ ...upstream, ...sessions, SESSION_MANAGER: 'local/host:@/tmp/.ICE-unix/1' })).toEqual(
+      [],
+    );
   });
 
   it('refuse a client id or secret without an issuer', () => {
@@ -83,6 +110,10 @@ describe('browser session settings', () => {
     });
     expect(found.join('\n')).toContain('SESSION_ISSUER');
     expect(found.join('\n')).toContain('SESSION_PUBLIC_URL');
+    // Sessions in a shared Redis hold refresh tokens: never unsealed in production.
+    expect(
+      problems({ ...production, ALLOW_MEMORY_STORE: 'false', REDIS_URL: 'rediss://redis:6380' }).join('\n'),
+    ).toContain('TOKEN_ENCRYPTION_KEY');
     expect(problems({ ...upstream, ...sessions, SESSION_CLIENT_SECRET: '' }).join('\n')).not.toContain(
       'client-secret-value',
     );

@@ -27,6 +27,7 @@ function setUp(key = randomBytes(32)) {
     clock,
     timeouts: { idleMs: IDLE, absoluteMs: ABSOLUTE },
     keyPrefix: 'bff:',
+    owner: 'https://idp.example web-app',
   });
   return { clock, tokens, sessions, rejected };
 }
@@ -43,6 +44,31 @@ async function rawOf(tokens: TokenStore, key: string): Promise<string> {
 }
 
 describe('session store', () => {
+  it("does not open, end or count another provider's or web app's session sharing the Redis, prefix and key", async () => {
+    const clock = new FakeClock();
+    const tokens = createMemoryTokenStore({ now: clock.now });
+    const index = createMemorySessionIndex(clock);
+    const seal = createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined });
+    const storeFor = (owner: string) =>
+      createSessionStore({
+        store: tokens,
+        index,
+        seal,
+        clock,
+        timeouts: { idleMs: IDLE, absoluteMs: ABSOLUTE },
+        keyPrefix: 'bff:',
+        owner,
+      });
+    const ops = storeFor('https://idp.example ops-console');
+    const partners = storeFor('https://idp.example partner-portal');
+    const otherIdp = storeFor('https://other-idp.example ops-console');
+    const { id } = await ops.create(alice);
+    expect(await partners.open(id)).toBeUndefined();
+    expect(await otherIdp.open(id)).toBeUndefined();
+    expect(await otherIdp.destroyMatching({ sid: alice.sid })).toBe(0);
+    expect(await ops.open(id)).toBeDefined();
+  });
+
   it('gives every session a fresh opaque 32-byte base64url id', async () => {
     const { sessions } = setUp();
     const ids = new Set<string>();
