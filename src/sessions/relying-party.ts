@@ -85,9 +85,52 @@ export function createRelyingParty(
   settings: RelyingPartySettings,
   options: { allowHttp: boolean; lockTtlMs: number },
 ): RelyingParty {
+  const configuration = discoveryOnDemand(settings, options);
+  const redirectUri = `${settings.publicOrigin}${CALLBACK_PATH}`;
+  return {
+    settings,
+    async authorizationUrl({ state, nonce, codeVerifier }) {
+      return oidc.buildAuthorizationUrl(await configuration(), {
+        redirect_uri: redirectUri,
+        scope: settings.scopes,
+        state,
+        nonce,
+        code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
+        code_challenge_method: 'S256',
+      });
+    },
+    exchange: async (callbackUrl, checks) => exchangeCode(await configuration(), callbackUrl, checks),
+    async refresh(refreshToken) {
+      const config = await configuration();
+      try {
+        return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
+      } catch (error) {
+        // Only invalid_grant is about this session's token; invalid_client & co. are the gateway's own registration.
+        if (error instanceof oidc.ResponseBodyError && error.error === 'invalid_grant')
+          throw new RefreshRefused(error.error);
+        throw error;
+      }
+    },
+    async endSessionUrl() {
+      const config = await configuration();
+      if (!config.serverMetadata().end_session_endpoint) return undefined;
+      return oidc.buildEndSessionUrl(config, {
+        client_id: settings.clientId,
+        post_logout_redirect_uri: `${settings.publicOrigin}/`,
+      });
+    },
+    verifyLogoutToken: logoutTokenVerifier(settings.clientId, configuration),
+  };
+}
+
+/** The provider's configuration, discovered on first use; a failed discovery is forgotten, so the next use retries. */
+function discoveryOnDemand(
+  settings: RelyingPartySettings,
+  options: { allowHttp: boolean; lockTtlMs: number },
+): () => Promise<oidc.Configuration> {
   const timeout = providerTimeoutSeconds(options.lockTtlMs);
   let discovered: Promise<oidc.Configuration> | undefined;
-  const configuration = () => {
+  return () => {
     discovered ??= oidc
       .discovery(
         new URL(settings.issuer),
@@ -108,101 +151,76 @@ export function createRelyingParty(
       });
     return discovered;
   };
-  const redirectUri = `${settings.publicOrigin}${CALLBACK_PATH}`;
-  let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
-  const grantOf = (
-    tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers,
-  ): ProviderGrant => ({
-    claims: tokens.claims() ?? {},
-    refreshToken: tokens.refresh_token,
-    idToken: tokens.id_token,
-  });
+}
 
-  return {
-    settings,
-    async authorizationUrl({ state, nonce, codeVerifier }) {
-      return oidc.buildAuthorizationUrl(await configuration(), {
-        redirect_uri: redirectUri,
-        scope: settings.scopes,
-        state,
-        nonce,
-        code_challenge: await oidc.calculatePKCECodeChallenge(codeVerifier),
-        code_challenge_method: 'S256',
+/** The code of the callback exchanged for tokens; a refusal or an invalid answer is the login's (400), else 503. */
+async function exchangeCode(
+  config: oidc.Configuration,
+  callbackUrl: URL,
+  { state, nonce, codeVerifier }: LoginChecks,
+): Promise<ProviderGrant> {
+  try {
+    const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
+      pkceCodeVerifier: codeVerifier,
+      expectedState: state,
+      expectedNonce: nonce,
+      idTokenExpected: true,
+    });
+    return grantOf(tokens);
+  } catch (error) {
+    if (error instanceof oidc.ResponseBodyError || error instanceof oidc.AuthorizationResponseError)
+      throw new GatewayError('INVALID_REQUEST', 'The identity provider refused the login: start again.', {
+        cause: error,
       });
-    },
-    async exchange(callbackUrl, { state, nonce, codeVerifier }) {
-      const config = await configuration();
-      try {
-        const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
-          pkceCodeVerifier: codeVerifier,
-          expectedState: state,
-          expectedNonce: nonce,
-          idTokenExpected: true,
-        });
-        return grantOf(tokens);
-      } catch (error) {
-        if (error instanceof oidc.ResponseBodyError || error instanceof oidc.AuthorizationResponseError)
-          throw new GatewayError('INVALID_REQUEST', 'The identity provider refused the login: start again.', {
-            cause: error,
-          });
-        if (error instanceof oidc.ClientError)
-          throw new GatewayError('INVALID_REQUEST', 'The login answer is not valid: start again.', {
-            cause: error,
-          });
-        throw new GatewayError(
-          'UPSTREAM_UNAVAILABLE',
-          'The identity provider cannot be reached; try again later.',
-          {
-            cause: error,
-          },
-        );
-      }
-    },
-    async refresh(refreshToken) {
-      const config = await configuration();
-      try {
-        return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
-      } catch (error) {
-        // Only invalid_grant is about this session's token; invalid_client & co. are the gateway's own registration.
-        if (error instanceof oidc.ResponseBodyError && error.error === 'invalid_grant')
-          throw new RefreshRefused(error.error);
-        throw error;
-      }
-    },
-    async endSessionUrl() {
-      const config = await configuration();
-      if (!config.serverMetadata().end_session_endpoint) return undefined;
-      return oidc.buildEndSessionUrl(config, {
-        client_id: settings.clientId,
-        post_logout_redirect_uri: `${settings.publicOrigin}/`,
+    if (error instanceof oidc.ClientError)
+      throw new GatewayError('INVALID_REQUEST', 'The login answer is not valid: start again.', {
+        cause: error,
       });
-    },
-    async verifyLogoutToken(token) {
-      const config = await configuration();
-      const jwksUri = config.serverMetadata().jwks_uri;
-      if (!jwksUri) return undefined;
-      keys ??= createRemoteJWKSet(new URL(jwksUri));
-      try {
-        const { payload } = await jwtVerify(token, keys, {
-          issuer: config.serverMetadata().issuer,
-          audience: settings.clientId,
-          algorithms: LOGOUT_TOKEN_ALGORITHMS,
-          maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
-          clockTolerance: LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS,
-          requiredClaims: ['iat', 'jti'],
-        });
-        // The event's value is a JSON object (typeof null and of a list are 'object' too); sid or sub names someone.
-        const events = payload.events;
-        const valid =
-          isObject(events) &&
-          isObject(events[BACKCHANNEL_EVENT]) &&
-          payload.nonce === undefined &&
-          (nonEmpty(payload.sid) || nonEmpty(payload.sub));
-        return valid ? payload : undefined;
-      } catch {
-        return undefined;
-      }
-    },
+    throw new GatewayError(
+      'UPSTREAM_UNAVAILABLE',
+      'The identity provider cannot be reached; try again later.',
+      {
+        cause: error,
+      },
+    );
+  }
+}
+
+function grantOf(tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderGrant {
+  return { claims: tokens.claims() ?? {}, refreshToken: tokens.refresh_token, idToken: tokens.id_token };
+}
+
+/** Back-channel logout tokens verified with the provider's keys (fetched once known): the claims, or undefined. */
+function logoutTokenVerifier(
+  clientId: string,
+  configuration: () => Promise<oidc.Configuration>,
+): (token: string) => Promise<JWTPayload | undefined> {
+  let keys: ReturnType<typeof createRemoteJWKSet> | undefined;
+  return async (token) => {
+    const config = await configuration();
+    const jwksUri = config.serverMetadata().jwks_uri;
+    if (!jwksUri) return undefined;
+    keys ??= createRemoteJWKSet(new URL(jwksUri));
+    try {
+      const { payload } = await jwtVerify(token, keys, {
+        issuer: config.serverMetadata().issuer,
+        audience: clientId,
+        algorithms: LOGOUT_TOKEN_ALGORITHMS,
+        maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
+        clockTolerance: LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS,
+        requiredClaims: ['iat', 'jti'],
+      });
+      // The event's value is a JSON object (typeof null and of a list are 'object' too); sid or sub names someone.
+      const events = payload.events;
+      const valid =
+        isObject(events) &&
+        isObject(events[BACKCHANNEL_EVENT]) &&
+        payload.nonce === undefined &&
+        (nonEmpty(payload.sid) || nonEmpty(payload.sub));
+      return valid ? payload : undefined;
+    } catch {
+      return undefined;
+    }
   };
 }
 

@@ -57,27 +57,7 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
       try {
         grant = await rp.refresh(current.refreshToken);
       } catch (error) {
-        if (error instanceof RefreshRefused) {
-          await sessions.destroy(id);
-          logger.info(
-            { event: 'session.revalidation_refused', error: error.error },
-            'session ended: the provider refused its refresh',
-          );
-          return;
-        }
-        // Bounded: during a long outage every active session lands here once; the oldest entries go first.
-        if (retryAfter.size >= MAX_REMEMBERED_OUTAGES)
-          retryAfter.delete(retryAfter.keys().next().value as string);
-        retryAfter.set(id, now + OUTAGE_RETRY_MS);
-        const providerError = (error as { error?: unknown }).error;
-        logger.warn(
-          {
-            event: 'session.revalidation_failed',
-            error: (error as Error).name,
-            ...(typeof providerError === 'string' ? { providerError: providerError.slice(0, 64) } : {}),
-          },
-          'session kept: the provider could not be reached or refused the gateway itself',
-        );
+        await refreshFailed(error, id, now, { sessions, logger, retryAfter });
         return;
       }
       // OIDC Core 12.2: a refreshed ID token names the same user; another's claims must never become this session's.
@@ -89,16 +69,7 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
         );
         return;
       }
-      const fresh = deps.grantFrom(grant, current, now);
-      for (const pause of [...GRANT_WRITE_PAUSES_MS, undefined]) {
-        try {
-          await sessions.replaceGrant(id, fresh);
-          break;
-        } catch (error) {
-          if (pause === undefined) throw error;
-          await new Promise((resolve) => setTimeout(resolve, pause));
-        }
-      }
+      await replaceGrantPatiently(sessions, id, deps.grantFrom(grant, current, now));
     } finally {
       await store.releaseLock(lock, owner).catch(() => undefined);
     }
@@ -125,4 +96,53 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
       while (running.size > 0) await Promise.all([...running.values()]);
     },
   };
+}
+
+/**
+ * The provider refused the refresh token: the session ends. Anything else (an outage, a refusal of the gateway
+ * itself) keeps it, and this replica tries the same session again only after OUTAGE_RETRY_MS.
+ */
+async function refreshFailed(
+  error: unknown,
+  id: string,
+  now: number,
+  {
+    sessions,
+    logger,
+    retryAfter,
+  }: { sessions: SessionStore; logger: Logger; retryAfter: Map<string, number> },
+): Promise<void> {
+  if (error instanceof RefreshRefused) {
+    await sessions.destroy(id);
+    logger.info(
+      { event: 'session.revalidation_refused', error: error.error },
+      'session ended: the provider refused its refresh',
+    );
+    return;
+  }
+  // Bounded: during a long outage every active session lands here once; the oldest entries go first.
+  if (retryAfter.size >= MAX_REMEMBERED_OUTAGES) retryAfter.delete(retryAfter.keys().next().value as string);
+  retryAfter.set(id, now + OUTAGE_RETRY_MS);
+  const providerError = (error as { error?: unknown }).error;
+  logger.warn(
+    {
+      event: 'session.revalidation_failed',
+      error: (error as Error).name,
+      ...(typeof providerError === 'string' ? { providerError: providerError.slice(0, 64) } : {}),
+    },
+    'session kept: the provider could not be reached or refused the gateway itself',
+  );
+}
+
+/** Writes the refreshed grant, pausing and trying again after a store failure: it holds an already rotated token. */
+async function replaceGrantPatiently(sessions: SessionStore, id: string, fresh: SessionGrant): Promise<void> {
+  for (const pause of [...GRANT_WRITE_PAUSES_MS, undefined]) {
+    try {
+      await sessions.replaceGrant(id, fresh);
+      return;
+    } catch (error) {
+      if (pause === undefined) throw error;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
 }

@@ -107,14 +107,89 @@ const TOUCH_EVERY_MS = 30_000;
  * open. One hash tag per session keeps its record and its lock in one Cluster slot.
  */
 export function createSessionStore(deps: SessionStoreDeps): SessionStore {
-  const { store, index, seal, clock, timeouts, keyPrefix, owner } = deps;
+  const { index, clock, timeouts, keyPrefix, owner } = deps;
   const hashOf = sha256Base64Url;
+  const keys = sessionKeys(keyPrefix);
+  const records = sessionRecords(deps);
+  const handleOf = (id: string) => (SESSION_ID_PATTERN.test(id) ? hashOf(id) : undefined);
+
+  return {
+    async create(fields) {
+      const now = clock.now();
+      const record: SessionRecord = { ...fields, createdAt: now, lastSeenAt: now, revalidatedAt: now };
+      const id = newSessionId();
+      const handle = hashOf(id);
+      const { sub, sid, createdAt, lastSeenAt, ...grant } = record;
+      await records.writeGrant(handle, grant, record);
+      await records.writePresence(handle, { owner, sub, sid, createdAt, lastSeenAt });
+      if (sid) await index.add(keys.bySid(sid), handle, timeouts.absoluteMs);
+      await index.add(keys.bySub(sub), handle, timeouts.absoluteMs);
+      return { id, record };
+    },
+    async open(id) {
+      const handle = handleOf(id);
+      if (!handle) return undefined;
+      const record = await records.read(handle);
+      if (!record) return undefined;
+      const now = clock.now();
+      if (!records.live(record)) {
+        await records.remove(handle, record);
+        return undefined;
+      }
+      if (now - record.lastSeenAt < TOUCH_EVERY_MS) return { id, record };
+      const touched = { ...record, lastSeenAt: now };
+      const { sub, sid, createdAt } = touched;
+      await records.writePresence(handle, { owner, sub, sid, createdAt, lastSeenAt: now });
+      return { id, record: touched };
+    },
+    async peek(id) {
+      const handle = handleOf(id);
+      const record = handle ? await records.read(handle) : undefined;
+      return records.live(record) ? record : undefined;
+    },
+    async replaceGrant(id, grant) {
+      const handle = handleOf(id);
+      const record = handle ? await records.read(handle) : undefined;
+      if (!handle || !records.live(record)) return false;
+      await records.writeGrant(handle, grantSchema.parse(grant), record);
+      return true;
+    },
+    async destroy(id) {
+      const handle = handleOf(id);
+      if (handle) await records.remove(handle, await records.readPresence(handle));
+    },
+    destroyMatching: (match) => destroyMatching(deps, records, match),
+    lockKey: (id) => keys.lock(hashOf(id)),
+  };
+}
+
+type Times = Pick<Presence, 'createdAt' | 'lastSeenAt'>;
+
+/** A session's two sealed parts under its handle, each kept in Redis until it could no longer open. */
+interface SessionRecords {
+  /** The presence under the handle, whoever owns it. */
+  anyPresence(handle: string): Promise<Presence | undefined>;
+  /** The presence of this owner's session (another owner's reads as absent). */
+  readPresence(handle: string): Promise<Presence | undefined>;
+  read(handle: string): Promise<SessionRecord | undefined>;
+  writePresence(handle: string, presence: Presence): Promise<void>;
+  writeGrant(
+    handle: string,
+    grant: Omit<SessionRecord, 'sub' | 'sid' | 'createdAt' | 'lastSeenAt'>,
+    times: Times,
+  ): Promise<void>;
+  remove(handle: string, record?: Pick<Presence, 'sub' | 'sid'>): Promise<void>;
+  /** Whether the record is there and neither idle nor past its lifetime. */
+  live(record: SessionRecord | undefined): record is SessionRecord;
+}
+
+function sessionRecords(deps: SessionStoreDeps): SessionRecords {
+  const { store, index, seal, clock, timeouts, keyPrefix, owner } = deps;
   const keys = sessionKeys(keyPrefix);
   const presenceKey = keys.presence;
   const grantKey = keys.grant;
   const sidKey = keys.bySid;
   const subKey = keys.bySub;
-  type Times = Pick<Presence, 'createdAt' | 'lastSeenAt'>;
   const endOf = (presence: Times) =>
     Math.min(presence.lastSeenAt + timeouts.idleMs, presence.createdAt + timeouts.absoluteMs);
   const lifetimeEnd = (presence: Times) => presence.createdAt + timeouts.absoluteMs;
@@ -127,93 +202,58 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
     const ttl = until - clock.now();
     if (ttl > 0) await store.set(key, seal.seal(JSON.stringify(value), key), ttl);
   };
+  const anyPresence = (handle: string) => readSealed(presenceKey(handle), parser(presenceSchema));
   const readPresence = async (handle: string) => {
-    const presence = await readSealed(presenceKey(handle), parser(presenceSchema));
+    const presence = await anyPresence(handle);
     return presence?.owner === owner ? presence : undefined;
   };
-  const read = async (handle: string): Promise<SessionRecord | undefined> => {
-    const presence = await readPresence(handle);
-    if (!presence) return undefined;
-    const grant = await readSealed(grantKey(handle), parser(grantSchema));
-    if (!grant) return undefined;
-    const { owner: _, ...fields } = presence;
-    return { ...grant, ...fields };
-  };
-  const remove = async (handle: string, record?: Pick<Presence, 'sub' | 'sid'>) => {
-    await store.delete(presenceKey(handle), grantKey(handle));
-    if (record?.sid) await index.remove(sidKey(record.sid), handle);
-    if (record) await index.remove(subKey(record.sub), handle);
-  };
-  const handleOf = (id: string) => (SESSION_ID_PATTERN.test(id) ? hashOf(id) : undefined);
-  const live = (record: SessionRecord | undefined): record is SessionRecord =>
-    record !== undefined && endOf(record) > clock.now();
-
   return {
-    async create(fields) {
-      const now = clock.now();
-      const record: SessionRecord = { ...fields, createdAt: now, lastSeenAt: now, revalidatedAt: now };
-      const id = newSessionId();
-      const handle = hashOf(id);
-      const { sub, sid, createdAt, lastSeenAt, ...grant } = record;
-      await writeSealed(grantKey(handle), grant, lifetimeEnd(record));
-      await writeSealed(presenceKey(handle), { owner, sub, sid, createdAt, lastSeenAt }, endOf(record));
-      if (sid) await index.add(sidKey(sid), handle, timeouts.absoluteMs);
-      await index.add(subKey(sub), handle, timeouts.absoluteMs);
-      return { id, record };
+    anyPresence,
+    readPresence,
+    async read(handle) {
+      const presence = await readPresence(handle);
+      if (!presence) return undefined;
+      const grant = await readSealed(grantKey(handle), parser(grantSchema));
+      if (!grant) return undefined;
+      const { owner: _, ...fields } = presence;
+      return { ...grant, ...fields };
     },
-    async open(id) {
-      const handle = handleOf(id);
-      if (!handle) return undefined;
-      const record = await read(handle);
-      if (!record) return undefined;
-      const now = clock.now();
-      if (!live(record)) {
-        await remove(handle, record);
-        return undefined;
-      }
-      if (now - record.lastSeenAt < TOUCH_EVERY_MS) return { id, record };
-      const touched = { ...record, lastSeenAt: now };
-      const { sub, sid, createdAt } = touched;
-      await writeSealed(presenceKey(handle), { owner, sub, sid, createdAt, lastSeenAt: now }, endOf(touched));
-      return { id, record: touched };
+    writePresence: (handle, presence) => writeSealed(presenceKey(handle), presence, endOf(presence)),
+    writeGrant: (handle, grant, times) => writeSealed(grantKey(handle), grant, lifetimeEnd(times)),
+    async remove(handle, record) {
+      await store.delete(presenceKey(handle), grantKey(handle));
+      if (record?.sid) await index.remove(sidKey(record.sid), handle);
+      if (record) await index.remove(subKey(record.sub), handle);
     },
-    async peek(id) {
-      const handle = handleOf(id);
-      const record = handle ? await read(handle) : undefined;
-      return live(record) ? record : undefined;
-    },
-    async replaceGrant(id, grant) {
-      const handle = handleOf(id);
-      const record = handle ? await read(handle) : undefined;
-      if (!handle || !live(record)) return false;
-      await writeSealed(grantKey(handle), grantSchema.parse(grant), lifetimeEnd(record));
-      return true;
-    },
-    async destroy(id) {
-      const handle = handleOf(id);
-      if (handle) await remove(handle, await readPresence(handle));
-    },
-    async destroyMatching({ sid, sub }) {
-      const handles = new Set<string>();
-      if (sid) for (const handle of await index.members(sidKey(sid))) handles.add(handle);
-      if (sub && !sid) for (const handle of await index.members(subKey(sub))) handles.add(handle);
-      let ended = 0;
-      for (const handle of handles) {
-        const found = await readSealed(presenceKey(handle), parser(presenceSchema));
-        // Another provider's or web app's session sharing this Redis: its logout tokens end it, not ours.
-        if (found && found.owner !== owner) continue;
-        const presence = found;
-        // With both, only sessions of that user in that provider session end (the spec's sid+sub pairing).
-        if (presence && sub && presence.sub !== sub) continue;
-        if (presence) ended++;
-        await remove(handle, presence);
-        if (sid) await index.remove(sidKey(sid), handle);
-        if (sub) await index.remove(subKey(sub), handle);
-      }
-      return ended;
-    },
-    lockKey: (id) => keys.lock(hashOf(id)),
+    live: (record): record is SessionRecord => record !== undefined && endOf(record) > clock.now(),
   };
+}
+
+/** Ends every session of this provider session (sid) or user (sub) that this owner made; how many were found. */
+async function destroyMatching(
+  deps: SessionStoreDeps,
+  records: SessionRecords,
+  { sid, sub }: { readonly sid?: string; readonly sub?: string },
+): Promise<number> {
+  const { index, keyPrefix, owner } = deps;
+  const keys = sessionKeys(keyPrefix);
+  const handles = new Set<string>();
+  if (sid) for (const handle of await index.members(keys.bySid(sid))) handles.add(handle);
+  if (sub && !sid) for (const handle of await index.members(keys.bySub(sub))) handles.add(handle);
+  let ended = 0;
+  for (const handle of handles) {
+    const found = await records.anyPresence(handle);
+    // Another provider's or web app's session sharing this Redis: its logout tokens end it, not ours.
+    if (found && found.owner !== owner) continue;
+    const presence = found;
+    // With both, only sessions of that user in that provider session end (the spec's sid+sub pairing).
+    if (presence && sub && presence.sub !== sub) continue;
+    if (presence) ended++;
+    await records.remove(handle, presence);
+    if (sid) await index.remove(keys.bySid(sid), handle);
+    if (sub) await index.remove(keys.bySub(sub), handle);
+  }
+  return ended;
 }
 
 function parser<T>(schema: z.ZodType<T>): (text: string) => T | undefined {
