@@ -75,7 +75,7 @@ export async function startGateway(
     const forwarding = await life.use(
       buildForwarding(config, upstream.baseUrl, tokens, redis.client, seal, observability),
     );
-    const callers = await life.use(buildCallerGuards(config, redis, store, observability));
+    const callers = await life.use(buildCallerGuards(config, redis, { store, seal }, observability));
     const { guards, registry, browser } = callers;
     const readiness = createReadiness({
       tokens,

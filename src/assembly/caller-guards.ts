@@ -11,7 +11,7 @@ import { rateLimit } from '../callers/rate-limit';
 import type { GatewayConfig } from '../config/gateway-config';
 import { type AuthFailureLog, createAuthFailureLog } from '../observability/auth-failure-log';
 import { type BuiltSessions, buildBrowserSessions } from '../sessions';
-import type { TokenStore } from '../tokens';
+import type { RecordSeal, TokenStore } from '../tokens';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
 import type { Redis } from './redis';
@@ -26,7 +26,7 @@ export interface Callers {
 export function buildCallerGuards(
   config: GatewayConfig,
   redis: Redis,
-  tokenStore: TokenStore,
+  shared: { readonly store: TokenStore; readonly seal: RecordSeal },
   observability: Observability,
 ): Promise<Built<Callers>> {
   const { logger, metrics } = observability;
@@ -44,10 +44,10 @@ export function buildCallerGuards(
     const browser = buildBrowserSessions({
       config,
       redis: redis.client,
-      tokenStore,
+      tokenStore: shared.store,
+      seal: shared.seal,
       registry,
       logger,
-      metrics,
     });
     return {
       guards: callerGuards(config, registry, redis, observability, failureLog, browser),

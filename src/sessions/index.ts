@@ -3,9 +3,8 @@ import type { Logger } from 'pino';
 import type { ClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
 import { deriveKey } from '../keys/derived-keys';
-import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
-import { createRecordSeal, createTokenCipher, systemClock, type TokenStore } from '../tokens';
+import { type RecordSeal, systemClock, type TokenStore } from '../tokens';
 import { type BrowserSessions, createBrowserSessions } from './browser-sessions';
 import { createRelyingParty, type RelyingParty, type RelyingPartySettings } from './relying-party';
 import { createMemorySessionIndex, createRedisSessionIndex } from './session-index';
@@ -16,9 +15,10 @@ export interface SessionsDeps {
   readonly config: GatewayConfig;
   readonly redis?: RedisClient;
   readonly tokenStore: TokenStore;
+  /** The tokens' record seal (TOKEN_ENCRYPTION_KEY): one seal for everything the fleet shares in Redis. */
+  readonly seal: RecordSeal;
   readonly registry: ClientRegistry;
   readonly logger: Logger;
-  readonly metrics: Metrics;
 }
 
 export interface BuiltSessions {
@@ -29,7 +29,7 @@ export interface BuiltSessions {
 
 /** Undefined when browser sessions are off (no SESSION_ISSUER outside local mode). */
 export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefined {
-  const { config, redis, logger, metrics } = deps;
+  const { config, redis, logger } = deps;
   const settings = config.sessions;
   if (!settings) return undefined;
   const encryptionKey = config.tokens.encryptionKey;
@@ -50,7 +50,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
   const sessions = createBrowserSessions({
     store: deps.tokenStore,
     index: redis ? createRedisSessionIndex(redis) : createMemorySessionIndex(systemClock),
-    seal: createRecordSeal(createTokenCipher(encryptionKey), metrics.storeRecordsRejected),
+    seal: deps.seal,
     registry: deps.registry,
     clock: systemClock,
     logger,
