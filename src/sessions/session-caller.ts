@@ -1,9 +1,9 @@
 // What a session's claims make of it: the stored grant after a login or refresh, and the caller of each request.
-import { createHmac } from 'node:crypto';
 import type { JWTPayload } from 'jose';
 import type { Caller } from '../callers/caller';
 import type { ClientRegistry } from '../callers/client-registry';
 import { GatewayError } from '../http/gateway-error';
+import { keyedReference } from '../keys/derived-keys';
 import type { ProviderGrant, RelyingParty } from './relying-party';
 import type { SessionGrant, SessionRecord } from './session-store';
 
@@ -35,8 +35,8 @@ export function createSessionCaller(deps: SessionCallerDeps): SessionCaller {
       );
     return app;
   };
-  const userRef = (sub: string) =>
-    createHmac('sha256', deps.userKey).update(sub).digest('base64url').slice(0, 16);
+  // 16 hex characters, as every other keyed reference in logs.
+  const userRef = (sub: string) => keyedReference(deps.userKey, sub, 16);
   return {
     grantFrom(grant, previous, now) {
       const claims = grant.claims;
