@@ -14,7 +14,7 @@ import { createSessionCaller } from './session-caller';
 import type { SessionIndex } from './session-index';
 import { createSessionRouter } from './session-routes';
 import { createSessionStore, type SessionStore } from './session-store';
-import { answeringStoreOutages } from './store-outages';
+import { loginsAnsweringOutages, replaysAnsweringOutages, sessionsAnsweringOutages } from './store-outages';
 
 export interface BrowserSessionsDeps {
   readonly store: TokenStore;
@@ -53,7 +53,7 @@ export interface BrowserSessions {
 /** Composes the parts of browser sessions: stores answering outages, the caller mapping, cookie authentication, routes. */
 export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSessions {
   const { clock, logger } = deps;
-  const sessions = answeringStoreOutages(
+  const sessions = sessionsAnsweringOutages(
     createSessionStore({
       store: deps.store,
       index: deps.index,
@@ -84,8 +84,8 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
   const authentication = createCookieAuthentication(sessions, () => relyingParty().settings.publicOrigin);
   const router = createSessionRouter({
     sessions,
-    logins: answeringStoreOutages(createLoginStates(deps.store, deps.seal, deps.keyPrefix)),
-    logoutReplays: answeringStoreOutages(createLogoutReplays(deps.store, deps.keyPrefix)),
+    logins: loginsAnsweringOutages(createLoginStates(deps.store, deps.seal, deps.keyPrefix)),
+    logoutReplays: replaysAnsweringOutages(createLogoutReplays(deps.store, deps.keyPrefix)),
     authentication,
     caller,
     revalidation,
