@@ -92,7 +92,6 @@ export function createBrowserSessions(deps: BrowserSessionsDeps): BrowserSession
     relyingParty,
     clock,
     logger,
-    idleTimeoutSeconds: deps.idleTimeoutSeconds,
     maxLifetimeSeconds: deps.maxLifetimeSeconds,
   });
   return {

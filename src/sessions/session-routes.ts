@@ -34,7 +34,6 @@ export interface SessionRoutesDeps {
   readonly relyingParty: () => RelyingParty;
   readonly clock: Pick<Clock, 'now'>;
   readonly logger: Logger;
-  readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
 }
 
@@ -119,7 +118,7 @@ function callback(deps: SessionRoutesDeps): RequestHandler {
 
 /** GET /bff/user: who is signed in, with the scopes the session grants and when it ends if unused. */
 function user(deps: SessionRoutesDeps): RequestHandler {
-  const { authentication, revalidation, caller } = deps;
+  const { authentication, revalidation, caller, sessions } = deps;
   return async (req, res) => {
     const { id, record } = await authentication.sessionOf(req, res);
     revalidation.whenDue(id, record);
@@ -127,12 +126,7 @@ function user(deps: SessionRoutesDeps): RequestHandler {
       name: record.name ?? null,
       email: record.email ?? null,
       scopes: [...caller.callerOf(record).scopes].sort(),
-      expiresAt: new Date(
-        Math.min(
-          record.lastSeenAt + deps.idleTimeoutSeconds * 1000,
-          record.createdAt + deps.maxLifetimeSeconds * 1000,
-        ),
-      ).toISOString(),
+      expiresAt: new Date(sessions.endOf(record)).toISOString(),
     });
   };
 }

@@ -89,6 +89,8 @@ export interface SessionStore {
   destroyMatching(match: { readonly sid?: string; readonly sub?: string }): Promise<number>;
   /** Key of the fleet lock guarding this session's refresh token. */
   lockKey(id: string): string;
+  /** When the session ends unless used again (idle timeout), or at the latest (absolute lifetime), epoch ms. */
+  endOf(record: Pick<SessionRecord, 'createdAt' | 'lastSeenAt'>): number;
 }
 
 /** Session ids: 32 random bytes, base64url (43 characters). */
@@ -160,6 +162,7 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
     },
     destroyMatching: (match) => destroyMatching(deps, records, match),
     lockKey: (id) => keys.lock(hashOf(id)),
+    endOf: records.endOf,
   };
 }
 
@@ -179,6 +182,7 @@ interface SessionRecords {
     times: Times,
   ): Promise<void>;
   remove(handle: string, record?: Pick<Presence, 'sub' | 'sid'>): Promise<void>;
+  endOf(times: Times): number;
   /** Whether the record is there and neither idle nor past its lifetime. */
   live(record: SessionRecord | undefined): record is SessionRecord;
 }
@@ -208,6 +212,7 @@ function sessionRecords(deps: SessionStoreDeps): SessionRecords {
     return presence?.owner === owner ? presence : undefined;
   };
   return {
+    endOf,
     anyPresence,
     readPresence,
     async read(handle) {

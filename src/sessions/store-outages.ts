@@ -17,6 +17,7 @@ export function sessionsAnsweringOutages(sessions: SessionStore): SessionStore {
     destroy: (id) => answering(sessions.destroy(id)),
     destroyMatching: (match) => answering(sessions.destroyMatching(match)),
     lockKey: (id) => sessions.lockKey(id),
+    endOf: (record) => sessions.endOf(record),
   };
 }
 
