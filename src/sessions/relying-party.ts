@@ -1,6 +1,7 @@
 // The gateway as a confidential OIDC client (openid-client): authorization code + PKCE, refresh, logout tokens.
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
 import * as oidc from 'openid-client';
+import { OIDC_ALGORITHMS } from '../callers/oidc-verifier';
 import { GatewayError } from '../http/gateway-error';
 
 export interface RelyingPartySettings {
@@ -52,19 +53,6 @@ export const LOGOUT_TOKEN_MAX_AGE_SECONDS = 600;
 /** Clock difference tolerated with the provider, as openid-client tolerates for ID tokens. */
 export const LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS = 30;
 const BACKCHANNEL_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
-/** Asymmetric algorithms only: a logout token signed with a shared secret, or not at all, is refused. */
-const LOGOUT_TOKEN_ALGORITHMS = [
-  'RS256',
-  'RS384',
-  'RS512',
-  'PS256',
-  'PS384',
-  'PS512',
-  'ES256',
-  'ES384',
-  'ES512',
-  'EdDSA',
-];
 
 /** Longest wait for one provider request when the lock lease is unbounded by it (openid-client's default is 30 s). */
 const MAX_PROVIDER_TIMEOUT_SECONDS = 10;
@@ -141,13 +129,7 @@ function discoveryOnDemand(
       )
       .catch((error: unknown) => {
         discovered = undefined;
-        throw new GatewayError(
-          'UPSTREAM_UNAVAILABLE',
-          'The identity provider cannot be reached; try again later.',
-          {
-            cause: error,
-          },
-        );
+        throw providerUnreachable(error);
       });
     return discovered;
   };
@@ -176,14 +158,18 @@ async function exchangeCode(
       throw new GatewayError('INVALID_REQUEST', 'The login answer is not valid: start again.', {
         cause: error,
       });
-    throw new GatewayError(
-      'UPSTREAM_UNAVAILABLE',
-      'The identity provider cannot be reached; try again later.',
-      {
-        cause: error,
-      },
-    );
+    throw providerUnreachable(error);
   }
+}
+
+function providerUnreachable(cause: unknown): GatewayError {
+  return new GatewayError(
+    'UPSTREAM_UNAVAILABLE',
+    'The identity provider cannot be reached; try again later.',
+    {
+      cause,
+    },
+  );
 }
 
 function grantOf(tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): ProviderGrant {
@@ -205,7 +191,8 @@ function logoutTokenVerifier(
       const { payload } = await jwtVerify(token, keys, {
         issuer: config.serverMetadata().issuer,
         audience: clientId,
-        algorithms: LOGOUT_TOKEN_ALGORITHMS,
+        // Asymmetric algorithms only, as for SSO tokens: one signed with a shared secret, or not at all, is refused.
+        algorithms: OIDC_ALGORITHMS,
         maxTokenAge: LOGOUT_TOKEN_MAX_AGE_SECONDS,
         clockTolerance: LOGOUT_TOKEN_CLOCK_TOLERANCE_SECONDS,
         requiredClaims: ['iat', 'jti'],
