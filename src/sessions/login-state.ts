@@ -1,9 +1,9 @@
 // A login in progress: its PKCE verifier, nonce and return path, stored server-side under its state, usable once.
-import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sha256Base64Url } from '../keys/hash';
 import { sessionKeys } from '../keys/redis-keys';
 import type { RecordSeal, TokenStore } from '../tokens';
+import { schemaParser } from './random-values';
 
 const pendingSchema = z.strictObject({
   codeVerifier: z.string().min(43),
@@ -14,6 +14,7 @@ const pendingSchema = z.strictObject({
 });
 
 export type PendingLogin = z.infer<typeof pendingSchema>;
+const parsePending = schemaParser(pendingSchema);
 
 /** How long a user has to finish logging in at the provider. */
 export const LOGIN_TTL_SECONDS = 600;
@@ -25,7 +26,6 @@ export interface LoginStates {
 }
 
 export const bindingOf = sha256Base64Url;
-export const randomValue = () => randomBytes(32).toString('base64url');
 
 export function createLoginStates(store: TokenStore, seal: RecordSeal, keyPrefix: string): LoginStates {
   const login = sessionKeys(keyPrefix).login;
@@ -39,14 +39,7 @@ export function createLoginStates(store: TokenStore, seal: RecordSeal, keyPrefix
       const key = keyOf(state);
       const raw = await store.get(key);
       if (raw === undefined || !(await store.compareAndDelete(key, raw))) return undefined;
-      return seal.open('login_state', raw, key, (text) => {
-        try {
-          const parsed = pendingSchema.safeParse(JSON.parse(text));
-          return parsed.success ? parsed.data : undefined;
-        } catch {
-          return undefined;
-        }
-      });
+      return seal.open('login_state', raw, key, parsePending);
     },
   };
 }

@@ -15,8 +15,9 @@ import {
   setSessionCookie,
   singleCookie,
 } from './cookies';
-import { bindingOf, LOGIN_TTL_SECONDS, type LoginStates, randomValue } from './login-state';
+import { bindingOf, LOGIN_TTL_SECONDS, type LoginStates } from './login-state';
 import type { LogoutReplays } from './logout-replays';
+import { randomValue } from './random-values';
 import { CALLBACK_PATH, type RelyingParty } from './relying-party';
 import { safeReturnTo } from './return-to';
 import type { Revalidation } from './revalidation';

@@ -1,9 +1,9 @@
 // Server-side browser sessions: sealed records under an opaque random id, idle (sliding) and absolute expiry.
-import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { sha256Base64Url } from '../keys/hash';
 import { sessionKeys } from '../keys/redis-keys';
 import type { Clock, RecordSeal, TokenStore } from '../tokens';
+import { randomValue, schemaParser } from './random-values';
 import type { SessionIndex } from './session-index';
 
 /** What the gateway keeps about a signed-in user; never sent to the browser as such. */
@@ -46,6 +46,8 @@ const grantSchema = z.strictObject({
 });
 
 type Presence = z.infer<typeof presenceSchema>;
+const parsePresence = schemaParser(presenceSchema);
+const parseGrant = schemaParser(grantSchema);
 export type SessionGrant = z.infer<typeof grantSchema>;
 
 export interface SessionTimeouts {
@@ -96,9 +98,7 @@ export interface SessionStore {
 /** Session ids: 32 random bytes, base64url (43 characters). */
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
-export function newSessionId(): string {
-  return randomBytes(32).toString('base64url');
-}
+export const newSessionId = randomValue;
 
 /** The idle clock is written back at most this often: a busy session costs one read per request, not a write. */
 const TOUCH_EVERY_MS = 30_000;
@@ -110,17 +110,16 @@ const TOUCH_EVERY_MS = 30_000;
  */
 export function createSessionStore(deps: SessionStoreDeps): SessionStore {
   const { index, clock, timeouts, keyPrefix, owner } = deps;
-  const hashOf = sha256Base64Url;
   const keys = sessionKeys(keyPrefix);
   const records = sessionRecords(deps);
-  const handleOf = (id: string) => (SESSION_ID_PATTERN.test(id) ? hashOf(id) : undefined);
+  const handleOf = (id: string) => (SESSION_ID_PATTERN.test(id) ? sha256Base64Url(id) : undefined);
 
   return {
     async create(fields) {
       const now = clock.now();
       const record: SessionRecord = { ...fields, createdAt: now, lastSeenAt: now, revalidatedAt: now };
       const id = newSessionId();
-      const handle = hashOf(id);
+      const handle = sha256Base64Url(id);
       const { sub, sid, createdAt, lastSeenAt, ...grant } = record;
       await records.writeGrant(handle, grant, record);
       await records.writePresence(handle, { owner, sub, sid, createdAt, lastSeenAt });
@@ -161,7 +160,7 @@ export function createSessionStore(deps: SessionStoreDeps): SessionStore {
       if (handle) await records.remove(handle, await records.readPresence(handle));
     },
     destroyMatching: (match) => destroyMatching(deps, records, match),
-    lockKey: (id) => keys.lock(hashOf(id)),
+    lockKey: (id) => keys.lock(sha256Base64Url(id)),
     endOf: records.endOf,
   };
 }
@@ -190,10 +189,6 @@ interface SessionRecords {
 function sessionRecords(deps: SessionStoreDeps): SessionRecords {
   const { store, index, seal, clock, timeouts, keyPrefix, owner } = deps;
   const keys = sessionKeys(keyPrefix);
-  const presenceKey = keys.presence;
-  const grantKey = keys.grant;
-  const sidKey = keys.bySid;
-  const subKey = keys.bySub;
   const endOf = (presence: Times) =>
     Math.min(presence.lastSeenAt + timeouts.idleMs, presence.createdAt + timeouts.absoluteMs);
   const lifetimeEnd = (presence: Times) => presence.createdAt + timeouts.absoluteMs;
@@ -206,7 +201,7 @@ function sessionRecords(deps: SessionStoreDeps): SessionRecords {
     const ttl = until - clock.now();
     if (ttl > 0) await store.set(key, seal.seal(JSON.stringify(value), key), ttl);
   };
-  const anyPresence = (handle: string) => readSealed(presenceKey(handle), parser(presenceSchema));
+  const anyPresence = (handle: string) => readSealed(keys.presence(handle), parsePresence);
   const readPresence = async (handle: string) => {
     const presence = await anyPresence(handle);
     return presence?.owner === owner ? presence : undefined;
@@ -216,19 +211,20 @@ function sessionRecords(deps: SessionStoreDeps): SessionRecords {
     anyPresence,
     readPresence,
     async read(handle) {
-      const presence = await readPresence(handle);
-      if (!presence) return undefined;
-      const grant = await readSealed(grantKey(handle), parser(grantSchema));
+      // Both parts in one round trip: a request costs one wait on Redis, not two.
+      const [presence, rawGrant] = await Promise.all([readPresence(handle), store.get(keys.grant(handle))]);
+      if (!presence || rawGrant === undefined) return undefined;
+      const grant = seal.open('session', rawGrant, keys.grant(handle), parseGrant);
       if (!grant) return undefined;
       const { owner: _, ...fields } = presence;
       return { ...grant, ...fields };
     },
-    writePresence: (handle, presence) => writeSealed(presenceKey(handle), presence, endOf(presence)),
-    writeGrant: (handle, grant, times) => writeSealed(grantKey(handle), grant, lifetimeEnd(times)),
+    writePresence: (handle, presence) => writeSealed(keys.presence(handle), presence, endOf(presence)),
+    writeGrant: (handle, grant, times) => writeSealed(keys.grant(handle), grant, lifetimeEnd(times)),
     async remove(handle, record) {
-      await store.delete(presenceKey(handle), grantKey(handle));
-      if (record?.sid) await index.remove(sidKey(record.sid), handle);
-      if (record) await index.remove(subKey(record.sub), handle);
+      await store.delete(keys.presence(handle), keys.grant(handle));
+      if (record?.sid) await index.remove(keys.bySid(record.sid), handle);
+      if (record) await index.remove(keys.bySub(record.sub), handle);
     },
     live: (record): record is SessionRecord => record !== undefined && endOf(record) > clock.now(),
   };
@@ -247,10 +243,9 @@ async function destroyMatching(
   if (sub && !sid) for (const handle of await index.members(keys.bySub(sub))) handles.add(handle);
   let ended = 0;
   for (const handle of handles) {
-    const found = await records.anyPresence(handle);
+    const presence = await records.anyPresence(handle);
     // Another provider's or web app's session sharing this Redis: its logout tokens end it, not ours.
-    if (found && found.owner !== owner) continue;
-    const presence = found;
+    if (presence && presence.owner !== owner) continue;
     // With both, only sessions of that user in that provider session end (the spec's sid+sub pairing).
     if (presence && sub && presence.sub !== sub) continue;
     if (presence) ended++;
@@ -259,15 +254,4 @@ async function destroyMatching(
     if (sub) await index.remove(keys.bySub(sub), handle);
   }
   return ended;
-}
-
-function parser<T>(schema: z.ZodType<T>): (text: string) => T | undefined {
-  return (text) => {
-    try {
-      const parsed = schema.safeParse(JSON.parse(text));
-      return parsed.success ? parsed.data : undefined;
-    } catch {
-      return undefined;
-    }
-  };
 }
