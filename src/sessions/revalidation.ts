@@ -85,7 +85,8 @@ export function createRevalidation(deps: RevalidationDeps): Revalidation {
       const run = revalidate(id, rp)
         .catch((error: unknown) => {
           logger.warn(
-            { event: 'session.revalidation_failed', error: (error as Error).message },
+            // The name only, as in refreshFailed: a message may quote a URL or a token.
+            { event: 'session.revalidation_failed', error: errorName(error) },
             'session revalidation failed',
           );
         })
@@ -127,7 +128,7 @@ async function refreshFailed(
   logger.warn(
     {
       event: 'session.revalidation_failed',
-      error: (error as Error).name,
+      error: errorName(error),
       ...(typeof providerError === 'string' ? { providerError: providerError.slice(0, 64) } : {}),
     },
     'session kept: the provider could not be reached or refused the gateway itself',
@@ -145,4 +146,8 @@ async function replaceGrantPatiently(sessions: SessionStore, id: string, fresh: 
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
+}
+
+function errorName(error: unknown): string {
+  return error instanceof Error ? error.name : typeof error;
 }

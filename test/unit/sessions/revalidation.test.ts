@@ -38,17 +38,17 @@ class RotatingProvider {
   }
 }
 
-function fleet(replicas: number) {
+function fleet(replicas: number, logLines: string[] = []) {
   const clock = new FakeClock();
   const memory = createMemoryTokenStore({ now: clock.now });
   /** Writes of a session's grant that fail as if Redis were unreachable for a moment. */
-  const outage = { grantWritesToFail: 0 };
+  const outage = { grantWritesToFail: 0, message: 'Connection is closed.' };
   const store = {
     ...memory,
     async set(key: string, value: string, ttlMs: number) {
       if (key.endsWith(':grant') && outage.grantWritesToFail > 0) {
         outage.grantWritesToFail--;
-        throw new Error('Connection is closed.');
+        throw new Error(outage.message);
       }
       return memory.set(key, value, ttlMs);
     },
@@ -71,7 +71,7 @@ function fleet(replicas: number) {
       store,
       relyingParty: () => rp,
       clock,
-      logger: pino({ level: 'silent' }),
+      logger: pino({ level: 'info' }, { write: (line: string) => logLines.push(line) }),
       intervalMs: INTERVAL,
       lockTtlMs: 15_000,
       grantFrom: (grant, previous, now) => ({
@@ -157,6 +157,20 @@ describe('session revalidation', () => {
     await touchAll(f, id, 1);
     expect(f.provider.refused).toBe(0);
     expect(await f.sessions.open(id)).toBeDefined();
+  });
+
+  it('a store failure that outlasts every retry is logged by its name, never by its message', async () => {
+    const lines: string[] = [];
+    const f = fleet(1, lines);
+    const { id } = await f.sessions.create({ sub: 'alice', claimValues: ['ops'], refreshToken: 'rt-0' });
+    await f.clock.advance(INTERVAL);
+    f.outage.grantWritesToFail = 4;
+    f.outage.message = 'write of rt-1 to redis://:hunter2@redis.internal failed';
+    await touchAll(f, id, 1);
+    const failed = lines.filter((line) => line.includes('session.revalidation_failed'));
+    expect(failed).toHaveLength(1);
+    expect(JSON.parse(failed[0] ?? '{}')).toMatchObject({ error: 'Error' });
+    expect(lines.join('\n')).not.toMatch(/hunter2|rt-1|redis:\/\//);
   });
 
   it('a session without a refresh token is never revalidated', async () => {
