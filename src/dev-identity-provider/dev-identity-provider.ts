@@ -137,8 +137,7 @@ async function interaction(
 ): Promise<void> {
   const details = await provider.interactionDetails(req, res);
   if (!submitted) {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    res.end(loginForm(details.uid, false));
+    answerLoginForm(res, details.uid, false);
     return;
   }
   const form = new URLSearchParams(await readBody(req));
@@ -146,8 +145,7 @@ async function interaction(
     (candidate) => candidate.username === form.get('username') && candidate.password === form.get('password'),
   );
   if (!user) {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    res.end(loginForm(details.uid, true));
+    answerLoginForm(res, details.uid, true);
     return;
   }
   await provider.interactionFinished(
@@ -169,6 +167,11 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on('end', () => resolve(body));
     req.on('error', reject);
   });
+}
+
+function answerLoginForm(res: ServerResponse, uid: string, failed: boolean): void {
+  res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+  res.end(loginForm(uid, failed));
 }
 
 function loginForm(uid: string, failed: boolean): string {
@@ -242,7 +245,8 @@ function providerConfiguration(
       const existing = session.grantIdFor(client.clientId);
       if (existing) return ctx.oidc.provider.Grant.find(existing);
       const grant = new ctx.oidc.provider.Grant({ clientId: client.clientId, accountId: session.accountId });
-      grant.addOIDCScope('openid profile email');
+      // What the client asked for (SESSION_SCOPES), as far as this provider knows the scopes: not a fixed set.
+      grant.addOIDCScope([...ctx.oidc.requestParamOIDCScopes].join(' '));
       await grant.save();
       const grants = grantsOf.get(session.accountId) ?? new Set<string>();
       grants.add(grant.jti);
