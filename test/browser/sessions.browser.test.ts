@@ -4,11 +4,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import { type Browser, type BrowserContext, chromium } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
+import { launchChromium } from '../support/chromium';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = resolve(__dirname, '../../docs/browser-session.png');
 
 /** A hostile page: tries every way a page can use someone else's cookie, and writes what it could read. */
@@ -54,20 +54,7 @@ describe('browser sessions in a real browser (Chromium)', () => {
     // Local mode: the simulator upstream, the development identity provider and the web app at /.
     gateway = await startGatewayProcess({ env: {} });
     hostile = await servePage(() => hostilePage(gateway.url));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: 900, height: 760 } });
   }, 60_000);
 
