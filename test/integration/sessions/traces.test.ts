@@ -2,8 +2,6 @@
 // after a login, calls, a logout and a back-channel logout, no span (nor log line) holds a token, the session id, the
 // authorization code, the state, the client secret or the user's identity.
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import {
   type DevIdentityProvider,
   type DevUser,
@@ -16,7 +14,7 @@ import { findSecrets, JWT_PATTERN } from '../../support/leak-scan';
 import { CookieJar, loginUntilCallback, request } from '../../support/oidc-browser';
 import { attribute, type OtlpReceiver, startOtlpReceiver } from '../../support/otlp-receiver';
 import { freePort, waitFor } from '../../support/ports';
-import { tempDir } from '../../support/temp-dir';
+import { sessionGatewayEnv, webAppClientsFile } from '../../support/session-gateway';
 
 const PLAN = '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992';
 const CLIENT_ID = 'traced-web-app';
@@ -47,32 +45,22 @@ describe('browser sessions with traces on', () => {
         clients: [{ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, origin }],
       }),
     ]);
-    const clientsFile = join(tempDir('bff-session-traces-'), 'clients.json');
-    writeFileSync(
-      clientsFile,
-      JSON.stringify({
-        clients: [
-          {
-            id: CLIENT_ID,
-            keys: [],
-            scopes: ['documents:validate', 'plans:read'],
-            session: { claim: 'groups', grants: { 'payments-ops': ['documents:validate', 'plans:read'] } },
-          },
-        ],
-      }),
-    );
+    const clientsFile = webAppClientsFile({
+      id: CLIENT_ID,
+      scopes: ['documents:validate', 'plans:read'],
+      session: { claim: 'groups', grants: { 'payments-ops': ['documents:validate', 'plans:read'] } },
+    });
     gateway = await startGatewayProcess({
       env: {
         PORT: String(port),
-        UPSTREAM_BASE_URL: simulator.url,
-        UPSTREAM_ALLOW_HTTP: 'true',
-        UPSTREAM_USERNAME: 'sandbox-merchant',
-        UPSTREAM_PASSWORD: 'sandbox-password',
-        CLIENTS_FILE: clientsFile,
-        SESSION_ISSUER: provider.issuer,
-        SESSION_CLIENT_ID: CLIENT_ID,
-        SESSION_CLIENT_SECRET: CLIENT_SECRET,
-        SESSION_PUBLIC_URL: origin,
+        ...sessionGatewayEnv({
+          simulatorUrl: simulator.url,
+          clientsFile,
+          issuer: provider.issuer,
+          clientId: CLIENT_ID,
+          clientSecret: CLIENT_SECRET,
+          publicUrl: origin,
+        }),
         OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
         OTEL_BSP_SCHEDULE_DELAY: '50',
       },

@@ -1,8 +1,6 @@
 // Browser sessions on two real gateway processes sharing one Redis, against a real oidc-provider with rotating refresh
 // tokens: sessions shared, logout everywhere, back-channel logout, forged logout tokens, altered records, revalidation.
 import { createHash, randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import Redis from 'ioredis';
 import { generateKeyPair, SignJWT } from 'jose';
 import {
@@ -16,7 +14,7 @@ import { type GatewayProcess, startGatewayProcess } from '../../support/gateway-
 import { CookieJar, login, request } from '../../support/oidc-browser';
 import { freePort, waitFor } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
-import { tempDir } from '../../support/temp-dir';
+import { devUser, sessionGatewayEnv, webAppClientsFile } from '../../support/session-gateway';
 
 const PLAN = '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992';
 const ajax = { 'x-csrf': '1' };
@@ -25,14 +23,7 @@ const CLIENT_SECRET = randomBytes(24).toString('base64url');
 const REVALIDATE_SECONDS = 5;
 const PREFIX = `bff-sessions-${Date.now()}:`;
 
-const person = (sub: string, groups: string[]): DevUser => ({
-  username: sub,
-  password: `${sub}-password-${randomBytes(6).toString('hex')}`,
-  sub,
-  name: sub.toUpperCase(),
-  email: `${sub}@example.test`,
-  groups,
-});
+const person = (sub: string, groups: string[]) => devUser(sub, groups, sub.toUpperCase());
 const alice = person('alice', ['payments-ops']);
 const bob = person('bob', []);
 const carol = person('carol', ['payments-ops']);
@@ -70,34 +61,24 @@ describe('browser sessions across two gateway replicas', () => {
       }),
     ]);
     redisClient = new Redis(redis.url);
-    const clientsFile = join(tempDir('bff-sessions-'), 'clients.json');
-    writeFileSync(
-      clientsFile,
-      JSON.stringify({
-        clients: [
-          {
-            id: CLIENT_ID,
-            keys: [],
-            scopes: ['documents:validate', 'plans:read'],
-            rateLimit: { limit: 100_000, windowSeconds: 60 },
-            session: { claim: 'groups', grants: { 'payments-ops': ['documents:validate', 'plans:read'] } },
-          },
-        ],
-      }),
-    );
+    const clientsFile = webAppClientsFile({
+      id: CLIENT_ID,
+      scopes: ['documents:validate', 'plans:read'],
+      rateLimit: { limit: 100_000, windowSeconds: 60 },
+      session: { claim: 'groups', grants: { 'payments-ops': ['documents:validate', 'plans:read'] } },
+    });
     const env = {
-      UPSTREAM_BASE_URL: simulator.url,
-      UPSTREAM_ALLOW_HTTP: 'true',
-      UPSTREAM_USERNAME: 'sandbox-merchant',
-      UPSTREAM_PASSWORD: 'sandbox-password',
+      ...sessionGatewayEnv({
+        simulatorUrl: simulator.url,
+        clientsFile,
+        issuer: provider.issuer,
+        clientId: CLIENT_ID,
+        clientSecret: CLIENT_SECRET,
+        publicUrl: originA,
+      }),
       REDIS_URL: redis.url,
       REDIS_KEY_PREFIX: PREFIX,
       TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
-      CLIENTS_FILE: clientsFile,
-      SESSION_ISSUER: provider.issuer,
-      SESSION_CLIENT_ID: CLIENT_ID,
-      SESSION_CLIENT_SECRET: CLIENT_SECRET,
-      SESSION_PUBLIC_URL: originA,
       SESSION_REVALIDATE_SECONDS: String(REVALIDATE_SECONDS),
     };
     [a, b] = await Promise.all([
