@@ -9,7 +9,6 @@ const USERNAME = 'prod-merchant';
 const PASSWORD = 'prod-upstream-password-42';
 const KEY = 'prod-client-key-0123456789abcdef';
 
-/** Runs a script of the project to its exit with exactly `env` (NODE_ENV unset unless given). */
 /** The gateway's (or the doctor's) process to its exit, bound to loopback on a free port unless `env` says otherwise. */
 function runToExit(script: string, env: Record<string, string>) {
   return runScript(script, { HOST: '127.0.0.1', PORT: '0', ...env });

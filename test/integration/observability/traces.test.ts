@@ -53,6 +53,18 @@ function requestLines(gateway: GatewayProcess): Record<string, unknown>[] {
     .filter((line) => line.msg === 'request');
 }
 
+/** A gateway over the simulator with the test's clients file, plus `extra`. */
+function gatewayEnv(simulator: RunningSimulator, clientsFile: string, extra: Record<string, string>) {
+  return {
+    UPSTREAM_BASE_URL: simulator.url,
+    UPSTREAM_ALLOW_HTTP: 'true',
+    UPSTREAM_USERNAME: USERNAME,
+    UPSTREAM_PASSWORD: PASSWORD,
+    CLIENTS_FILE: clientsFile,
+    ...extra,
+  };
+}
+
 const childrenOf = (spans: ExportedSpan[], parent: ExportedSpan) =>
   spans.filter((s) => s.traceId === parent.traceId && s.parentSpanId === parent.spanId);
 
@@ -67,14 +79,7 @@ describe('OpenTelemetry traces', () => {
   let traced: GatewayProcess;
   let propagating: GatewayProcess;
 
-  const env = (extra: Record<string, string>) => ({
-    UPSTREAM_BASE_URL: simulator.url,
-    UPSTREAM_ALLOW_HTTP: 'true',
-    UPSTREAM_USERNAME: USERNAME,
-    UPSTREAM_PASSWORD: PASSWORD,
-    CLIENTS_FILE: clientsFile,
-    ...extra,
-  });
+  const env = (extra: Record<string, string>) => gatewayEnv(simulator, clientsFile, extra);
 
   beforeAll(async () => {
     receiver = await startOtlpReceiver();
@@ -458,14 +463,7 @@ describe('OpenTelemetry traces at shutdown and when off', () => {
     await receiver?.close();
   });
 
-  const env = (extra: Record<string, string>) => ({
-    UPSTREAM_BASE_URL: simulator.url,
-    UPSTREAM_ALLOW_HTTP: 'true',
-    UPSTREAM_USERNAME: USERNAME,
-    UPSTREAM_PASSWORD: PASSWORD,
-    CLIENTS_FILE: clientsFile,
-    ...extra,
-  });
+  const env = (extra: Record<string, string>) => gatewayEnv(simulator, clientsFile, extra);
   const getPlan = (gateway: GatewayProcess) =>
     fetch(`${gateway.url}/api/subscriptions/plan/${PLAN_ID}`, {
       headers: { 'x-api-key': API_KEY, traceparent: TRACEPARENT },

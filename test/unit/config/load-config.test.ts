@@ -2,8 +2,8 @@ import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { ConfigError } from '../../../src/config/config-error';
 import { loadConfig } from '../../../src/config/load-config';
+import { problemsOf } from '../../support/config-problems';
 import { tempDir } from '../../support/temp-dir';
 
 const KEY = Buffer.alloc(32, 7).toString('base64');
@@ -20,16 +20,6 @@ const productionReady = {
   TOKEN_ENCRYPTION_KEY: KEY,
   METRICS_PORT: '9464',
 };
-
-function problemsOf(env: NodeJS.ProcessEnv): { variable: string; message: string }[] {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return [...(error as ConfigError).problems];
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('loadConfig', () => {
   it('starts in local mode with no environment at all', () => {

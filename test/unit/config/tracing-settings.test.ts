@@ -4,18 +4,9 @@ import { ConfigError } from '../../../src/config/config-error';
 import { loadConfig } from '../../../src/config/load-config';
 import { startTracing } from '../../../src/observability/start-tracing';
 import { NO_TRACING } from '../../../src/observability/tracing';
+import { problemsOf } from '../../support/config-problems';
 
 const local = { NODE_ENV: 'development' };
-
-function problemsOf(env: NodeJS.ProcessEnv): { variable: string; message: string }[] {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return [...(error as ConfigError).problems];
-  }
-  throw new Error('expected a ConfigError');
-}
 
 describe('tracing settings', () => {
   it('are off without an OTLP endpoint, whatever else is set', () => {
