@@ -34,6 +34,14 @@ module.exports = {
       to: { path: '^src/[^/]+/internal/' },
     },
     {
+      name: 'no-root-from-folders',
+      severity: 'error',
+      comment:
+        'The composition root (src/*.ts) uses the folders, never the reverse: a folder importing app.ts or gateway.ts is tied to the whole pipeline. Local mode is reached on demand (its own rules).',
+      from: { path: '^src/[^/]+/' },
+      to: { path: '^src/[^/]+\\.ts$', pathNot: '^src/local-mode[^/]*\\.ts$' },
+    },
+    {
       name: 'simulator-only-from-local-mode',
       severity: 'error',
       comment:

@@ -1,7 +1,7 @@
 // The composition root of the HTTP pipeline: every middleware in one visible order, from explicit dependencies.
 import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
-import type { Scope } from './callers/caller';
+import type { CallerGuards } from './callers/caller-guards';
 import type { GatewayConfig } from './config/gateway-config';
 import type { Forwarder, PlanReader } from './forwarding';
 import { errorEnvelopeHandler } from './http/error-envelope';
@@ -20,15 +20,6 @@ import {
   VALIDATION_PATH,
   validateDocumentHandler,
 } from './routes/operation-routes';
-
-/** Who may call, built by src/callers: the app only decides where each guard stands. */
-export interface CallerGuards {
-  readonly inboundAllowList: RequestHandler;
-  readonly cors: RequestHandler;
-  readonly authenticate: RequestHandler;
-  requireScope(scope: Scope): RequestHandler;
-  readonly rateLimit: RequestHandler;
-}
 
 export interface AppDeps {
   readonly config: GatewayConfig;

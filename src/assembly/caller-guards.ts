@@ -1,8 +1,8 @@
 // Builds what stands between a caller and an operation: the client registry, authentication (API keys, SSO tokens,
 // browser sessions), limits, CORS, CIDRs.
-import type { CallerGuards } from '../app';
 import { authFailureLimit } from '../callers/auth-failure-limit';
 import { authenticate, requireScope } from '../callers/authenticate';
+import type { CallerGuards } from '../callers/caller-guards';
 import { type ClientRegistry, loadClientRegistry } from '../callers/client-registry';
 import { cors } from '../callers/cors';
 import { inboundAllowList } from '../callers/inbound-allow-list';

@@ -61,6 +61,8 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'src/http/token-peek.ts': "export { relay } from '../observability/relay';\n",
       'src/observability/relay.ts': "export { createTokenManager as relay } from '../tokens';\n",
       'src/simulator/gateway-peek.ts': "export { GATEWAY_VERSION } from '../gateway';\n",
+      // A builder taking a type from the composition root it serves.
+      'src/assembly/app-type.ts': "export type { AppDeps } from '../app';\n",
       // The forms an import can take are all seen: import(), require(), a type-only import.
       'src/routes/later.ts':
         "export const later = async () => (await import('../tokens/internal/token-manager')).createTokenManager;\n",
@@ -94,6 +96,8 @@ describe('architecture rules (dependency-cruiser in npm run lint)', () => {
       'no-foreign-internal: src/routes/peek.ts → src/tokens/internal/token-manager.ts',
       'no-foreign-internal: src/routes/typed.ts → src/tokens/internal/token-store.ts',
       'no-internal-from-root: src/peek.ts → src/forwarding/internal/forwarder.ts',
+      'no-root-from-folders: src/assembly/app-type.ts → src/app.ts',
+      'no-root-from-folders: src/simulator/gateway-peek.ts → src/gateway.ts',
       'no-test-code-in-src: src/callers/helped.ts → test/support/helper.ts',
       'simulator-only-from-local-mode: src/callers/dev-login.ts → src/dev-identity/provider.ts',
       'simulator-only-from-local-mode: src/local-mode-helpers/simulate.ts → src/simulator/simulator.ts',
