@@ -10,8 +10,6 @@ export interface StoreHealth {
   reportFailure(error?: unknown): void;
   /** A Redis call succeeded. */
   reportSuccess(): void;
-  /** Called with the new state on every change; returns the unsubscribe. */
-  subscribe(listener: (healthy: boolean) => void): () => void;
   /** Start-up waits at most `timeoutMs` for Redis; false (announced as the outage's one down line) starts degraded. */
   waitAtStart(timeoutMs: number): Promise<boolean>;
 }
@@ -24,13 +22,10 @@ export function createRedisHealth(
 ): StoreHealth {
   let up = redis ? redis.status === 'ready' : true;
   let announcedDown = false;
-  const listeners = new Set<(healthy: boolean) => void>();
   metrics.storeHealthy.set(up ? 1 : 0);
   const set = (healthy: boolean) => {
     metrics.storeHealthy.set(healthy ? 1 : 0);
-    if (healthy === up) return;
     up = healthy;
-    for (const listener of listeners) listener(healthy);
   };
   const markUp = () => {
     set(true);
@@ -58,10 +53,6 @@ export function createRedisHealth(
     },
     reportSuccess: () => {
       if (!up) markUp();
-    },
-    subscribe(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
     },
     async waitAtStart(timeoutMs) {
       if (!redis || (await whenRedisReady(redis, timeoutMs))) return true;
