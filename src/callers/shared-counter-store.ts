@@ -1,5 +1,6 @@
 // The express-rate-limit store behind every limiter: counters in Redis shared by the fleet, replica memory when
-// Redis fails, with each outage logged once and every decision taken from memory counted.
+// Redis fails, each failure told to the Redis-health owner (it alone logs the outage) and every decision taken from
+// memory counted.
 import type { Request } from 'express';
 import {
   type ClientRateLimitInfo,
@@ -36,10 +37,9 @@ export function clientIpKey(req: Request): string {
 }
 
 export interface OutageTrackerOptions {
-  /** Names the limiter in its log lines ("rate limiter", "authentication-failure limiter"). */
+  /** Names the limiter to the Redis-health owner ("rate limiter", "authentication-failure limiter"). */
   readonly name: string;
   readonly metrics: Pick<Metrics, 'rateLimitFallbacks'>;
-  readonly logger: CounterStoreLogger;
   /** After a failed Redis call, decide from memory this long before trying Redis again. Default 1000 ms. */
   readonly redisRetryMs?: number;
   /** Told of failed and recovered Redis calls: the Redis-health owner judges and reports Redis health. */
@@ -48,6 +48,7 @@ export interface OutageTrackerOptions {
 
 /** What every limiter counts with: the shared Redis (replica memory without it) and where it reports. */
 export interface LimiterOptions extends Omit<OutageTrackerOptions, 'name'> {
+  readonly logger: CounterStoreLogger;
   /** The shared ioredis client; absent (local mode) means each replica counts in memory. */
   readonly redis?: RedisClient;
   /** REDIS_KEY_PREFIX, under which src/keys/redis-keys.ts names the limiter's counters. */
@@ -55,7 +56,10 @@ export interface LimiterOptions extends Omit<OutageTrackerOptions, 'name'> {
   readonly metrics: Pick<Metrics, 'rateLimitRejections' | 'rateLimitFallbacks'>;
 }
 
-/** Logs the start and end of a Redis outage once each, and counts every decision taken from memory meanwhile. */
+/**
+ * Paces a limiter's Redis retries during an outage, tells the Redis-health owner of its failures and of the
+ * recovery (the owner alone logs them), and counts every decision taken from memory meanwhile.
+ */
 export class OutageTracker {
   private down = false;
   private retryAt = 0;
@@ -65,31 +69,23 @@ export class OutageTracker {
   /** Whether to try Redis for this decision. */
   shouldTry(redis: RedisClient): boolean {
     if (redis.status !== 'ready') {
-      this.failed(undefined, redis.status);
+      this.failed(undefined);
       return false;
     }
     return !this.down || Date.now() >= this.retryAt;
   }
 
-  failed(error: unknown, status?: string): void {
+  /** A Redis call failed (`error`), or the connection is not ready (undefined: the owner already knows). */
+  failed(error: unknown): void {
     this.retryAt = Date.now() + (this.options.redisRetryMs ?? 1_000);
-    if (error !== undefined) this.options.health?.reportFailure(error);
-    if (this.down) return;
     this.down = true;
-    this.options.logger.warn(
-      { err: error instanceof Error ? { message: error.message } : undefined, redisStatus: status },
-      `${this.options.name} cannot reach Redis; counting in replica memory until it is back`,
-    );
+    if (error !== undefined) this.options.health?.reportFailure(error, this.options.name);
   }
 
   recovered(): void {
     if (!this.down) return;
     this.down = false;
     this.options.health?.reportSuccess();
-    this.options.logger.info(
-      {},
-      `${this.options.name} reaches Redis again; counters are shared across replicas`,
-    );
   }
 
   fellBack(): void {

@@ -6,8 +6,11 @@ import { type RedisClient, whenRedisReady } from './redis-connection';
 export interface StoreHealth {
   /** Redis answers right now (always true without Redis: memory cannot be down). */
   healthy(): boolean;
-  /** A Redis call failed (token cache, limiter): a hung Redis keeps its connection "ready" but times out. */
-  reportFailure(error?: unknown): void;
+  /**
+   * A Redis call of `noticedBy` failed (token cache, a limiter): a hung Redis keeps its connection "ready" but
+   * times out. The users of Redis log nothing of it: the owner's down line names the first one to notice.
+   */
+  reportFailure(error?: unknown, noticedBy?: string): void;
   /** A Redis call succeeded. */
   reportSuccess(): void;
   /** Start-up waits at most `timeoutMs` for Redis; false (announced as the outage's one down line) starts degraded. */
@@ -32,11 +35,11 @@ export function createRedisHealth(
     if (announcedDown) logger.info('redis reachable again');
     announcedDown = false;
   };
-  const markDown = (error?: unknown) => {
+  const markDown = (error?: unknown, noticedBy?: string) => {
     set(false);
     if (!announcedDown) {
       const message = error instanceof Error ? error.message : undefined;
-      logger.warn({ error: message }, 'redis unreachable: serving from memory, reconnecting');
+      logger.warn({ error: message, noticedBy }, 'redis unreachable: serving from memory, reconnecting');
     }
     announcedDown = true;
   };
@@ -48,8 +51,8 @@ export function createRedisHealth(
   }
   return {
     healthy: () => up,
-    reportFailure: (error) => {
-      if (redis) markDown(error);
+    reportFailure: (error, noticedBy) => {
+      if (redis) markDown(error, noticedBy);
     },
     reportSuccess: () => {
       if (!up) markUp();

@@ -171,9 +171,11 @@ export class SharedTokenCache {
       if (this.clock.now() - started >= SLOW_STORE_FAILURE_MS)
         this.skipUntil = this.clock.now() + this.storeRetryMs;
       this.metrics.storeErrors.inc({ operation });
-      const entry = { event: 'token.store.error', operation, error: (error as Error)?.message };
-      if (this.ok) this.logger.warn(entry, 'token store unavailable; serving from memory and own logins');
-      else this.logger.debug(entry, 'token store still unavailable');
+      // The outage itself is the Redis-health owner's line; this one names the operation, for debugging.
+      this.logger.debug(
+        { event: 'token.store.error', operation, error: (error as Error)?.message },
+        'token store call failed; served from memory or an own login',
+      );
       this.mark(false, error);
       return DOWN;
     }
@@ -183,7 +185,7 @@ export class SharedTokenCache {
     if (ok === this.ok) return;
     this.ok = ok;
     if (ok) this.health?.reportSuccess();
-    else this.health?.reportFailure(error);
+    else this.health?.reportFailure(error, 'token cache');
   }
 
   private openFailure(kind: FailureKind, raw: string | undefined, key: string): BackoffRecord | undefined {

@@ -1,8 +1,11 @@
 // The narrow seam between token management and its shared store: opaque strings, a lock and change notifications.
 
-/** Where the token cache reports failed and recovered store calls; the Redis-health owner implements it. */
+/**
+ * Where the token cache reports failed and recovered store calls; the Redis-health owner implements it and alone
+ * logs the outage (`noticedBy` names the feature whose call failed first).
+ */
 export interface StoreHealthReport {
-  reportFailure(error?: unknown): void;
+  reportFailure(error?: unknown, noticedBy?: string): void;
   reportSuccess(): void;
 }
 

@@ -4,9 +4,11 @@ import type { Caller } from '../../../src/callers/caller';
 import { rateLimit } from '../../../src/callers/rate-limit';
 import { createMetrics } from '../../../src/observability/metrics';
 import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
+import { createRedisHealth } from '../../../src/store/redis-health';
 import { waitFor } from '../../support/ports';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
 import { memoryLogger, testApp } from '../../unit/callers/support/test-app';
+import { captureLogger } from '../../unit/tokens/token-fakes';
 
 const caller = (id: string, limit?: { limit: number; windowSeconds: number }): RequestHandler => {
   return (req, _res, next) => {
@@ -18,6 +20,8 @@ const caller = (id: string, limit?: { limit: number; windowSeconds: number }): R
 function replica(redis: RedisClient, id: string, limit = { limit: 10, windowSeconds: 60 }) {
   const metrics = createMetrics();
   const logger = memoryLogger();
+  // The Redis-health owner, as the gateway wires it: it alone logs an outage.
+  const healthLog = captureLogger();
   const app = testApp(
     caller(id, limit),
     rateLimit({
@@ -26,10 +30,17 @@ function replica(redis: RedisClient, id: string, limit = { limit: 10, windowSeco
       defaultLimit: { limit: 600, windowSeconds: 60 },
       metrics,
       logger,
+      health: createRedisHealth(redis, healthLog.logger, metrics),
     }),
   );
   const fallbacks = async () => (await metrics.rateLimitFallbacks.get()).values[0]?.value ?? 0;
-  return { app, metrics, logger, fallbacks };
+  /** The health owner's lines holding `text`. */
+  const healthLines = (text: string) =>
+    healthLog
+      .lines()
+      .split('\n')
+      .filter((line) => line.includes(text));
+  return { app, metrics, logger, fallbacks, healthLines };
 }
 
 const connect = (url: string) =>
@@ -91,7 +102,7 @@ describe('rate limits shared through a real Redis', () => {
     );
   });
 
-  test('Redis killed: answers keep coming from memory (no 500), counted and logged once; back when it returns', async () => {
+  test('Redis killed: answers keep coming from memory (no 500), counted, and logged once by the health owner alone; back when it returns', async () => {
     const a = replica(await newClient(), 'outage-client', { limit: 1000, windowSeconds: 60 });
     await request(a.app).get('/x').expect(200);
     await server.kill();
@@ -99,9 +110,12 @@ describe('rate limits shared through a real Redis', () => {
     for (let i = 0; i < 20; i += 1) statuses.push((await request(a.app).get('/x')).status);
     expect(statuses.every((s) => s === 200)).toBe(true);
     expect(await a.fallbacks()).toBe(20);
-    const warnings = a.logger.lines.filter((l) => l.level === 'warn');
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]!.message).toContain('cannot reach Redis');
+    expect(a.logger.lines).toEqual([]);
+    // The owner hears of it from the connection (its first failed reconnect) or a limiter's failed call.
+    await waitFor(() => a.healthLines('"level":40').length > 0, { what: 'the down line' });
+    expect(a.healthLines('"level":40')).toEqual([
+      expect.stringContaining('redis unreachable: serving from memory, reconnecting'),
+    ]);
 
     await server.restart();
     await waitFor(() => clients.every((c) => c.status === 'ready'), { what: 'reconnect', timeoutMs: 15_000 });
@@ -113,7 +127,8 @@ describe('rate limits shared through a real Redis', () => {
         intervalMs: 200,
       },
     );
-    expect(a.logger.lines.some((l) => l.message.includes('reaches Redis again'))).toBe(true);
+    expect(a.healthLines('redis reachable again')).toHaveLength(1);
+    expect(a.logger.lines).toEqual([]);
   });
 
   test('a limiter that started while Redis was down uses Redis once it is up', async () => {

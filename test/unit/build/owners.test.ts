@@ -10,15 +10,12 @@ const ROOT = resolve(__dirname, '../../..');
 const HOLE = '$' + '{}';
 
 /**
- * Lines that say what a user of Redis falls back to, kept beside the owner's down/up lines when the owner was made
- * (d842033); listed so that no new one appears unseen. Each is logged once per outage of its user.
+ * Texts that name Redis being lost without being the owner's down/up line, listed so that no new one appears unseen.
+ * The subscriber's line is about its own connection (pub/sub notifications from other replicas are missed until it
+ * reconnects), which the owner does not watch.
  */
 const FALLBACK_LINES = new Set([
-  'token store unavailable; serving from memory and own logins',
-  'token store still unavailable',
   'token store subscriber lost Redis',
-  `${HOLE} cannot reach Redis; counting in replica memory until it is back`,
-  `${HOLE} reaches Redis again; counters are shared across replicas`,
   // Metric help texts, not log lines.
   'Rate-limit decisions taken from replica memory because Redis was unreachable.',
   'Failed token store operations (each fell back to memory or the token endpoint).',

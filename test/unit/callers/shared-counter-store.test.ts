@@ -5,36 +5,32 @@ import { createMetrics } from '../../../src/observability/metrics';
 
 function tracker() {
   const reports: string[] = [];
-  const logs: string[] = [];
   const outage = new OutageTracker({
     name: 'rate limiter',
     metrics: createMetrics(),
-    logger: {
-      warn: (_o: object, m: string) => logs.push(m),
-      info: (_o: object, m: string) => logs.push(m),
-      error: (_o: object, m: string) => logs.push(m),
+    health: {
+      reportFailure: (_error, noticedBy) => reports.push(`failure by ${noticedBy}`),
+      reportSuccess: () => reports.push('success'),
     },
-    health: { reportFailure: () => reports.push('failure'), reportSuccess: () => reports.push('success') },
   });
-  return { outage, reports, logs };
+  return { outage, reports };
 }
 
 describe('OutageTracker reports to the Redis-health owner', () => {
-  test('a failed call is reported each time; the recovery once, when the outage ends', () => {
-    const { outage, reports, logs } = tracker();
+  test('a failed call is reported each time, naming the limiter; the recovery once, when the outage ends', () => {
+    const { outage, reports } = tracker();
     outage.recovered();
     expect(reports).toEqual([]);
     outage.failed(new Error('Command timed out'));
     outage.failed(new Error('Command timed out'));
     outage.recovered();
     outage.recovered();
-    expect(reports).toEqual(['failure', 'failure', 'success']);
-    expect(logs).toHaveLength(2);
+    expect(reports).toEqual(['failure by rate limiter', 'failure by rate limiter', 'success']);
   });
 
   test('a connection the owner already knows is not ready is not reported again', () => {
     const { outage, reports } = tracker();
-    outage.failed(undefined, 'reconnecting');
+    outage.failed(undefined);
     expect(reports).toEqual([]);
   });
 });

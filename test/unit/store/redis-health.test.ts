@@ -51,13 +51,15 @@ describe('createRedisHealth', () => {
     expect(count('redis')).toBe(0);
   });
 
-  test('a hung Redis (connection ready, calls failing) is down once its users report it, up on a success', async () => {
+  test('a hung Redis (connection ready, calls failing) is down once its users report it, naming the first, up on a success', async () => {
     const { health, metrics, count } = setUp();
-    health.reportFailure(new Error('Command timed out'));
-    health.reportFailure(new Error('Command timed out'));
+    health.reportFailure(new Error('Command timed out'), 'rate limiter');
+    health.reportFailure(new Error('Command timed out'), 'token cache');
     expect(health.healthy()).toBe(false);
     expect(await gauge(metrics)).toBe(0);
     expect(count('Command timed out')).toBe(1);
+    expect(count('"noticedBy":"rate limiter"')).toBe(1);
+    expect(count('token cache')).toBe(0);
     health.reportSuccess();
     health.reportSuccess();
     expect(await gauge(metrics)).toBe(1);

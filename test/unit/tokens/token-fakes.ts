@@ -22,7 +22,7 @@ import type {
 } from '../../../src/tokens/internal/token-client';
 import { createTokenManager, type TokenManagerSettings } from '../../../src/tokens/internal/token-manager';
 import type { TokenProvider } from '../../../src/tokens/internal/token-provider';
-import type { TokenStore } from '../../../src/tokens/internal/token-store';
+import type { StoreHealthReport, TokenStore } from '../../../src/tokens/internal/token-store';
 
 /** Lets every pending promise chain run (real macrotask turns; nothing here uses real timers otherwise). */
 export async function settle(turns = 5): Promise<void> {
@@ -279,6 +279,8 @@ export interface ReplicaOptions {
   readonly settings?: Partial<TokenManagerSettings>;
   readonly store?: TokenStore;
   readonly random?: () => number;
+  /** Where the replica reports its store calls (the gateway hands in the Redis-health owner). */
+  readonly storeHealth?: StoreHealthReport;
 }
 
 /** Token managers on one fake clock, token endpoint and credential source: replicas of a fleet, minus Redis. */
@@ -302,6 +304,7 @@ export function fakeFleet(options: FakeFleetOptions = {}) {
       seal,
       settings: { ...TEST_SETTINGS, ...options.settings, ...own.settings },
       random: own.random ?? options.random ?? (() => 0.5),
+      storeHealth: own.storeHealth,
     });
     managers.push(manager);
     started.push(manager);

@@ -317,14 +317,22 @@ describe('token manager: refusals back off fleet-wide', () => {
 });
 
 describe('token manager: the store may fail', () => {
-  it('store errors fall through to memory and the replica’s own login, logged and counted', async () => {
+  it('store errors fall through to memory and the replica’s own login, counted and reported to the health owner', async () => {
     const f = fakeFleet();
-    const manager = f.replica({ store: brokenStore() });
+    const reports: string[] = [];
+    const storeHealth = {
+      reportFailure: (_error: unknown, noticedBy?: string) => reports.push(`failure by ${noticedBy}`),
+      reportSuccess: () => reports.push('success'),
+    };
+    const manager = f.replica({ store: brokenStore(), storeHealth });
     await manager.start();
     const token = await manager.getAccessToken();
     expect(token.source).toBe('upstream');
     expect((await manager.getAccessToken()).source).toBe('memory');
     expect(manager.status().storeHealthy).toBe(false);
+    // The outage is the owner's to log, once: the token cache reports it and logs only a debug line per call.
+    expect(reports).toEqual(['failure by token cache']);
+    expect(f.log()).not.toMatch(/"level":(40|50)/);
     expect(f.log()).toContain('token.store.error');
     const errors = await f.metrics.registry.getSingleMetricAsString('token_store_errors_total');
     expect(errors).toMatch(/operation="get"/);
