@@ -59,8 +59,7 @@ type RemembersIp = Request & { [CLIENT_IP]?: string };
 
 /**
  * `req.ip` worked out once per request instead of on every read (Express runs the 'trust proxy' function and parses
- * X-Forwarded-For each time; the rate limiter, the failure limiter and the request log all read it), and from the
- * caller's own headers: the forwarder later replaces `req.headers` with the upstream's, which name no client.
+ * X-Forwarded-For each time; the rate limiter, the failure limiter and the request log all read it).
  */
 export function rememberClientIp(app: Express): void {
   const computeIp = Object.getOwnPropertyDescriptor(express.request, 'ip')?.get;

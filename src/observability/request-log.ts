@@ -26,7 +26,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
   const lines = logger.child({}, { redact: { paths: REQUEST_LINE_REDACTED, censor: '[redacted]' } });
   return (req, res) => {
     const startedAt = performance.now();
-    // Read now, from the caller's headers: by 'close' the forwarder has replaced them with the upstream's.
+    // The caller's address for the log line (worked out once per request: rememberClientIp).
     const clientIp = req.ip;
     req.log = logger;
     // 'close' is emitted once per response: `on` spares the wrapper `once` would allocate per request.

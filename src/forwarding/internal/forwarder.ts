@@ -16,6 +16,7 @@ import {
   UpstreamFailure,
 } from './circuit-breaker';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { DETACHED_RESPONSE, takingUpstreamRequests, UpstreamRequest } from './upstream-request';
 import type { UpstreamSlots } from './upstream-slots';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -57,18 +58,39 @@ export interface Forwarder {
   forward(req: Request, res: Response, exchange: UpstreamExchange): Promise<UpstreamAnswer>;
 }
 
-/** One forwarded exchange, over all its attempts. */
-interface Call {
-  readonly exchange: UpstreamExchange;
+/**
+ * One forwarded exchange over all its attempts, and the request http-proxy-middleware is handed for each of them
+ * (hpm's events hand it back): one object for both, built once per exchange.
+ */
+class Call extends UpstreamRequest {
   /** Time spent waiting on the upstream (all attempts), for the request log. */
-  upstreamMs: number;
+  upstreamMs = 0;
+  /**
+   * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
+   * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
+   * chain kept every later request alive through young-generation collections (measured: bench/README.md). A
+   * property costs the collector nothing.
+   */
+  runningAttempt: Attempt | undefined = undefined;
+
+  constructor(
+    readonly exchange: UpstreamExchange,
+    headers: Record<string, string>,
+  ) {
+    super(exchange, headers);
+  }
 }
 
-/** Per-attempt state, found by the incoming request (hpm's events hand us `req`) while the attempt runs. */
+/**
+ * The attempt running on the request an hpm event hands back: always a Call (the forwarder sends nothing else), typed
+ * by hpm as an IncomingMessage, so checked here rather than cast.
+ */
+function runningAttempt(req: unknown): Attempt | undefined {
+  return req instanceof Call ? req.runningAttempt : undefined;
+}
+
+/** Per-attempt state, found from the request hpm's events hand back while the attempt runs. */
 interface Attempt {
-  readonly req: IncomingMessage;
-  /** The caller's own method, put back on `req` when the attempt settles (logs and metrics report it). */
-  readonly callerMethod: string | undefined;
   readonly call: Call;
   readonly accessToken: string;
   readonly startedAt: number;
@@ -83,44 +105,6 @@ interface Attempt {
 
 type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
 
-/**
- * What httpxy gets as the response of an upstream attempt (selfHandleResponse: it never writes to it). It only
- * listens for 'close' and reads these flags; the answer is buffered and sent to the caller(s) afterwards.
- * Shared by every attempt: listeners are dropped (it never closes), and destroy() is a no-op.
- */
-const DETACHED_RESPONSE = {
-  destroyed: false,
-  finished: false,
-  writableFinished: false,
-  headersSent: false,
-  on() {
-    return this;
-  },
-  once() {
-    return this;
-  },
-  destroy() {
-    return this;
-  },
-} as unknown as ServerResponse;
-
-/**
- * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
- * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
- * chain kept every later request alive through young-generation collections (measured: bench/README.md). A
- * property costs the collector nothing.
- */
-const RUNNING_ATTEMPT = Symbol('runningAttempt');
-type CarriesAttempt = IncomingMessage & { [RUNNING_ATTEMPT]?: Attempt };
-
-function runningAttempt(req: IncomingMessage): Attempt | undefined {
-  return (req as CarriesAttempt)[RUNNING_ATTEMPT];
-}
-
-function setRunningAttempt(req: IncomingMessage, attempt: Attempt | undefined): void {
-  (req as CarriesAttempt)[RUNNING_ATTEMPT] = attempt;
-}
-
 const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
 
 export function createForwarder(deps: ForwarderDeps): Forwarder {
@@ -132,8 +116,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   const settle = (attempt: Attempt) => {
     attempt.settled = true;
     clearTimeout(attempt.timer);
-    attempt.req.method = attempt.callerMethod;
-    if (runningAttempt(attempt.req) === attempt) setRunningAttempt(attempt.req, undefined);
+    if (attempt.call.runningAttempt === attempt) attempt.call.runningAttempt = undefined;
   };
   const fail = (attempt: Attempt, error: unknown) => {
     if (attempt.settled) return;
@@ -141,75 +124,72 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     attempt.reject(error);
   };
 
-  const proxy = createProxyMiddleware<IncomingMessage, ServerResponse>({
-    // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
-    target: new URL(deps.baseUrl),
-    agent: deps.agent,
-    changeOrigin: true,
-    xfwd: false,
-    selfHandleResponse: true,
-    ejectPlugins: true,
-    plugins: [
-      (server) => {
-        server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
-          const attempt = runningAttempt(req);
-          if (!attempt || attempt.settled) {
-            // Settled (timed out) while waiting for a free socket: never send it.
-            proxyReq.destroy();
-            return;
-          }
-          attempt.proxyReq = proxyReq;
-          // The gateway's own token goes on the outgoing request only, never onto the caller's request object.
-          proxyReq.setHeader('authorization', `Bearer ${attempt.accessToken}`);
-          // The upstream request is complete here, body included: the caller's stream (consumed by validation, or
-          // a body-less GET) is never waited on, so a caller who hangs up cannot leave the call half-sent.
-          proxyReq.end(attempt.call.exchange.body);
-        });
-        server.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage) => {
-          const attempt = runningAttempt(req);
-          if (!attempt) {
-            proxyRes.resume();
-            return;
-          }
-          readAnswer(proxyRes, maxAnswerBytes).then(
-            (answer) => {
-              if (attempt.settled) return;
-              settle(attempt);
-              observeUpstream(attempt, answer.status);
-              if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
-              else if (answer.status === 403) attempt.reject(ipRefused());
-              else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
-              else attempt.resolve({ kind: 'answer', answer });
-            },
-            () => fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection')),
-          );
-        });
-        server.on('error', (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
-          const attempt = req && runningAttempt(req);
-          if (!req || !attempt) return;
-          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
-          const tls = tlsFailureOf(error);
-          if (tls)
-            deps.logger.warn(
-              { route: attempt.call.exchange.route, ...tls },
-              `upstream TLS failure: ${tls.cause}`,
+  /** A failed upstream call: httpxy reports a reset as 'econnreset' (the request has no socket), others as 'error'. */
+  const upstreamError = (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
+    const attempt = runningAttempt(req);
+    if (!attempt) return;
+    observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+    const tls = tlsFailureOf(error);
+    if (tls)
+      deps.logger.warn({ route: attempt.call.exchange.route, ...tls }, `upstream TLS failure: ${tls.cause}`);
+    fail(
+      attempt,
+      attempt.timedOut
+        ? new UpstreamFailure('timeout')
+        : new UpstreamFailure('connection', error.code ?? 'unknown'),
+    );
+  };
+
+  const proxy = takingUpstreamRequests(
+    createProxyMiddleware<IncomingMessage, ServerResponse>({
+      // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
+      target: new URL(deps.baseUrl),
+      agent: deps.agent,
+      changeOrigin: true,
+      xfwd: false,
+      selfHandleResponse: true,
+      ejectPlugins: true,
+      plugins: [
+        (server) => {
+          server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
+            const attempt = runningAttempt(req);
+            if (!attempt || attempt.settled) {
+              // Settled (timed out) while waiting for a free socket: never send it.
+              proxyReq.destroy();
+              return;
+            }
+            attempt.proxyReq = proxyReq;
+            // The gateway's own token goes on the outgoing request only.
+            proxyReq.setHeader('authorization', `Bearer ${attempt.accessToken}`);
+            // The upstream request is complete here, body included: nothing is streamed from the caller (the body was
+            // validated and serialized once), so a caller who hangs up cannot leave the call half-sent.
+            proxyReq.end(attempt.call.exchange.body);
+          });
+          server.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage) => {
+            const attempt = runningAttempt(req);
+            if (!attempt) {
+              proxyRes.resume();
+              return;
+            }
+            readAnswer(proxyRes, maxAnswerBytes).then(
+              (answer) => {
+                if (attempt.settled) return;
+                settle(attempt);
+                observeUpstream(attempt, answer.status);
+                if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
+                else if (answer.status === 403) attempt.reject(ipRefused());
+                else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
+                else attempt.resolve({ kind: 'answer', answer });
+              },
+              () => fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection')),
             );
-          fail(
-            attempt,
-            attempt.timedOut
-              ? new UpstreamFailure('timeout')
-              : new UpstreamFailure('connection', error.code ?? 'unknown'),
-          );
-        });
-        server.on('econnreset', (_error: Error, req?: IncomingMessage) => {
-          const attempt = req && runningAttempt(req);
-          if (!attempt) return;
-          observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
-          fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection'));
-        });
-      },
-    ],
-  });
+          });
+          server.on('error', upstreamError);
+          server.on('econnreset', upstreamError);
+        },
+      ],
+    }),
+  );
 
   function observeUpstream(attempt: Attempt, status: number | string) {
     const ms = performance.now() - attempt.startedAt;
@@ -221,12 +201,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   }
 
   /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
-  function sendAttempt(req: Request, call: Call, accessToken: string) {
-    const { exchange } = call;
+  function sendAttempt(call: Call, accessToken: string) {
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt: Attempt = {
-        req,
-        callerMethod: req.method,
         call,
         accessToken,
         startedAt: performance.now(),
@@ -235,7 +212,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         resolve,
         reject,
       };
-      setRunningAttempt(req, attempt);
+      call.runningAttempt = attempt;
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
@@ -243,26 +220,18 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         attempt.proxyReq?.destroy();
         fail(attempt, new UpstreamFailure('timeout'));
       }, deps.timeoutMs);
-      req.url = exchange.path;
-      // httpxy sends the incoming request's method: the upstream must see the route's own, never a caller's HEAD
-      // (answered without a body, which coalescing and the cache would then hand to GETs).
-      req.method = exchange.method;
-      req.headers = upstreamRequestHeaders({
-        requestId: req.id,
-        staticHeaders: deps.staticHeaders,
-        contentLength: exchange.body?.length,
-      });
-      tracing.injectUpstream(req.headers);
+      // This attempt's span context (traces on): the previous attempt's is overwritten.
+      tracing.injectUpstream(call.headers);
       // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a
       // call that coalesced readers share nor counts as an upstream failure against the circuit breaker.
-      proxy(req, DETACHED_RESPONSE).catch((error: unknown) => fail(attempt, error));
+      proxy(call, DETACHED_RESPONSE).catch((error: unknown) => fail(attempt, error));
     });
   }
 
   /** One upstream attempt, in a client span of its own. */
-  function attemptOnce(req: Request, call: Call, accessToken: string) {
-    if (!tracing.enabled) return sendAttempt(req, call, accessToken);
-    const send = () => sendAttempt(req, call, accessToken);
+  function attemptOnce(call: Call, accessToken: string) {
+    if (!tracing.enabled) return sendAttempt(call, accessToken);
+    const send = () => sendAttempt(call, accessToken);
     return tracing.inSpan('upstream', send, outcomeAttributes, upstreamAttributes(call.exchange), 'client');
   }
 
@@ -270,7 +239,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   async function guardedAttempt(req: Request, res: Response, call: Call, accessToken: string) {
     const circuit = deps.circuits.of(call.exchange.route);
     try {
-      return await circuit.run(() => attemptOnce(req, call, accessToken));
+      return await circuit.run(() => attemptOnce(call, accessToken));
     } catch (error) {
       const retryable =
         call.exchange.method === 'GET' &&
@@ -284,13 +253,23 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         { requestId: req.id, route: call.exchange.route, code: error.code },
         'upstream connection error, retrying once',
       );
-      return circuit.run(() => attemptOnce(req, call, accessToken));
+      return circuit.run(() => attemptOnce(call, accessToken));
     }
   }
 
   return {
     async forward(req, res, exchange) {
-      const call: Call = { exchange, upstreamMs: 0 };
+      // The upstream's own request, built from the exchange: the caller's method, URL and headers stay as they came
+      // (the upstream sees the route's method, never a caller's HEAD, answered without a body that coalescing and
+      // the cache would then hand to GETs).
+      const call = new Call(
+        exchange,
+        upstreamRequestHeaders({
+          requestId: req.id,
+          staticHeaders: deps.staticHeaders,
+          contentLength: exchange.body?.length,
+        }),
+      );
       try {
         const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
         noteTokenSource(res, token.source);
