@@ -390,6 +390,11 @@ describe('loadConfig', () => {
     expect(problemsOf({ TRUST_PROXY: 'true' })).toEqual([
       expect.objectContaining({ variable: 'TRUST_PROXY' }),
     ]);
+    // Every address is `true` spelled as a CIDR: any caller could forge X-Forwarded-For.
+    for (const everyone of ['0.0.0.0/0', '10.0.0.0/8, ::/0'])
+      expect(problemsOf({ TRUST_PROXY: everyone })).toEqual([
+        expect.objectContaining({ variable: 'TRUST_PROXY' }),
+      ]);
     expect(loadConfig({ TRUST_PROXY: '2' }).server.trustProxy).toBe(2);
     expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, loopback' }).server.trustProxy).toEqual([
       '10.0.0.0/8',
