@@ -2,7 +2,7 @@
 
 import { createExpiringMap } from '../../store/expiring-map';
 import type { RedisClient } from '../../store/redis-connection';
-import type { RecordSeal } from '../../tokens';
+import { type RecordSeal, SlowStoreGate } from '../../tokens';
 import type { UpstreamAnswer } from './forwarder';
 
 export interface AnswerCache {
@@ -53,10 +53,13 @@ const decode = (text: string, now: number): UpstreamAnswer | undefined => {
   }
 };
 
+/** After a slow failure (a hung Redis) the cache is left alone this long: plan reads never each wait on it. */
+const RETRY_HUNG_REDIS_MS = 2_000;
+
 /**
- * Redis errors are misses: a cache must never turn a Redis outage into a caller error. Entries are sealed
- * (`seal`: AES-256-GCM with the Redis key name as associated data when TOKEN_ENCRYPTION_KEY is set); one that
- * does not open is a miss, counted, and never served.
+ * Redis errors are misses: a cache must never turn a Redis outage into a caller error, nor a hung Redis into a
+ * second of waiting on every plan read. Entries are sealed (`seal`: AES-256-GCM with the Redis key name as
+ * associated data when TOKEN_ENCRYPTION_KEY is set); one that does not open is a miss, counted, and never served.
  */
 export function createRedisAnswerCache(
   redis: RedisClient,
@@ -64,21 +67,28 @@ export function createRedisAnswerCache(
   seal: RecordSeal,
   now: () => number = Date.now,
 ): AnswerCache {
+  const gate = new SlowStoreGate(RETRY_HUNG_REDIS_MS, now);
   return {
     async get(key) {
+      if (gate.closed) return undefined;
+      const started = now();
       try {
         const raw = await redis.get(prefix + key);
         return raw ? seal.open('plan_cache', raw, prefix + key, (text) => decode(text, now())) : undefined;
       } catch {
+        gate.failed(started);
         return undefined;
       }
     },
     async set(key, answer, ttlSeconds) {
+      if (gate.closed) return;
+      const started = now();
       try {
-        const sealed = seal.seal(encode(answer, now() + ttlSeconds * 1000), prefix + key);
+        const sealed = seal.seal(encode(answer, started + ttlSeconds * 1000), prefix + key);
         await redis.set(prefix + key, sealed, 'EX', ttlSeconds);
       } catch {
         // a missed write only costs a later upstream call
+        gate.failed(started);
       }
     },
   };
