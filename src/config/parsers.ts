@@ -26,6 +26,14 @@ export function parseTrustProxy(raw: string): TrustProxySetting {
   return entries;
 }
 
+/**
+ * Whether a URL (valid: the schema checked it) is https, its scheme read the way a URL reads it: `HTTP://` is plain
+ * http and `HTTPS://` is https, whatever a string prefix test would say.
+ */
+export function isHttpsUrl(url: string): boolean {
+  return new URL(url).protocol === 'https:';
+}
+
 export function isCidr(value: string): boolean {
   const [address, bits, ...rest] = value.split('/');
   if (rest.length > 0 || !address) return false;

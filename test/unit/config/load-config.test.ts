@@ -237,6 +237,26 @@ describe('loadConfig', () => {
       ).toBeDefined();
     });
 
+    it('reads a URL scheme in any case: HTTP:// is still plain http, HTTPS:// still https', () => {
+      const production = { ...upstreamEnv, ...productionReady };
+      expect(problemsOf({ ...production, UPSTREAM_BASE_URL: 'HTTP://api.payments.example.com' })).toEqual([
+        expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' }),
+      ]);
+      const problems = problemsOf({
+        ...production,
+        OIDC_ISSUER: 'Http://sso.example.com',
+        OIDC_AUDIENCE: 'payments-bff',
+        OIDC_JWKS_URL: 'HTTP://sso.example.com/jwks',
+      });
+      expect(problems.map((p) => p.variable).sort()).toEqual(['OIDC_ISSUER', 'OIDC_JWKS_URL']);
+      // The upstream in its canonical form: every consumer (the agent, the token client) sees https.
+      const config = loadConfig({
+        ...production,
+        UPSTREAM_BASE_URL: 'HTTPS://API.Payments.example.com:443/',
+      });
+      expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
+    });
+
     it('needs METRICS_PORT, or an explicit METRICS_ON_MAIN_PORT=true, and not both', () => {
       const env = { ...upstreamEnv, ...productionReady, METRICS_PORT: '' };
       const [problem] = problemsOf(env);
