@@ -68,7 +68,7 @@ function callerGuards(
   const { oidc } = config.callers;
   const counting = { redis, health, keyPrefix: config.redis.keyPrefix, metrics, logger };
   return {
-    inboundAllowList: inboundAllowList(config.server.inboundAllowCidrs),
+    inboundAllowList: inboundAllowList(config.server.inboundAllowCidrs, failureLog),
     cors: cors({ origins: config.server.corsOrigins, registry }),
     authenticate: authenticate({
       registry,

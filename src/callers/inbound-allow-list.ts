@@ -2,6 +2,8 @@
 import { BlockList, isIPv4 } from 'node:net';
 import type { RequestHandler } from 'express';
 import { GatewayError } from '../http/gateway-error';
+import type { AuthFailureLog } from '../observability/auth-failure-log';
+import { clientIpKey } from './shared-counter-store';
 
 /** Builds a BlockList (used here as an allow list) from CIDRs or plain addresses, IPv4 and IPv6. */
 export function cidrList(cidrs: readonly string[]): BlockList {
@@ -30,17 +32,20 @@ export function inList(list: BlockList, ip: string): boolean {
 /**
  * 403 CLIENT_FORBIDDEN for callers outside `cidrs`; an empty list lets everyone in. `req.ip` is the socket
  * peer unless TRUST_PROXY names the proxies in front (hop count or CIDRs), so X-Forwarded-For cannot be forged.
+ * Refusals are counted per address in `failureLog` (one line per address and interval), never logged one by one:
+ * a flood from outside must not become a flood of log lines.
  */
-export function inboundAllowList(cidrs: readonly string[]): RequestHandler {
+export function inboundAllowList(cidrs: readonly string[], failureLog: AuthFailureLog): RequestHandler {
   if (cidrs.length === 0) return (_req, _res, next) => next();
   const list = cidrList(cidrs);
-  return (req, _res, next) => {
+  return (req, res, next) => {
     const ip = req.ip;
     if (ip !== undefined && inList(list, ip)) {
       next();
       return;
     }
-    req.log?.warn({ ip }, 'caller address outside INBOUND_ALLOW_CIDRS');
+    res.locals.quiet = true;
+    failureLog.outsideAllowList(clientIpKey(req), req.id);
     next(new GatewayError('CLIENT_FORBIDDEN', 'The caller address is not allowed to reach the gateway.'));
   };
 }

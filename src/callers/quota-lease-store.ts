@@ -6,13 +6,20 @@ import type { RedisClient } from '../store/redis-connection';
 /**
  * Claims `ARGV[1]` hits of the window counter at once and returns the counter after the claim and the window's
  * remaining time. A fixed window: it starts with the first claim and the counter expires with it.
+ *
+ * Whatever else holds the key is not a counter of this window (written by hand or by whoever can write Redis): no
+ * expiry, a window longer than `ARGV[2]` ms, a count below zero, not a count or not a string. It is replaced by a
+ * fresh window, so such a record never locks a client out for longer than one window, and never fails the claim
+ * (a failed claim would send every limiter of the replica to memory, as if Redis were down).
  */
 const CLAIM_SCRIPT = `
-local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+local claim = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local total = redis.pcall('INCRBY', KEYS[1], claim)
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl <= 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  ttl = tonumber(ARGV[2])
+if type(total) ~= 'number' or total < claim or ttl <= 0 or ttl > window then
+  redis.call('SET', KEYS[1], claim, 'PX', window)
+  return {claim, window}
 end
 return {total, ttl}`;
 

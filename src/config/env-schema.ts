@@ -7,6 +7,8 @@ const bool = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 /** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
+/** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
+export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 const list = z.string().transform((v) =>
   v
@@ -129,7 +131,7 @@ export const envSchema = z.object({
   TOKEN_REFRESH_SKEW_SECONDS: int(1, 3600).default(60),
   TOKEN_ENCRYPTION_KEY: parsed(parseEncryptionKey).optional(),
   TOKEN_ENCRYPTION_KEY_FILE: z.string().min(1).optional(),
-  TOKEN_LOCK_TTL_MS: int(1000, 120_000).default(15_000),
+  TOKEN_LOCK_TTL_MS: int(1000, MAX_TOKEN_LOCK_TTL_MS).default(15_000),
   TOKEN_LOCK_WAIT_MS: int(100, 120_000).default(5_000),
   TOKEN_LOGIN_MIN_INTERVAL_MS: int(0, 3_600_000).default(20_000),
   TOKEN_LOGIN_MAX_INTERVAL_MS: int(0, 86_400_000).default(900_000),

@@ -6,7 +6,7 @@ import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
 import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
 import { misspelledVariables } from './misspelled-variables';
-import { parseHostPorts } from './parsers';
+import { isHttpsUrl, parseHostPorts } from './parsers';
 import { checkProductionRules, isProduction, productionNote } from './production-rules';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
@@ -76,7 +76,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       'is required when NODE_ENV=production (local mode with the simulator is for development)',
     );
   }
-  if (env.UPSTREAM_BASE_URL?.startsWith('http:')) {
+  if (env.UPSTREAM_BASE_URL !== undefined && !isHttpsUrl(env.UPSTREAM_BASE_URL)) {
     if (production) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
     else if (!env.UPSTREAM_ALLOW_HTTP)
       fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
@@ -143,7 +143,8 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     log: { level: env.LOG_LEVEL, file: env.LOG_FILE },
     tracing: tracingSettings(env),
     upstream: {
-      baseUrl: env.UPSTREAM_BASE_URL?.replace(/\/+$/, ''),
+      // Canonical (lower-case scheme and host, no default port or trailing slash): what every consumer compares.
+      baseUrl: env.UPSTREAM_BASE_URL && new URL(env.UPSTREAM_BASE_URL).href.replace(/\/+$/, ''),
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
       extraCa: upstreamCa,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
@@ -229,8 +230,8 @@ function checkSessionSettings(
       "must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway's own origin",
     );
   if (production) {
-    if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
-    if (env.SESSION_PUBLIC_URL && !env.SESSION_PUBLIC_URL.startsWith('https:'))
+    if (!isHttpsUrl(env.SESSION_ISSUER)) fail('SESSION_ISSUER', 'must be https in production');
+    if (env.SESSION_PUBLIC_URL && !isHttpsUrl(env.SESSION_PUBLIC_URL))
       fail('SESSION_PUBLIC_URL', 'must be https in production (the session cookie is Secure)');
   }
   if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)

@@ -7,7 +7,8 @@ const NAMED_SUBNETS = new Set(['loopback', 'linklocal', 'uniquelocal']);
 
 /**
  * `TRUST_PROXY`: `false`, a hop count, or a comma list of CIDRs / addresses / Express subnet names.
- * `true` is refused: trusting every hop lets any caller forge X-Forwarded-For and defeat the CIDR allow-list.
+ * `true` is refused: trusting every hop lets any caller forge X-Forwarded-For and defeat the CIDR allow-list; so is
+ * a CIDR of every address (`0.0.0.0/0`, `::/0`), which is `true` spelled differently.
  */
 export function parseTrustProxy(raw: string): TrustProxySetting {
   const value = raw.trim();
@@ -19,8 +20,18 @@ export function parseTrustProxy(raw: string): TrustProxySetting {
   for (const entry of entries) {
     if (!NAMED_SUBNETS.has(entry) && !isCidr(entry))
       throw new Error('must be a hop count or a list of CIDRs');
+    if (entry.endsWith('/0'))
+      throw new Error('must name the proxies; a CIDR of every address would trust any caller, like "true"');
   }
   return entries;
+}
+
+/**
+ * Whether a URL (valid: the schema checked it) is https, its scheme read the way a URL reads it: `HTTP://` is plain
+ * http and `HTTPS://` is https, whatever a string prefix test would say.
+ */
+export function isHttpsUrl(url: string): boolean {
+  return new URL(url).protocol === 'https:';
 }
 
 export function isCidr(value: string): boolean {

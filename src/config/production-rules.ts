@@ -1,6 +1,7 @@
 // The production rules: when they apply, and what they refuse, each refusal naming the variable and the fix.
 import type { RawEnv } from './env-schema';
 import type { RedisTopology } from './gateway-config';
+import { isHttpsUrl } from './parsers';
 
 type Fail = (variable: string, message: string) => void;
 
@@ -36,7 +37,7 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
   const why = productionNote(env);
   for (const name of ['OIDC_ISSUER', 'OIDC_JWKS_URL'] as const) {
     const url = env[name];
-    if (url !== undefined && !url.startsWith('https:'))
+    if (url !== undefined && !isHttpsUrl(url))
       fail(
         name,
         `must be an https URL in production: caller tokens are verified with keys fetched from it${why}`,

@@ -27,7 +27,13 @@ export function sendError(res: Response, error: GatewayError): void {
 }
 
 /** Errors of Express and body-parser that a caller causes, as 4xx reasons; anything else stays unknown. */
-function fromCallerMistake(error: { name?: string; type?: string; code?: string }): GatewayError | undefined {
+function fromCallerMistake(error: {
+  name?: string;
+  type?: string;
+  code?: string;
+  status?: number;
+  expose?: boolean;
+}): GatewayError | undefined {
   // The router could not percent-decode a path parameter (e.g. `%ZZ`, `%E0%A4%A`).
   if (error.name === 'URIError') {
     return new GatewayError('INVALID_REQUEST', 'The request path is not valid percent-encoding.');
@@ -48,9 +54,13 @@ function fromCallerMistake(error: { name?: string; type?: string; code?: string 
     case 'stream.encoding.set':
       return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
   }
-  // A gzip/deflate/br body that does not decompress: body-parser passes zlib's error on with no `type`.
-  if (error.code?.startsWith('Z_') || error.code?.startsWith('ERR__'))
+  // A gzip/deflate/br/zstd body that does not decompress: body-parser passes zlib's error on with no `type`.
+  if (error.code?.startsWith('Z_') || error.code?.startsWith('ERR__') || error.code?.startsWith('ZSTD_'))
     return new GatewayError('INVALID_REQUEST', 'The request body could not be decompressed.');
+  // Any other failure of reading the body, which body-parser marks as the caller's (400, exposable): a stream
+  // format this list does not know yet is still the caller's mistake, never a 500.
+  if (error.status === 400 && error.expose === true)
+    return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
   return undefined;
 }
 

@@ -1,10 +1,26 @@
 // The fleet-wide TokenStore on Redis (standalone, Sentinel or Cluster) through the one shared ioredis client.
 import type { Logger } from 'pino';
+import { MAX_TOKEN_LOCK_TTL_MS } from '../config/env-schema';
 import type { ChannelListener, TokenStore } from '../tokens';
 import type { RedisClient } from './redis-connection';
 
 /** Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. */
 const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
+
+/**
+ * Takes the lock KEYS[1] for owner ARGV[1] with a lease of ARGV[2] ms when nobody holds it (SET NX PX), or when what
+ * holds it is no replica's lock: no expiry, a lease longer than ARGV[3] ms (the longest TOKEN_LOCK_TTL_MS allows),
+ * or not a string. Whoever can write Redis could otherwise park a lock there for ever, and every token flight of the
+ * fleet would wait out TOKEN_LOCK_WAIT_MS rounds for twice the lease before fetching on its own.
+ */
+const ACQUIRE_LOCK = `
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 or ttl > tonumber(ARGV[3]) or redis.call('type', KEYS[1]).ok ~= 'string' then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`;
 
 /** Renews the lease of KEYS[1] only while ARGV[1] owns it. */
 const COMPARE_AND_EXTEND = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
@@ -62,7 +78,8 @@ export function createRedisTokenStore({ client, logger }: RedisTokenStoreOptions
       return Number(await client.eval(COMPARE_AND_DELETE, 1, key, expected)) === 1;
     },
     async acquireLock(key, owner, ttlMs) {
-      return (await client.set(key, owner, 'PX', Math.max(1, Math.ceil(ttlMs)), 'NX')) === 'OK';
+      const leaseMs = Math.max(1, Math.ceil(ttlMs));
+      return Number(await client.eval(ACQUIRE_LOCK, 1, key, owner, leaseMs, MAX_TOKEN_LOCK_TTL_MS)) === 1;
     },
     async releaseLock(key, owner) {
       return Number(await client.eval(COMPARE_AND_DELETE, 1, key, owner)) === 1;

@@ -7,6 +7,7 @@ export {
 } from './internal/credentials';
 export { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from './internal/jwt-expiry';
 export { createRecordSeal, type RecordSeal } from './internal/record-seal';
+export { SlowStoreGate } from './internal/slow-store-gate';
 export { createTokenCipher } from './internal/token-cipher';
 export { createTokenClient } from './internal/token-client';
 export { createTokenManager } from './internal/token-manager';

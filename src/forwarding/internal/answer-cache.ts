@@ -2,7 +2,7 @@
 
 import { createExpiringMap } from '../../store/expiring-map';
 import type { RedisClient } from '../../store/redis-connection';
-import type { RecordSeal } from '../../tokens';
+import { type RecordSeal, SlowStoreGate } from '../../tokens';
 import type { UpstreamAnswer } from './forwarder';
 
 export interface AnswerCache {
@@ -14,21 +14,29 @@ interface StoredAnswer {
   s: number;
   h: Record<string, string>;
   b: string;
+  /** Epoch ms when the entry ends, sealed with it: Redis's own expiry can be lifted (PERSIST) or a copy replayed. */
+  e: number;
 }
 
-const encode = (answer: UpstreamAnswer): string =>
+const encode = (answer: UpstreamAnswer, expiresAt: number): string =>
   JSON.stringify({
     s: answer.status,
     h: answer.headers,
     b: answer.body.toString('base64'),
+    e: expiresAt,
   } satisfies StoredAnswer);
-/** The answer from its JSON text, or undefined unless every field has its shape (it came from Redis). */
-const decode = (text: string): UpstreamAnswer | undefined => {
+/**
+ * The answer from its JSON text, or undefined unless every field has its shape (it came from Redis) and its own end
+ * (`e`) is still ahead: an entry kept past its TTL by whoever can write Redis is as good as absent.
+ */
+const decode = (text: string, now: number): UpstreamAnswer | undefined => {
   try {
     const stored = JSON.parse(text) as Partial<StoredAnswer> | null;
     const headers = stored?.h;
     if (
       !stored ||
+      typeof stored.e !== 'number' ||
+      !(stored.e > now) ||
       !Number.isInteger(stored.s) ||
       (stored.s as number) < 100 ||
       (stored.s as number) > 599 ||
@@ -45,26 +53,42 @@ const decode = (text: string): UpstreamAnswer | undefined => {
   }
 };
 
+/** After a slow failure (a hung Redis) the cache is left alone this long: plan reads never each wait on it. */
+const RETRY_HUNG_REDIS_MS = 2_000;
+
 /**
- * Redis errors are misses: a cache must never turn a Redis outage into a caller error. Entries are sealed
- * (`seal`: AES-256-GCM with the Redis key name as associated data when TOKEN_ENCRYPTION_KEY is set); one that
- * does not open is a miss, counted, and never served.
+ * Redis errors are misses: a cache must never turn a Redis outage into a caller error, nor a hung Redis into a
+ * second of waiting on every plan read. Entries are sealed (`seal`: AES-256-GCM with the Redis key name as
+ * associated data when TOKEN_ENCRYPTION_KEY is set); one that does not open is a miss, counted, and never served.
  */
-export function createRedisAnswerCache(redis: RedisClient, prefix: string, seal: RecordSeal): AnswerCache {
+export function createRedisAnswerCache(
+  redis: RedisClient,
+  prefix: string,
+  seal: RecordSeal,
+  now: () => number = Date.now,
+): AnswerCache {
+  const gate = new SlowStoreGate(RETRY_HUNG_REDIS_MS, now);
   return {
     async get(key) {
+      if (gate.closed) return undefined;
+      const started = now();
       try {
         const raw = await redis.get(prefix + key);
-        return raw ? seal.open('plan_cache', raw, prefix + key, decode) : undefined;
+        return raw ? seal.open('plan_cache', raw, prefix + key, (text) => decode(text, now())) : undefined;
       } catch {
+        gate.failed(started);
         return undefined;
       }
     },
     async set(key, answer, ttlSeconds) {
+      if (gate.closed) return;
+      const started = now();
       try {
-        await redis.set(prefix + key, seal.seal(encode(answer), prefix + key), 'EX', ttlSeconds);
+        const sealed = seal.seal(encode(answer, started + ttlSeconds * 1000), prefix + key);
+        await redis.set(prefix + key, sealed, 'EX', ttlSeconds);
       } catch {
         // a missed write only costs a later upstream call
+        gate.failed(started);
       }
     },
   };

@@ -5,10 +5,10 @@ import {
   circuitBreaker,
   handleWhen,
   IsolatedCircuitError,
-  SamplingBreaker,
 } from 'cockatiel';
 import type { CircuitSettings } from '../../config/gateway-config';
 import { secondsToRetry } from '../../http/gateway-error';
+import { SlidingWindowBreaker } from './sliding-window-breaker';
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
 export class UpstreamFailure extends Error {
@@ -43,27 +43,12 @@ const STATE_NAMES: Record<CircuitState, CircuitStateName> = {
   [CircuitState.Isolated]: 'open',
 };
 
-/**
- * cockatiel's SamplingBreaker takes a minimum rate, not a minimum count: it opens only when the window holds at
- * least `window × minimumRps` calls. It splits the window into max(5, seconds) slices of a rounded length, so the
- * rate is computed from the window it will really use; half a call below the count absorbs float rounding.
- */
-function samplingBreakerFor(settings: CircuitSettings): SamplingBreaker {
-  const slices = Math.max(5, Math.ceil(settings.windowMs / 1000));
-  const effectiveWindowMs = Math.round(settings.windowMs / slices) * slices;
-  return new SamplingBreaker({
-    threshold: settings.failureRatio,
-    duration: settings.windowMs,
-    minimumRps: ((settings.minimumCalls - 0.5) * 1000) / effectiveWindowMs,
-  });
-}
-
 export function createUpstreamCircuit(
   settings: CircuitSettings & { onStateChange?: (state: CircuitStateName) => void },
 ): UpstreamCircuit {
   const policy = circuitBreaker(
     handleWhen((error) => error instanceof UpstreamFailure),
-    { halfOpenAfter: settings.resetMs, breaker: samplingBreakerFor(settings) },
+    { halfOpenAfter: settings.resetMs, breaker: new SlidingWindowBreaker(settings) },
   );
   if (settings.onStateChange) {
     const notify = settings.onStateChange;

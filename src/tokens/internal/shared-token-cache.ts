@@ -11,6 +11,7 @@ import {
   type SharedFailures,
 } from './login-backoff';
 import type { RecordSeal } from './record-seal';
+import { SlowStoreGate } from './slow-store-gate';
 import type { TokenPair } from './token-pair';
 import type { StoreHealthReport, TokenStore } from './token-store';
 
@@ -34,9 +35,6 @@ export type Down = typeof DOWN;
 export const NOTIFY_PAIR = 'pair';
 export const NOTIFY_REFUSED = 'refused';
 
-/** A store failure slower than this (a hung Redis) makes the cache leave the store alone for storeRetryMs. */
-const SLOW_STORE_FAILURE_MS = 100;
-
 export interface SharedTokenCacheDeps {
   readonly store: TokenStore;
   readonly seal: RecordSeal;
@@ -54,9 +52,9 @@ export class SharedTokenCache {
   private readonly clock: Clock;
   private readonly logger: Logger;
   private readonly metrics: SharedTokenCacheDeps['metrics'];
-  private readonly storeRetryMs: number;
+  /** After a slow failure (a hung Redis) the store is left alone for storeRetryMs. */
+  private readonly gate: SlowStoreGate;
   private readonly health?: StoreHealthReport;
-  private skipUntil = 0;
   private ok = true;
 
   constructor(deps: SharedTokenCacheDeps) {
@@ -65,7 +63,7 @@ export class SharedTokenCache {
     this.clock = deps.clock;
     this.logger = deps.logger;
     this.metrics = deps.metrics;
-    this.storeRetryMs = deps.storeRetryMs;
+    this.gate = new SlowStoreGate(deps.storeRetryMs, () => deps.clock.now());
     this.health = deps.health;
   }
 
@@ -159,17 +157,14 @@ export class SharedTokenCache {
 
   /** After a slow failure the store is left alone a moment: requests never queue on an unreachable Redis. */
   async call<T>(operation: string, run: () => Promise<T>): Promise<T | Down> {
-    if (this.clock.now() < this.skipUntil) return DOWN;
+    if (this.gate.closed) return DOWN;
     const started = this.clock.now();
     try {
       const value = await run();
       this.mark(true);
       return value;
     } catch (error) {
-      // A refused or not-yet-connected Redis fails in no time and costs nothing; only a slow failure (a hung
-      // server, a command timeout) makes the next calls skip the store for a moment.
-      if (this.clock.now() - started >= SLOW_STORE_FAILURE_MS)
-        this.skipUntil = this.clock.now() + this.storeRetryMs;
+      this.gate.failed(started);
       this.metrics.storeErrors.inc({ operation });
       // The outage itself is the Redis-health owner's line; this one names the operation, for debugging.
       this.logger.debug(

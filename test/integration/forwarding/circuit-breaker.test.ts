@@ -47,10 +47,8 @@ afterAll(async () => {
   await simulator?.close();
 });
 
-// A fresh gateway per test: each starts with empty circuit windows.
-beforeEach(async () => {
-  simulator.setFaults({ failIds: POISON_IDS, errorStatus: 500 });
-  gw = await startTestGateway({
+const startGateway = (circuit: Record<string, string> = {}) =>
+  startTestGateway({
     UPSTREAM_BASE_URL: simulator.url,
     UPSTREAM_ALLOW_HTTP: 'true',
     UPSTREAM_USERNAME: 'circuit-merchant',
@@ -62,7 +60,13 @@ beforeEach(async () => {
     CIRCUIT_WINDOW_MS: '10000',
     CIRCUIT_MINIMUM_CALLS: '20',
     CIRCUIT_RESET_MS: String(RESET_MS),
+    ...circuit,
   });
+
+// A fresh gateway per test: each starts with empty circuit windows.
+beforeEach(async () => {
+  simulator.setFaults({ failIds: POISON_IDS, errorStatus: 500 });
+  gw = await startGateway();
 });
 
 afterEach(async () => {
@@ -133,4 +137,17 @@ test('an outage of one operation opens its circuit only, answers 503 fast, and a
   expect(await circuitGauge('validation')).toBe(0);
   expect((await validation(GOOD_ID)).status).toBe(200);
   expect(gw.logs()).toMatch(/"operation":"validation","circuit":"open"/);
+});
+
+test('failures that left the window no longer count, however quiet the traffic was since', async () => {
+  await gw.close();
+  gw = await startGateway({ CIRCUIT_WINDOW_MS: '1000', CIRCUIT_MINIMUM_CALLS: '10' });
+  // A blip below the minimum of calls, then a quiet spell longer than the window.
+  for (let i = 0; i < 8; i++) expect((await validation(POISON_IDS[i % 3] as string)).status).toBe(502);
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  // A handful of poison requests now: the window holds these four calls only, below the minimum.
+  const statuses: number[] = [];
+  for (let i = 0; i < 4; i++) statuses.push((await validation(POISON_IDS[i % 3] as string)).status);
+  expect(statuses).toEqual([502, 502, 502, 502]);
+  expect(await readiness()).toEqual({ validation: { state: 'closed' }, plan: { state: 'closed' } });
 });

@@ -60,6 +60,29 @@ describe('redis token store', () => {
     expect(await b.releaseLock('t:{x}:lock', 'owner-b')).toBe(true);
   });
 
+  it('a lock no replica could have written (no expiry, a lease past the longest allowed, another type) is taken', async () => {
+    const [a] = stores;
+    const admin = clients[0];
+    await admin.set('t:{x}:lock', 'forged');
+    expect(await a.acquireLock('t:{x}:lock', 'owner-a', 5_000)).toBe(true);
+    expect(await admin.get('t:{x}:lock')).toBe('owner-a');
+    expect(await admin.pttl('t:{x}:lock')).toBeLessThanOrEqual(5_000);
+    expect(await a.releaseLock('t:{x}:lock', 'owner-a')).toBe(true);
+
+    await admin.set('t:{x}:lock', 'forged', 'PX', 10 * 365 * 24 * 3_600_000);
+    expect(await a.acquireLock('t:{x}:lock', 'owner-a', 5_000)).toBe(true);
+    expect(await a.releaseLock('t:{x}:lock', 'owner-a')).toBe(true);
+
+    await admin.hset('t:{x}:lock', 'owner', 'forged');
+    expect(await a.acquireLock('t:{x}:lock', 'owner-a', 5_000)).toBe(true);
+    expect(await a.releaseLock('t:{x}:lock', 'owner-a')).toBe(true);
+
+    // A replica's lease, however long the configuration allows, is still respected.
+    await admin.set('t:{x}:lock', 'owner-b', 'PX', 120_000);
+    expect(await a.acquireLock('t:{x}:lock', 'owner-a', 5_000)).toBe(false);
+    await admin.del('t:{x}:lock');
+  });
+
   it('notifies subscribers on other connections, again after Redis restarts, and fails fast while it is down', async () => {
     const [a, b] = stores;
     const seen: string[] = [];

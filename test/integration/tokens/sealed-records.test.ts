@@ -197,6 +197,31 @@ describe('the plan cache in Redis', () => {
     }
   });
 
+  it('an entry kept past its TTL (its expiry lifted, or a copy written back) is not served: its end is sealed in it', async () => {
+    const g = await gatewayWith({
+      TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      PLAN_CACHE_TTL_SECONDS: '1',
+    });
+    try {
+      const real = await g.read();
+      const name = await g.cacheKey();
+      const captured = (await g.client.get(name)) as string;
+      // Whoever can write Redis keeps the entry for ever, and keeps a copy to write back later.
+      await g.client.persist(name);
+      await sleep(1_100);
+      const readsBefore = simulator.stats().planReads;
+      expect(await g.read()).toEqual(real);
+      expect(simulator.stats().planReads).toBe(readsBefore + 1);
+
+      await g.client.set(name, captured);
+      expect(await g.read()).toEqual(real);
+      expect(simulator.stats().planReads).toBe(readsBefore + 2);
+      expect(await rejected(g.gateway.gateway.metrics, 'plan_cache')).toBe(2);
+    } finally {
+      await g.close();
+    }
+  });
+
   it('without a key entries are plaintext, and one that is not a cached answer is ignored and counted', async () => {
     const g = await gatewayWith({});
     try {

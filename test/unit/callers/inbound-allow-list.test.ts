@@ -1,6 +1,10 @@
 import request from 'supertest';
-import { cidrList, inboundAllowList, inList } from '../../../src/callers/inbound-allow-list';
-import { testApp } from './support/test-app';
+import { inboundAllowList as allowList, cidrList, inList } from '../../../src/callers/inbound-allow-list';
+import { createAuthFailureLog } from '../../../src/observability/auth-failure-log';
+import { memoryLogger, testApp } from './support/test-app';
+
+const inboundAllowList = (cidrs: string[]) =>
+  allowList(cidrs, createAuthFailureLog({ logger: memoryLogger() }));
 
 describe('inbound CIDR allow-list', () => {
   const list = cidrList(['10.0.0.0/8', '192.168.1.7', '2001:db8::/32', '::1']);

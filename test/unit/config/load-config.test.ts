@@ -237,6 +237,26 @@ describe('loadConfig', () => {
       ).toBeDefined();
     });
 
+    it('reads a URL scheme in any case: HTTP:// is still plain http, HTTPS:// still https', () => {
+      const production = { ...upstreamEnv, ...productionReady };
+      expect(problemsOf({ ...production, UPSTREAM_BASE_URL: 'HTTP://api.payments.example.com' })).toEqual([
+        expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' }),
+      ]);
+      const problems = problemsOf({
+        ...production,
+        OIDC_ISSUER: 'Http://sso.example.com',
+        OIDC_AUDIENCE: 'payments-bff',
+        OIDC_JWKS_URL: 'HTTP://sso.example.com/jwks',
+      });
+      expect(problems.map((p) => p.variable).sort()).toEqual(['OIDC_ISSUER', 'OIDC_JWKS_URL']);
+      // The upstream in its canonical form: every consumer (the agent, the token client) sees https.
+      const config = loadConfig({
+        ...production,
+        UPSTREAM_BASE_URL: 'HTTPS://API.Payments.example.com:443/',
+      });
+      expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
+    });
+
     it('needs METRICS_PORT, or an explicit METRICS_ON_MAIN_PORT=true, and not both', () => {
       const env = { ...upstreamEnv, ...productionReady, METRICS_PORT: '' };
       const [problem] = problemsOf(env);
@@ -390,6 +410,11 @@ describe('loadConfig', () => {
     expect(problemsOf({ TRUST_PROXY: 'true' })).toEqual([
       expect.objectContaining({ variable: 'TRUST_PROXY' }),
     ]);
+    // Every address is `true` spelled as a CIDR: any caller could forge X-Forwarded-For.
+    for (const everyone of ['0.0.0.0/0', '10.0.0.0/8, ::/0'])
+      expect(problemsOf({ TRUST_PROXY: everyone })).toEqual([
+        expect.objectContaining({ variable: 'TRUST_PROXY' }),
+      ]);
     expect(loadConfig({ TRUST_PROXY: '2' }).server.trustProxy).toBe(2);
     expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, loopback' }).server.trustProxy).toEqual([
       '10.0.0.0/8',

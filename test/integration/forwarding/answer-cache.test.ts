@@ -1,0 +1,66 @@
+// The plan cache in a Redis that hangs (SIGSTOP keeps the connection open, commands time out): plan reads go to the
+// upstream without each one waiting on Redis first (real Redis, real simulator, the real gateway).
+import { Redis } from 'ioredis';
+import { SEED_PLAN_ID } from '../../../src/simulator/plans';
+import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import { writeClientsFile } from '../../support/clients-file';
+import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
+import { waitFor } from '../../support/ports';
+import { type RedisServer, startRedisServer } from '../../support/redis-server';
+
+const KEY = 'answer-cache-key-0123456789';
+
+let redis: RedisServer;
+let admin: Redis;
+let simulator: RunningSimulator;
+let gw: TestGateway;
+
+const read = async () => {
+  const res = await fetch(`${gw.url}/api/subscriptions/plan/${SEED_PLAN_ID}`, {
+    headers: { 'x-api-key': KEY },
+  });
+  return { status: res.status, body: await res.text() };
+};
+
+/** GET commands Redis has run (the cache's reads: nothing else of the gateway GETs while its token is in memory). */
+async function redisGets(): Promise<number> {
+  return Number(/cmdstat_get:calls=(\d+)/.exec(await admin.info('commandstats'))?.[1] ?? 0);
+}
+
+beforeAll(async () => {
+  redis = await startRedisServer();
+  admin = new Redis(redis.url);
+  simulator = await startSimulator({ port: 0, username: 'cache-merchant', password: 'cache-password' });
+  gw = await startTestGateway({
+    UPSTREAM_BASE_URL: simulator.url,
+    UPSTREAM_ALLOW_HTTP: 'true',
+    UPSTREAM_USERNAME: 'cache-merchant',
+    UPSTREAM_PASSWORD: 'cache-password',
+    REDIS_URL: redis.url,
+    PLAN_CACHE_TTL_SECONDS: '30',
+    CLIENTS_FILE: writeClientsFile([{ id: 'cache-app', keys: [KEY], scopes: ['plans:read'] }]),
+  });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  admin?.disconnect();
+  await simulator?.close();
+  await redis?.stop();
+});
+
+test('a hung Redis costs one timed-out cache read, not one per plan read', async () => {
+  const warm = await read();
+  expect(warm.status).toBe(200);
+  const getsBefore = await redisGets();
+
+  redis.pause();
+  try {
+    for (let i = 0; i < 5; i++) expect(await read()).toEqual(warm);
+  } finally {
+    redis.resume();
+  }
+  await waitFor(async () => (await admin.ping()) === 'PONG', { what: 'Redis resumed' });
+  // The reads the gateway sent while Redis hung reach it now: the first found it hung, the rest left it alone.
+  expect((await redisGets()) - getsBefore).toBe(1);
+});
