@@ -33,10 +33,13 @@ import { DEFAULT_UPSTREAM_MAX_SOCKETS } from '../src/config/env-schema';
 import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
+  type CpuDelta,
   formatComparison,
+  formatCpuDelta,
   formatRatio,
   type PairedRatio,
   pairedComparison,
+  pairedCpuDelta,
   pairedRatio,
   round,
 } from './lib/paired';
@@ -471,6 +474,27 @@ async function main(): Promise<void> {
       gatewayOverBareThroughput: pair('slow', 'plan GET unique ids', 'gateway', 'bare-proxy'),
     },
   };
+  // The CPU the gateway's features cost per request, the budget a throughput ratio hides: paired like the ratios.
+  const cpuOver = (upstream: Upstream, prefix: string): CpuDelta | null => {
+    const kind = kindOf(upstream, prefix);
+    return kind
+      ? pairedCpuDelta(
+          samples.get(keyOf(kind, 'gateway')) ?? [],
+          samples.get(keyOf(kind, 'bare-proxy')) ?? [],
+        )
+      : null;
+  };
+  const cpuAddedOverBare = {
+    fast: {
+      'plan GET unique ids': cpuOver('fast', 'plan GET unique ids'),
+      'validation POST': cpuOver('fast', 'validation POST'),
+    },
+    tls: {
+      'plan GET unique ids': cpuOver('tls', 'plan GET unique ids'),
+      'validation POST': cpuOver('tls', 'validation POST'),
+    },
+    slow: { 'plan GET unique ids': cpuOver('slow', 'plan GET unique ids') },
+  };
   const slowP99Ratio = (() => {
     const g = slowRow('gateway')?.p99Ms;
     const b = slowRow('bare-proxy')?.p99Ms;
@@ -555,6 +579,8 @@ async function main(): Promise<void> {
     ratios,
     /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
     ratioDetails,
+    /** CPU µs per request of the gateway minus the bare proxy's, paired by round. */
+    cpuAddedOverBare,
     tokens: tokens
       ? {
           replicas: tokens.replicas,
@@ -568,7 +594,7 @@ async function main(): Promise<void> {
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
-    formatReport(rows, ratioDetails, slowP99Ratio, added, tokens, coalescing, {
+    formatReport(rows, ratioDetails, slowP99Ratio, cpuAddedOverBare, added, tokens, coalescing, {
       nginx: rows.some((r) => r.target === 'nginx'),
       logBytes,
       metricsOk,
@@ -843,6 +869,7 @@ function formatReport(
   rows: Row[],
   ratios: Record<Upstream, Record<string, PairedRatio | null>>,
   slowP99Ratio: number | null,
+  cpuAdded: Partial<Record<Upstream, Record<string, CpuDelta | null>>>,
   added: { p50Ms: number; p99Ms: number },
   tokens: FleetResult | undefined,
   coalescing: { requests: number; upstreamCalls: number } | undefined,
@@ -914,6 +941,14 @@ function formatReport(
     ...(slowP99Ratio === null
       ? []
       : [`  ${'slow: gateway/bare p99 (of medians)'.padEnd(48)} ${slowP99Ratio.toFixed(3)}`]),
+    'CPU the gateway adds per request over the bare proxy (µs, median of the per-round differences [lowest to highest]):',
+    ...Object.entries(cpuAdded).flatMap(([upstream, scenarios]) =>
+      Object.entries(scenarios ?? {}).flatMap(([scenario, cpu]) =>
+        cpu
+          ? [`  ${`${UPSTREAM_LABEL[upstream as Upstream]}: ${scenario}`.padEnd(48)} ${formatCpuDelta(cpu)}`]
+          : [],
+      ),
+    ),
     `added by the gateway over direct at ${settings.rate} req/s (fast upstream): p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
     tokens
       ? `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +

@@ -37,40 +37,50 @@ export function pairedRatio(a: readonly RoundSample[], b: readonly RoundSample[]
 export interface PairedComparison {
   /** Throughput of `compare` over `gateway`. */
   readonly throughput: PairedRatio | null;
-  /** CPU µs per request of `compare` minus `gateway`: median, lowest and highest round. */
-  readonly cpuUsPerRequestDelta: {
-    readonly median: number;
-    readonly min: number;
-    readonly max: number;
-  } | null;
-  /** Rounds in which `compare` used less CPU per request, of the `rounds` with both measured. */
-  readonly roundsCompareCheaper: number;
+  /** CPU µs per request of `compare` minus `gateway`. */
+  readonly cpuUsPerRequestDelta: CpuDelta | null;
+}
+
+/** CPU µs per request of `a` minus `b`, round by round: median, lowest and highest round. */
+export interface CpuDelta {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  /** Rounds in which `a` used less CPU per request, of the `rounds` with both measured. */
+  readonly roundsCheaper: number;
   readonly rounds: number;
+}
+
+export function pairedCpuDelta(a: readonly RoundSample[], b: readonly RoundSample[]): CpuDelta | null {
+  const deltas = a.flatMap((sample, i) => {
+    const other = b[i];
+    return other && sample.cpuMsPerRequest !== null && other.cpuMsPerRequest !== null
+      ? [1000 * (sample.cpuMsPerRequest - other.cpuMsPerRequest)]
+      : [];
+  });
+  if (deltas.length === 0) return null;
+  return {
+    median: round(median(deltas), 1),
+    min: round(Math.min(...deltas), 1),
+    max: round(Math.max(...deltas), 1),
+    roundsCheaper: deltas.filter((d) => d < 0).length,
+    rounds: deltas.length,
+  };
 }
 
 export function pairedComparison(
   compare: readonly RoundSample[],
   gateway: readonly RoundSample[],
 ): PairedComparison {
-  const deltas = compare.flatMap((c, i) => {
-    const g = gateway[i];
-    return g && c.cpuMsPerRequest !== null && g.cpuMsPerRequest !== null
-      ? [1000 * (c.cpuMsPerRequest - g.cpuMsPerRequest)]
-      : [];
-  });
   return {
     throughput: pairedRatio(compare, gateway),
-    cpuUsPerRequestDelta:
-      deltas.length === 0
-        ? null
-        : {
-            median: round(median(deltas), 1),
-            min: round(Math.min(...deltas), 1),
-            max: round(Math.max(...deltas), 1),
-          },
-    roundsCompareCheaper: deltas.filter((d) => d < 0).length,
-    rounds: deltas.length,
+    cpuUsPerRequestDelta: pairedCpuDelta(compare, gateway),
   };
+}
+
+/** `+71.0 [+60.2 to +80.3]`: a CPU difference per request with its lowest and highest round. */
+export function formatCpuDelta(cpu: CpuDelta): string {
+  return `${signed(cpu.median)} [${signed(cpu.min)} to ${signed(cpu.max)}]`;
 }
 
 export function formatRatio(r: PairedRatio | null): string {
@@ -81,9 +91,7 @@ export function formatRatio(r: PairedRatio | null): string {
 /** One line per scenario: the throughput ratio and the CPU difference per request. */
 export function formatComparison(scenario: string, c: PairedComparison): string {
   const cpu = c.cpuUsPerRequestDelta;
-  const cpuText = cpu
-    ? `${signed(cpu.median)} [${signed(cpu.min)} to ${signed(cpu.max)}], lower in ${c.roundsCompareCheaper}/${c.rounds} rounds`
-    : 'n/a';
+  const cpuText = cpu ? `${formatCpuDelta(cpu)}, lower in ${cpu.roundsCheaper}/${cpu.rounds} rounds` : 'n/a';
   return `  ${scenario.padEnd(20)} req/s ${formatRatio(c.throughput)}; CPU µs/req ${cpuText}`;
 }
 

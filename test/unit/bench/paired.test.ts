@@ -1,5 +1,5 @@
 // Paired comparisons: ratios and CPU differences taken round by round, never across rounds.
-import { formatComparison, pairedComparison, pairedRatio } from '../../../bench/lib/paired';
+import { formatComparison, pairedComparison, pairedCpuDelta, pairedRatio } from '../../../bench/lib/paired';
 
 const rounds = (...pairs: Array<[number, number | null]>) =>
   pairs.map(([rps, cpuMsPerRequest]) => ({ rps, cpuMsPerRequest }));
@@ -26,12 +26,26 @@ describe('pairedComparison', () => {
     const gateway = rounds([1000, 0.18], [1000, 0.2], [1000, 0.19], [1000, null]);
     const compare = rounds([1050, 0.175], [990, 0.203], [1100, 0.18], [1000, 0.1]);
     const c = pairedComparison(compare, gateway);
-    expect(c.cpuUsPerRequestDelta).toEqual({ median: -5, min: -10, max: 3 });
-    expect(c.roundsCompareCheaper).toBe(2);
-    expect(c.rounds).toBe(3); // the round without the gateway's CPU is left out
+    // The round without the gateway's CPU is left out.
+    expect(c.cpuUsPerRequestDelta).toEqual({ median: -5, min: -10, max: 3, roundsCheaper: 2, rounds: 3 });
     expect(c.throughput?.median).toBe(1.025);
     expect(formatComparison('validation POST', c)).toBe(
       '  validation POST      req/s 1.025 [0.990-1.100]; of medians 1.025; CPU µs/req -5.0 [-10.0 to +3.0], lower in 2/3 rounds',
     );
+  });
+});
+
+describe('pairedCpuDelta', () => {
+  test("gives one target's CPU per request over another's in µs, round by round, and null without a measured pair", () => {
+    const bare = rounds([3000, 0.09], [3100, 0.1], [2900, 0.095]);
+    const gateway = rounds([2000, 0.16], [2100, 0.175], [1900, 0.17]);
+    expect(pairedCpuDelta(gateway, bare)).toEqual({
+      median: 75,
+      min: 70,
+      max: 75,
+      roundsCheaper: 0,
+      rounds: 3,
+    });
+    expect(pairedCpuDelta(rounds([1, null]), rounds([1, 0.1]))).toBeNull();
   });
 });
