@@ -102,7 +102,13 @@ export const envSchema = z.object({
   SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(65_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
 
-  UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  /**
+   * Normalised (scheme and host lower-case): schemes are case-insensitive, so HTTP:// is plain http and must meet
+   * the https rule, and HTTPS:// must get the TLS agent.
+   */
+  UPSTREAM_BASE_URL: z
+    .url({ protocol: /^https?$/, normalize: true, message: 'must be an http(s) URL' })
+    .optional(),
   UPSTREAM_ALLOW_HTTP: bool.default(false),
   UPSTREAM_USERNAME: z.string().min(1).optional(),
   UPSTREAM_PASSWORD: z.string().min(1).optional(),

@@ -214,6 +214,23 @@ describe('loadConfig', () => {
       expect(loadConfig({ NODE_ENV: '' }).mode).toBe('local');
     });
 
+    it('refuses an http upstream however its scheme is written, and reads HTTPS:// as https', () => {
+      // URL schemes are case-insensitive: HTTP:// is plain http and would carry the credentials unencrypted.
+      for (const url of ['HTTP://api.example.com', 'Http://api.example.com'])
+        expect(problemsOf({ ...upstreamEnv, ...productionReady, UPSTREAM_BASE_URL: url })).toEqual([
+          expect.objectContaining({
+            variable: 'UPSTREAM_BASE_URL',
+            message: expect.stringMatching(/^must be https in production/),
+          }),
+        ]);
+      const config = loadConfig({
+        ...upstreamEnv,
+        ...productionReady,
+        UPSTREAM_BASE_URL: 'HTTPS://Api.Payments.Example.com/',
+      });
+      expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
+    });
+
     it('refuses http OIDC issuer and JWKS URLs, naming each variable', () => {
       const problems = problemsOf({
         ...upstreamEnv,
