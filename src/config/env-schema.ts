@@ -7,7 +7,9 @@ const bool = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 /** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. */
+const number = z.string().trim().min(1, 'must be a number').pipe(z.coerce.number());
+const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
 const list = z.string().transform((v) =>
   v
     .split(',')
@@ -82,7 +84,7 @@ export const envSchema = z.object({
       'parentbased_traceidratio',
     ])
     .default('parentbased_always_on'),
-  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  OTEL_TRACES_SAMPLER_ARG: number.pipe(z.number().min(0).max(1)).default(1),
   OTEL_BSP_SCHEDULE_DELAY: int(1, 600_000).default(5_000),
 
   TRUST_PROXY: parsed(parseTrustProxy).default(false),
@@ -122,10 +124,8 @@ export const envSchema = z.object({
   /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
   UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
-  CIRCUIT_FAILURE_RATIO: z.coerce
-    .number()
-    .gt(0, 'must be above 0 and below 1')
-    .lt(1, 'must be above 0 and below 1')
+  CIRCUIT_FAILURE_RATIO: number
+    .pipe(z.number().gt(0, 'must be above 0 and below 1').lt(1, 'must be above 0 and below 1'))
     .default(0.5),
   CIRCUIT_WINDOW_MS: int(1000, 600_000).default(10_000),
   CIRCUIT_MINIMUM_CALLS: int(1, 100_000).default(20),

@@ -71,6 +71,15 @@ describe('loadConfig', () => {
       ]);
   });
 
+  it('refuses a number made of blanks instead of reading it as 0 (UPSTREAM_QUEUE_TIMEOUT_MS=" " is not "never wait")', () => {
+    for (const variable of ['UPSTREAM_QUEUE_TIMEOUT_MS', 'PORT', 'METRICS_PORT', 'OTEL_TRACES_SAMPLER_ARG'])
+      for (const blank of [' ', '\t', '  \n'])
+        expect(problemsOf({ [variable]: blank })).toEqual([
+          { variable, message: expect.stringMatching(/must be a number/) },
+        ]);
+    expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: ' 250 ' }).upstream.queueTimeoutMs).toBe(250);
+  });
+
   it('never echoes a secret value in its messages', () => {
     const secret = 'not-base64-but-very-secret-value!!';
     let message = '';
