@@ -158,10 +158,13 @@ export function requestUpstreamToken(
         localAddress = socket.localAddress;
       });
     });
-    req.setTimeout(options.timeoutMs, () => {
+    // A deadline for the whole exchange, not an idle timeout: an upstream trickling bytes (or a TLS handshake that
+    // stalls) would otherwise hold the doctor past UPSTREAM_TIMEOUT_MS, or without end.
+    const deadline = setTimeout(() => {
       timedOut = true;
       req.destroy();
-    });
+    }, options.timeoutMs);
+    req.once('close', () => clearTimeout(deadline));
     req.on('error', (error: NodeJS.ErrnoException) => {
       resolve({ kind: 'error', target: shown, code: error.code, timedOut, timeoutMs: options.timeoutMs });
     });

@@ -1,8 +1,9 @@
 // The doctor loads the client registry exactly as the gateway would, production refusals included.
 import { randomBytes } from 'node:crypto';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { loadConfig } from '../../../src/config/load-config';
-import { checkClientRegistry } from '../../../src/operations/doctor-checks';
+import { checkClientRegistry, requestUpstreamToken } from '../../../src/operations/doctor-checks';
 
 const LOCAL_REGISTRY = resolve(__dirname, '../../../config/clients.local.json');
 const upstream = {
@@ -30,5 +31,43 @@ describe('checkClientRegistry', () => {
   it('loads the same registry outside production', () => {
     const config = loadConfig({ ...upstream, NODE_ENV: 'development' });
     expect(checkClientRegistry(config)).toEqual({ kind: 'loaded', file: LOCAL_REGISTRY, clients: 2 });
+  });
+});
+
+describe('requestUpstreamToken', () => {
+  /** Trickles a header line every 50 ms, never idle for long, and only then answers a token pair. */
+  const TRICKLED_LINES = 60;
+
+  it('gives up after timeoutMs in all, not after timeoutMs of silence: an upstream trickling bytes cannot hold it', async () => {
+    const sockets = new Set<Socket>();
+    const upstream = createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\n');
+        let sent = 0;
+        const trickle = setInterval(() => {
+          sent += 1;
+          if (socket.destroyed) clearInterval(trickle);
+          else if (sent <= TRICKLED_LINES) socket.write(`x-line-${sent}: 1\r\n`);
+          else {
+            clearInterval(trickle);
+            const body = '{"access":"a.b.c","refresh":"d.e.f"}';
+            socket.end(`content-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+          }
+        }, 50);
+      });
+    });
+    await new Promise<void>((done) => upstream.listen(0, '127.0.0.1', done));
+    try {
+      const { port } = upstream.address() as AddressInfo;
+      const attempt = await requestUpstreamToken(
+        { baseUrl: `http://127.0.0.1:${port}`, username: 'merchant', password: 'secret-password' },
+        { timeoutMs: 500 },
+      );
+      expect(attempt).toMatchObject({ kind: 'error', timedOut: true, timeoutMs: 500 });
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      upstream.close();
+    }
   });
 });
