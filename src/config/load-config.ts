@@ -113,7 +113,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
-  checkSessionSettings(env, mode, production, fail);
+  checkSessionSettings(env, mode, production, fail, why);
   const tracing = tracingSettings(env);
   if (tracing) {
     if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) checkOtlpEndpoint(env.OTEL_EXPORTER_OTLP_ENDPOINT, fail);
@@ -211,6 +211,7 @@ function checkSessionSettings(
   mode: 'local' | 'upstream',
   production: boolean,
   fail: (variable: string, message: string) => void,
+  why: string,
 ): void {
   if (!env.SESSION_ISSUER) {
     for (const variable of ['SESSION_CLIENT_ID', 'SESSION_CLIENT_SECRET', 'SESSION_PUBLIC_URL'] as const)
@@ -229,9 +230,9 @@ function checkSessionSettings(
       "must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway's own origin",
     );
   if (production) {
-    if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', 'must be https in production');
+    if (!env.SESSION_ISSUER.startsWith('https:')) fail('SESSION_ISSUER', `must be https in production${why}`);
     if (env.SESSION_PUBLIC_URL && !env.SESSION_PUBLIC_URL.startsWith('https:'))
-      fail('SESSION_PUBLIC_URL', 'must be https in production (the session cookie is Secure)');
+      fail('SESSION_PUBLIC_URL', `must be https in production (the session cookie is Secure)${why}`);
   }
   if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)
     fail('SESSION_IDLE_TIMEOUT_SECONDS', 'must not exceed SESSION_MAX_LIFETIME_SECONDS');

@@ -240,6 +240,19 @@ describe('loadConfig', () => {
       expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
     });
 
+    it('says why in the session refusals too: an operator who never set NODE_ENV learns that production applies', () => {
+      const problems = problemsOf({
+        ...upstreamEnv,
+        ...productionReady,
+        SESSION_ISSUER: 'http://login.example.com',
+        SESSION_CLIENT_ID: 'payments-console',
+        SESSION_CLIENT_SECRET: 'client-secret-value',
+        SESSION_PUBLIC_URL: 'http://bff.example.com',
+      });
+      expect(problems.map((p) => p.variable).sort()).toEqual(['SESSION_ISSUER', 'SESSION_PUBLIC_URL']);
+      for (const problem of problems) expect(problem.message).toMatch(/NODE_ENV=development or test/);
+    });
+
     it('refuses http OIDC issuer and JWKS URLs, naming each variable', () => {
       const problems = problemsOf({
         ...upstreamEnv,
