@@ -60,6 +60,8 @@ export function createRedisClient(
         // TLS-only Sentinel, and open to an on-path rewrite of the master's address).
         enableTLSForSentinelMode: redis.tls,
         ...(redis.tls ? { sentinelTLS: {} } : {}),
+        // Sentinels protected like the master (Bitnami's auth.sentinel, on by default) take the same password.
+        ...(redis.password ? { sentinelPassword: redis.password } : {}),
         sentinelRetryStrategy: options.retry === false ? () => null : backoff,
       });
     case 'cluster': {

@@ -155,7 +155,8 @@ describe('Redis Sentinel', () => {
   });
 });
 
-describe('Redis Sentinel over TLS (REDIS_TLS=true)', () => {
+describe('Redis Sentinel over TLS and with a password, Sentinels included', () => {
+  const REDIS_PASSWORD = 'sentinel-redis-password-0123';
   let children: ChildProcess[] = [];
   let simulator: RunningSimulator;
   let replica: GatewayProcess | undefined;
@@ -168,8 +169,18 @@ describe('Redis Sentinel over TLS (REDIS_TLS=true)', () => {
     const dir = tempDir('bff-sentinel-tls-');
     writeFileSync(join(dir, 'redis.crt'), pki.good.cert);
     writeFileSync(join(dir, 'redis.key'), pki.good.key);
-    // TLS only, as the production overlay's Redis (Bitnami tls.enabled=true): no plaintext port on either.
-    const tls = ['--port', '0', '--bind', '127.0.0.1', '--tls-auth-clients', 'no']
+    // As the production overlay's Redis (Bitnami tls.enabled=true, auth.sentinel=true): TLS only, no plaintext port,
+    // and one password for the master and the Sentinels.
+    const tls = [
+      '--port',
+      '0',
+      '--bind',
+      '127.0.0.1',
+      '--tls-auth-clients',
+      'no',
+      '--requirepass',
+      REDIS_PASSWORD,
+    ]
       .concat(['--tls-cert-file', join(dir, 'redis.crt'), '--tls-key-file', join(dir, 'redis.key')])
       .concat(['--tls-ca-cert-file', caFile]);
     const masterPort = await freePort();
@@ -178,12 +189,25 @@ describe('Redis Sentinel over TLS (REDIS_TLS=true)', () => {
     const conf = join(dir, 'sentinel.conf');
     writeFileSync(
       conf,
-      [`dir ${dir}`, 'tls-replication yes', `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`, ''].join(
-        '\n',
-      ),
+      [
+        `dir ${dir}`,
+        'tls-replication yes',
+        `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`,
+        `sentinel auth-pass mymaster ${REDIS_PASSWORD}`,
+        '',
+      ].join('\n'),
     );
     children.push(spawnRedis([conf, '--sentinel', ...tls, '--tls-port', String(sentinelPort)]));
-    const cli = ['--tls', '--cacert', caFile, '-p', String(sentinelPort)];
+    const cli = [
+      '--tls',
+      '--cacert',
+      caFile,
+      '-p',
+      String(sentinelPort),
+      '-a',
+      REDIS_PASSWORD,
+      '--no-auth-warning',
+    ];
     await waitFor(
       () =>
         execFileSync('redis-cli', [...cli, 'SENTINEL', 'get-master-addr-by-name', 'mymaster'], {
@@ -203,11 +227,12 @@ describe('Redis Sentinel over TLS (REDIS_TLS=true)', () => {
     children = [];
   });
 
-  test('a replica asks the Sentinels over TLS too, and reaches the master over TLS', async () => {
+  test('a replica asks the Sentinels over TLS and with the password too, and reaches the master', async () => {
     const env = processEnv(simulator.url, {
       REDIS_SENTINELS: `127.0.0.1:${sentinelPort}`,
       REDIS_SENTINEL_NAME: 'mymaster',
       REDIS_TLS: 'true',
+      REDIS_PASSWORD,
       // The pod's way of trusting a private CA for Redis (deploy/k8s/overlays/production).
       NODE_EXTRA_CA_CERTS: caFile,
     });
