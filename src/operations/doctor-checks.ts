@@ -106,8 +106,11 @@ export function requestUpstreamToken(
     extraCa?: readonly string[];
   },
 ): Promise<TokenAttempt> {
-  const url = new URL('/api/token/', `${target.baseUrl}/`);
-  const shown = target.label ?? new URL(target.baseUrl).origin;
+  // The very URL the token client logs in at (a path in UPSTREAM_BASE_URL kept): the doctor never passes on another.
+  const url = new URL(`${target.baseUrl}/api/token/`);
+  const base = new URL(target.baseUrl);
+  // Origin and path, never a user or password in the URL.
+  const shown = target.label ?? `${base.origin}${base.pathname.replace(/\/+$/, '')}`;
   const body = JSON.stringify({ username: target.username, password: target.password });
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {

@@ -4,6 +4,7 @@ import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { resolve } from 'node:path';
 import { loadConfig } from '../../../src/config/load-config';
 import { checkClientRegistry, requestUpstreamToken } from '../../../src/operations/doctor-checks';
+import { startSimulator } from '../../../src/simulator/simulator';
 
 const LOCAL_REGISTRY = resolve(__dirname, '../../../config/clients.local.json');
 const upstream = {
@@ -37,6 +38,26 @@ describe('checkClientRegistry', () => {
 describe('requestUpstreamToken', () => {
   /** Trickles a header line every 50 ms, never idle for long, and only then answers a token pair. */
   const TRICKLED_LINES = 60;
+
+  it('asks the URL the gateway logs in at: a path in UPSTREAM_BASE_URL is kept, as the token client keeps it', async () => {
+    const upstream = await startSimulator({ port: 0, username: 'merchant', password: 'secret-password' });
+    try {
+      // The gateway would POST <base>/payments/api/token/ and get 404: the doctor must not pass on /api/token/.
+      const attempt = await requestUpstreamToken(
+        { baseUrl: `${upstream.url}/payments`, username: 'merchant', password: 'secret-password' },
+        { timeoutMs: 5_000 },
+      );
+      expect(attempt).toMatchObject({
+        kind: 'answer',
+        target: `${upstream.url}/payments`,
+        status: 404,
+        tokenIssued: false,
+      });
+      expect(upstream.stats().logins).toBe(0);
+    } finally {
+      await upstream.close();
+    }
+  });
 
   it('gives up after timeoutMs in all, not after timeoutMs of silence: an upstream trickling bytes cannot hold it', async () => {
     const sockets = new Set<Socket>();
