@@ -105,6 +105,11 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (production) checkProductionRules(env, topology, fail);
   if (env.METRICS_PORT !== undefined && env.METRICS_ON_MAIN_PORT)
     fail('METRICS_ON_MAIN_PORT', 'contradicts METRICS_PORT: set one of them');
+  if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT)
+    fail(
+      'METRICS_PORT',
+      'must differ from PORT: /metrics gets a port of its own (or unset it and set METRICS_ON_MAIN_PORT=true)',
+    );
   const upstreamCa = env.UPSTREAM_CA_FILE ? readCaFile(env.UPSTREAM_CA_FILE, fail) : undefined;
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');

@@ -289,6 +289,19 @@ describe('loadConfig', () => {
       expect(loadConfig(testEnv).server.metricsOnMainPort).toBe(true);
     });
 
+    it('refuses METRICS_PORT equal to PORT, naming both, instead of failing to listen on an address "in use"', () => {
+      expect(problemsOf({ ...upstreamEnv, ...productionReady, PORT: '9464', METRICS_PORT: '9464' })).toEqual([
+        {
+          variable: 'METRICS_PORT',
+          message: expect.stringMatching(/must differ from PORT.*METRICS_ON_MAIN_PORT/),
+        },
+      ]);
+      // Port 0 asks the system for a free port each time: two of them never collide.
+      expect(
+        loadConfig({ ...upstreamEnv, ...productionReady, PORT: '0', METRICS_PORT: '0' }).production,
+      ).toBe(true);
+    });
+
     it.each([
       ['a redis:// URL', { REDIS_URL: 'redis://redis:6379' }, 'REDIS_URL', /rediss:\/\//],
       [
