@@ -9,7 +9,9 @@ const bool = z
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
-const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+/** A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. */
+const number = z.string().trim().min(1, 'must be a number').pipe(z.coerce.number());
+const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
 const list = z.string().transform((v) =>
   v
     .split(',')
@@ -84,7 +86,7 @@ export const envSchema = z.object({
       'parentbased_traceidratio',
     ])
     .default('parentbased_always_on'),
-  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
+  OTEL_TRACES_SAMPLER_ARG: number.pipe(z.number().min(0).max(1)).default(1),
   OTEL_BSP_SCHEDULE_DELAY: int(1, 600_000).default(5_000),
 
   TRUST_PROXY: parsed(parseTrustProxy).default(false),
@@ -104,6 +106,7 @@ export const envSchema = z.object({
   SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(65_000),
   SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
 
+  /** Read in canonical form by load-config (scheme and host lower-case): HTTP:// meets the https rule as http. */
   UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
   UPSTREAM_ALLOW_HTTP: bool.default(false),
   UPSTREAM_USERNAME: z.string().min(1).optional(),
@@ -118,10 +121,8 @@ export const envSchema = z.object({
   /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
   UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
-  CIRCUIT_FAILURE_RATIO: z.coerce
-    .number()
-    .gt(0, 'must be above 0 and below 1')
-    .lt(1, 'must be above 0 and below 1')
+  CIRCUIT_FAILURE_RATIO: number
+    .pipe(z.number().gt(0, 'must be above 0 and below 1').lt(1, 'must be above 0 and below 1'))
     .default(0.5),
   CIRCUIT_WINDOW_MS: int(1000, 600_000).default(10_000),
   CIRCUIT_MINIMUM_CALLS: int(1, 100_000).default(20),

@@ -105,6 +105,11 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (production) checkProductionRules(env, topology, fail);
   if (env.METRICS_PORT !== undefined && env.METRICS_ON_MAIN_PORT)
     fail('METRICS_ON_MAIN_PORT', 'contradicts METRICS_PORT: set one of them');
+  if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT)
+    fail(
+      'METRICS_PORT',
+      'must differ from PORT: /metrics gets a port of its own (or unset it and set METRICS_ON_MAIN_PORT=true)',
+    );
   const upstreamCa = env.UPSTREAM_CA_FILE ? readCaFile(env.UPSTREAM_CA_FILE, fail) : undefined;
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
@@ -113,7 +118,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   const badOrigin = env.CORS_ORIGINS.find((origin) => !/^https?:\/\/[^/\s]+$/.test(origin));
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
-  checkSessionSettings(env, mode, production, fail);
+  checkSessionSettings(env, mode, production, fail, why);
   const tracing = tracingSettings(env);
   if (tracing) {
     if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) checkOtlpEndpoint(env.OTEL_EXPORTER_OTLP_ENDPOINT, fail);
@@ -212,6 +217,7 @@ function checkSessionSettings(
   mode: 'local' | 'upstream',
   production: boolean,
   fail: (variable: string, message: string) => void,
+  why: string,
 ): void {
   if (!env.SESSION_ISSUER) {
     for (const variable of ['SESSION_CLIENT_ID', 'SESSION_CLIENT_SECRET', 'SESSION_PUBLIC_URL'] as const)
@@ -230,9 +236,9 @@ function checkSessionSettings(
       "must be an origin like https://bff.example.com, without path, query or user: /bff/* and the __Host- session cookie live at the root of the gateway's own origin",
     );
   if (production) {
-    if (!isHttpsUrl(env.SESSION_ISSUER)) fail('SESSION_ISSUER', 'must be https in production');
+    if (!isHttpsUrl(env.SESSION_ISSUER)) fail('SESSION_ISSUER', `must be https in production${why}`);
     if (env.SESSION_PUBLIC_URL && !isHttpsUrl(env.SESSION_PUBLIC_URL))
-      fail('SESSION_PUBLIC_URL', 'must be https in production (the session cookie is Secure)');
+      fail('SESSION_PUBLIC_URL', `must be https in production (the session cookie is Secure)${why}`);
   }
   if (env.SESSION_IDLE_TIMEOUT_SECONDS > env.SESSION_MAX_LIFETIME_SECONDS)
     fail('SESSION_IDLE_TIMEOUT_SECONDS', 'must not exceed SESSION_MAX_LIFETIME_SECONDS');

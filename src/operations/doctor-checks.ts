@@ -106,8 +106,11 @@ export function requestUpstreamToken(
     extraCa?: readonly string[];
   },
 ): Promise<TokenAttempt> {
-  const url = new URL('/api/token/', `${target.baseUrl}/`);
-  const shown = target.label ?? new URL(target.baseUrl).origin;
+  // The very URL the token client logs in at (a path in UPSTREAM_BASE_URL kept): the doctor never passes on another.
+  const url = new URL(`${target.baseUrl}/api/token/`);
+  const base = new URL(target.baseUrl);
+  // Origin and path, never a user or password in the URL.
+  const shown = target.label ?? `${base.origin}${base.pathname.replace(/\/+$/, '')}`;
   const body = JSON.stringify({ username: target.username, password: target.password });
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve) => {
@@ -158,10 +161,13 @@ export function requestUpstreamToken(
         localAddress = socket.localAddress;
       });
     });
-    req.setTimeout(options.timeoutMs, () => {
+    // A deadline for the whole exchange, not an idle timeout: an upstream trickling bytes (or a TLS handshake that
+    // stalls) would otherwise hold the doctor past UPSTREAM_TIMEOUT_MS, or without end.
+    const deadline = setTimeout(() => {
       timedOut = true;
       req.destroy();
-    });
+    }, options.timeoutMs);
+    req.once('close', () => clearTimeout(deadline));
     req.on('error', (error: NodeJS.ErrnoException) => {
       resolve({ kind: 'error', target: shown, code: error.code, timedOut, timeoutMs: options.timeoutMs });
     });

@@ -287,7 +287,7 @@ function diagnoseAnswer(attempt: Extract<TokenAttempt, { kind: 'answer' }>): Doc
       title,
       state: 'fail',
       detail: `${at} has no token endpoint at /api/token/ (HTTP 404)`,
-      fix: 'UPSTREAM_BASE_URL must be the base of the Payment Service API (no path)',
+      fix: 'UPSTREAM_BASE_URL must be the base of the Payment Service API, the URL that /api/token/ follows (usually no path)',
     };
   if (status === 429)
     return {

@@ -56,7 +56,12 @@ export function createRedisClient(
         ...node,
         sentinels: topology.sentinels,
         name: topology.name,
+        // REDIS_TLS covers the Sentinels too: without sentinelTLS ioredis asks them in plaintext (refused by a
+        // TLS-only Sentinel, and open to an on-path rewrite of the master's address).
         enableTLSForSentinelMode: redis.tls,
+        ...(redis.tls ? { sentinelTLS: {} } : {}),
+        // Sentinels protected like the master (Bitnami's auth.sentinel, on by default) take the same password.
+        ...(redis.password ? { sentinelPassword: redis.password } : {}),
         sentinelRetryStrategy: options.retry === false ? () => null : backoff,
       });
     case 'cluster': {

@@ -58,13 +58,13 @@ export async function startGatewayProcess(options: GatewayProcessOptions): Promi
   });
   const path = options.waitUntil === 'live' ? '/healthz' : '/readyz';
   try {
-    await waitFor(
-      async () => {
-        if (exitedEarly) throw new Error('gateway exited');
-        return (await fetch(url + path)).status === 200;
-      },
-      { timeoutMs: options.startTimeoutMs ?? 20_000, what: `gateway on ${url}`, intervalMs: 50 },
-    );
+    // A process that exits during start-up (a refused configuration) ends the wait at once, not at its timeout.
+    await waitFor(async () => exitedEarly || (await fetch(url + path)).status === 200, {
+      timeoutMs: options.startTimeoutMs ?? 20_000,
+      what: `gateway on ${url}`,
+      intervalMs: 50,
+    });
+    if (exitedEarly) throw new Error('gateway exited during start-up');
   } catch (error) {
     child.kill('SIGKILL');
     throw new Error(`${(error as Error).message}\n--- gateway output ---\n${output}`);

@@ -9,6 +9,7 @@ import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../support/ops
 import { freePort, waitFor } from '../support/ports';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
 import { tempDir } from '../support/temp-dir';
+import { createTestPki } from '../support/test-certificates';
 
 jest.setTimeout(90_000);
 
@@ -151,6 +152,92 @@ describe('Redis Sentinel', () => {
       const ready = (await (await fetch(`${replica.url}/readyz`)).json()) as { checks: { store: unknown } };
       expect(ready.checks.store).toEqual({ state: 'ok', kind: 'redis' });
     }
+  });
+});
+
+describe('Redis Sentinel over TLS and with a password, Sentinels included', () => {
+  const REDIS_PASSWORD = 'sentinel-redis-password-0123';
+  let children: ChildProcess[] = [];
+  let simulator: RunningSimulator;
+  let replica: GatewayProcess | undefined;
+  let caFile: string;
+  let sentinelPort: number;
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    caFile = pki.caFile;
+    const dir = tempDir('bff-sentinel-tls-');
+    writeFileSync(join(dir, 'redis.crt'), pki.good.cert);
+    writeFileSync(join(dir, 'redis.key'), pki.good.key);
+    // As the production overlay's Redis (Bitnami tls.enabled=true, auth.sentinel=true): TLS only, no plaintext port,
+    // and one password for the master and the Sentinels.
+    const tls = [
+      '--port',
+      '0',
+      '--bind',
+      '127.0.0.1',
+      '--tls-auth-clients',
+      'no',
+      '--requirepass',
+      REDIS_PASSWORD,
+    ]
+      .concat(['--tls-cert-file', join(dir, 'redis.crt'), '--tls-key-file', join(dir, 'redis.key')])
+      .concat(['--tls-ca-cert-file', caFile]);
+    const masterPort = await freePort();
+    children.push(spawnRedis([...tls, '--tls-port', String(masterPort), '--save', '', '--dir', dir]));
+    sentinelPort = await freePort();
+    const conf = join(dir, 'sentinel.conf');
+    writeFileSync(
+      conf,
+      [
+        `dir ${dir}`,
+        'tls-replication yes',
+        `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`,
+        `sentinel auth-pass mymaster ${REDIS_PASSWORD}`,
+        '',
+      ].join('\n'),
+    );
+    children.push(spawnRedis([conf, '--sentinel', ...tls, '--tls-port', String(sentinelPort)]));
+    const cli = [
+      '--tls',
+      '--cacert',
+      caFile,
+      '-p',
+      String(sentinelPort),
+      '-a',
+      REDIS_PASSWORD,
+      '--no-auth-warning',
+    ];
+    await waitFor(
+      () =>
+        execFileSync('redis-cli', [...cli, 'SENTINEL', 'get-master-addr-by-name', 'mymaster'], {
+          encoding: 'utf8',
+          timeout: 10_000,
+          stdio: ['ignore', 'pipe', 'ignore'],
+        }).includes(String(masterPort)),
+      { what: 'the TLS sentinel knows the master', timeoutMs: 15_000, intervalMs: 100 },
+    );
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+
+  afterAll(async () => {
+    await replica?.stop('SIGKILL');
+    await simulator?.close();
+    await stopAll(children);
+    children = [];
+  });
+
+  test('a replica asks the Sentinels over TLS and with the password too, and reaches the master', async () => {
+    const env = processEnv(simulator.url, {
+      REDIS_SENTINELS: `127.0.0.1:${sentinelPort}`,
+      REDIS_SENTINEL_NAME: 'mymaster',
+      REDIS_TLS: 'true',
+      REDIS_PASSWORD,
+      // The pod's way of trusting a private CA for Redis (deploy/k8s/overlays/production).
+      NODE_EXTRA_CA_CERTS: caFile,
+    });
+    replica = await startGatewayProcess({ env });
+    expect(await burstOnBoth([replica])).toEqual([200, 200, 200, 200, 200]);
   });
 });
 

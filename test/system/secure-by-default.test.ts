@@ -90,6 +90,42 @@ describe('the gateway with an upstream and NODE_ENV unset', () => {
   });
 });
 
+describe('an upstream URL whose scheme is written in capitals', () => {
+  test('HTTP:// is refused at start: the credentials never go out in plain text', async () => {
+    const plain = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+    const env = {
+      ...productionEnv(plain.url.replace(/^http:/, 'HTTP:')),
+      UPSTREAM_CA_FILE: '',
+      NODE_ENV: '',
+    };
+    // A gateway that starts after all is stopped at once, and the test fails on what it did.
+    const started = await startGatewayProcess({ env, waitUntil: 'live' }).then(
+      async (gateway) => {
+        await gateway.stop();
+        return `served, after ${plain.stats().logins} plain-text logins`;
+      },
+      (error: Error) => error.message,
+    );
+    await plain.close();
+    expect(started).toMatch(/UPSTREAM_BASE_URL: must be https in production/);
+    expect(plain.stats().logins).toBe(0);
+  });
+
+  test('HTTPS:// is served over TLS', async () => {
+    const upstream = good.url.replace(/^https:/, 'HTTPS:');
+    const gateway = await startGatewayProcess({ env: { ...productionEnv(upstream), NODE_ENV: '' } });
+    try {
+      const answer = await fetch(
+        `${gateway.url}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
+        { headers: { 'x-api-key': KEY } },
+      );
+      expect(answer.status).toBe(200);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
 describe('npm run doctor against TLS upstreams', () => {
   test('trusts UPSTREAM_CA_FILE and passes', async () => {
     const { code, output } = await runToExit('src/operations/doctor-cli.ts', productionEnv(good.url));

@@ -1,7 +1,11 @@
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { getCACertificates, setDefaultCACertificates } from 'node:tls';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import type { Caller } from '../../../src/callers/caller';
 import { createOidcVerifier, type OidcVerifierOptions } from '../../../src/callers/oidc-verifier';
 import { GatewayError } from '../../../src/http/gateway-error';
+import { createTestPki } from '../../support/test-certificates';
 import { newSigningKey, startTestIssuer, type TestIssuer } from './support/oidc-test-issuer';
 
 const AUDIENCE = 'payments-bff';
@@ -262,5 +266,49 @@ describe('an issuer outage is remembered for a few seconds', () => {
     });
     expect(await burst((token) => verifier.verify(token), 5)).toEqual(Array(10).fill(401));
     expect(issuer.discoveryFetches).toBe(1);
+  });
+});
+
+describe('an https issuer whose discovery document sends the keys over plain http', () => {
+  let keys: TestIssuer;
+  let discovery: HttpsServer;
+  let httpsIssuer: string;
+  const defaultCas = getCACertificates('default');
+
+  beforeAll(async () => {
+    const pki = await createTestPki();
+    // The process trusts the test CA, as a deployment trusts its issuer's (restored after these tests).
+    setDefaultCACertificates([...defaultCas, pki.caPem]);
+    keys = await startTestIssuer();
+    // As an issuer behind a TLS proxy that forgot X-Forwarded-Proto advertises: its jwks_uri is http://.
+    discovery = createHttpsServer({ cert: pki.good.cert, key: pki.good.key }, (_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ issuer: httpsIssuer, jwks_uri: keys.jwksUrl }));
+    });
+    await new Promise<void>((resolve) => discovery.listen(0, '127.0.0.1', resolve));
+    httpsIssuer = `https://127.0.0.1:${(discovery.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    setDefaultCACertificates(defaultCas);
+    await keys.close();
+    await new Promise((resolve) => discovery.close(resolve));
+  });
+
+  test('refuses the keys (401) and tells the operator, instead of trusting keys fetched in clear', async () => {
+    const warnings: unknown[] = [];
+    const verifier = createOidcVerifier({
+      issuer: httpsIssuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 30,
+      logger: { warn: (fields) => warnings.push(fields) },
+    });
+    const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
+    const outcome = await verifier.verify(token).then(
+      () => 'verified',
+      (error: GatewayError) => error.reason,
+    );
+    expect(outcome).toBe('CLIENT_UNAUTHENTICATED');
+    expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not https/);
+    expect(keys.jwksFetches).toBe(0);
   });
 });

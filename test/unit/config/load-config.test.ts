@@ -71,6 +71,15 @@ describe('loadConfig', () => {
       ]);
   });
 
+  it('refuses a number made of blanks instead of reading it as 0 (UPSTREAM_QUEUE_TIMEOUT_MS=" " is not "never wait")', () => {
+    for (const variable of ['UPSTREAM_QUEUE_TIMEOUT_MS', 'PORT', 'METRICS_PORT', 'OTEL_TRACES_SAMPLER_ARG'])
+      for (const blank of [' ', '\t', '  \n'])
+        expect(problemsOf({ [variable]: blank })).toEqual([
+          { variable, message: expect.stringMatching(/must be a number/) },
+        ]);
+    expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: ' 250 ' }).upstream.queueTimeoutMs).toBe(250);
+  });
+
   it('never echoes a secret value in its messages', () => {
     const secret = 'not-base64-but-very-secret-value!!';
     let message = '';
@@ -214,6 +223,36 @@ describe('loadConfig', () => {
       expect(loadConfig({ NODE_ENV: '' }).mode).toBe('local');
     });
 
+    it('refuses an http upstream however its scheme is written, and reads HTTPS:// as https', () => {
+      // URL schemes are case-insensitive: HTTP:// is plain http and would carry the credentials unencrypted.
+      for (const url of ['HTTP://api.example.com', 'Http://api.example.com'])
+        expect(problemsOf({ ...upstreamEnv, ...productionReady, UPSTREAM_BASE_URL: url })).toEqual([
+          expect.objectContaining({
+            variable: 'UPSTREAM_BASE_URL',
+            message: expect.stringMatching(/^must be https in production/),
+          }),
+        ]);
+      const config = loadConfig({
+        ...upstreamEnv,
+        ...productionReady,
+        UPSTREAM_BASE_URL: 'HTTPS://Api.Payments.Example.com/',
+      });
+      expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
+    });
+
+    it('says why in the session refusals too: an operator who never set NODE_ENV learns that production applies', () => {
+      const problems = problemsOf({
+        ...upstreamEnv,
+        ...productionReady,
+        SESSION_ISSUER: 'http://login.example.com',
+        SESSION_CLIENT_ID: 'payments-console',
+        SESSION_CLIENT_SECRET: 'client-secret-value',
+        SESSION_PUBLIC_URL: 'http://bff.example.com',
+      });
+      expect(problems.map((p) => p.variable).sort()).toEqual(['SESSION_ISSUER', 'SESSION_PUBLIC_URL']);
+      for (const problem of problems) expect(problem.message).toMatch(/NODE_ENV=development or test/);
+    });
+
     it('refuses http OIDC issuer and JWKS URLs, naming each variable', () => {
       const problems = problemsOf({
         ...upstreamEnv,
@@ -268,6 +307,19 @@ describe('loadConfig', () => {
       ]);
       // Outside production /metrics stays on the main port without asking.
       expect(loadConfig(testEnv).server.metricsOnMainPort).toBe(true);
+    });
+
+    it('refuses METRICS_PORT equal to PORT, naming both, instead of failing to listen on an address "in use"', () => {
+      expect(problemsOf({ ...upstreamEnv, ...productionReady, PORT: '9464', METRICS_PORT: '9464' })).toEqual([
+        {
+          variable: 'METRICS_PORT',
+          message: expect.stringMatching(/must differ from PORT.*METRICS_ON_MAIN_PORT/),
+        },
+      ]);
+      // Port 0 asks the system for a free port each time: two of them never collide.
+      expect(
+        loadConfig({ ...upstreamEnv, ...productionReady, PORT: '0', METRICS_PORT: '0' }).production,
+      ).toBe(true);
     });
 
     it.each([
