@@ -57,7 +57,10 @@ export function retryAfterSeconds(value: string | null, now = Date.now()): numbe
 export function createTokenClient(options: TokenClientOptions): TokenClient {
   const ca = upstreamCa(options.extraCa);
   // The global fetch takes no CA: with one, undici's own fetch on a pool that trusts it (the same roots + file).
-  const dispatcher = ca && !options.fetch ? new Agent({ connect: { ca } }) : undefined;
+  // Its connect (TLS handshake included) is bounded by the call's own timeout: a handshake that stalls would
+  // otherwise hold close(), and so the replica's shutdown, for undici's default 10 s.
+  const dispatcher =
+    ca && !options.fetch ? new Agent({ connect: { ca, timeout: options.timeoutMs } }) : undefined;
   const doFetch: typeof fetch =
     options.fetch ??
     (dispatcher

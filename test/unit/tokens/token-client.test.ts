@@ -1,7 +1,8 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
 import { GatewayError } from '../../../src/http/gateway-error';
 import { createTokenClient, retryAfterSeconds } from '../../../src/tokens/internal/token-client';
+import { createTestPki } from '../../support/test-certificates';
 
 const CREDENTIALS = { username: 'merchant-user', password: 'hunter2-password' };
 
@@ -124,6 +125,27 @@ describe('token client', () => {
       expect((await failure(client.login(CREDENTIALS))).reason).toBe('UPSTREAM_TIMEOUT');
       expect(Date.now() - started).toBeLessThan(2000);
     });
+
+    // Liveness, not speed: before its connect was bounded, close() waited out undici's own 10 s connect timeout.
+    it('with UPSTREAM_CA_FILE, gives up a TLS handshake that stalls, and close() then returns (its own pool)', async () => {
+      // Accepts the connection and never answers the ClientHello.
+      const stalled: Socket[] = [];
+      const tcp = createTcpServer((socket) => stalled.push(socket));
+      await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', resolve));
+      const client = createTokenClient({
+        baseUrl: `https://127.0.0.1:${(tcp.address() as AddressInfo).port}`,
+        timeoutMs: 200,
+        extraCa: [(await createTestPki()).caPem],
+      });
+      try {
+        expect((await failure(client.login(CREDENTIALS))).reason).toBe('UPSTREAM_TIMEOUT');
+        expect(stalled).toHaveLength(1);
+        await expect(client.close?.()).resolves.toBeUndefined();
+      } finally {
+        for (const socket of stalled) socket.destroy();
+        await new Promise((resolve) => tcp.close(resolve));
+      }
+    }, 6000);
 
     it('maps a refused connection to UPSTREAM_UNAVAILABLE', async () => {
       const client = createTokenClient({ baseUrl: 'http://127.0.0.1:1', timeoutMs: 1000 });
