@@ -70,10 +70,11 @@ export function createRedisAnswerCache(
   const gate = new SlowStoreGate(RETRY_HUNG_REDIS_MS, now);
   return {
     async get(key) {
-      if (gate.closed) return undefined;
+      if (!gate.admits()) return undefined;
       const started = now();
       try {
         const raw = await redis.get(prefix + key);
+        gate.succeeded();
         return raw ? seal.open('plan_cache', raw, prefix + key, (text) => decode(text, now())) : undefined;
       } catch {
         gate.failed(started);
@@ -81,11 +82,12 @@ export function createRedisAnswerCache(
       }
     },
     async set(key, answer, ttlSeconds) {
-      if (gate.closed) return;
+      if (!gate.admits()) return;
       const started = now();
       try {
         const sealed = seal.seal(encode(answer, started + ttlSeconds * 1000), prefix + key);
         await redis.set(prefix + key, sealed, 'EX', ttlSeconds);
+        gate.succeeded();
       } catch {
         // a missed write only costs a later upstream call
         gate.failed(started);
