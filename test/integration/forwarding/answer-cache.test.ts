@@ -1,9 +1,12 @@
 // The plan cache in a Redis that hangs (SIGSTOP keeps the connection open, commands time out): plan reads go to the
 // upstream without each one waiting on Redis first (real Redis, real simulator, the real gateway).
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { createRedisAnswerCache } from '../../../src/forwarding';
 import { SEED_PLAN_ID } from '../../../src/simulator/plans';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import type { RedisClient } from '../../../src/store/redis-connection';
+import { createRecordSeal, createTokenCipher } from '../../../src/tokens';
 import { writeClientsFile } from '../../support/clients-file';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
 import { waitFor } from '../../support/ports';
@@ -94,4 +97,21 @@ test('past the pause, one plan read tries the hung Redis again while the reads a
   await waitFor(async () => (await admin.ping()) === 'PONG', { what: 'Redis resumed' });
   // The first read found Redis hung; past the pause one read (the probe) asked again, the other four did not.
   expect((await redisGets()) - getsBefore).toBe(2);
+});
+
+test('an entry just past its sealed end on a replica whose clock runs ahead is a miss, not counted as forged', async () => {
+  const seal = (rejected: { count: number }) =>
+    createRecordSeal(createTokenCipher(key), { inc: () => (rejected.count += 1) });
+  const key = randomBytes(32);
+  const client = admin as unknown as RedisClient;
+  const writer = createRedisAnswerCache(client, 'skew-test:', seal({ count: 0 }));
+  // A second replica whose clock is a TTL and a few milliseconds ahead: Redis still holds the entry it reads.
+  const rejected = { count: 0 };
+  const reader = createRedisAnswerCache(client, 'skew-test:', seal(rejected), () => Date.now() + 1_005);
+  const answer = { status: 200, headers: { 'content-type': 'application/json' }, body: Buffer.from('{}') };
+  await writer.set('plan', answer, 1);
+  expect(await writer.get('plan')).toEqual(answer);
+
+  expect(await reader.get('plan')).toBeUndefined();
+  expect(rejected.count).toBe(0);
 });
