@@ -76,11 +76,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       'is required when NODE_ENV=production (local mode with the simulator is for development)',
     );
   }
-  if (env.UPSTREAM_BASE_URL !== undefined && !isHttpsUrl(env.UPSTREAM_BASE_URL)) {
-    if (production) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
-    else if (!env.UPSTREAM_ALLOW_HTTP)
-      fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
-  }
+  if (env.UPSTREAM_BASE_URL !== undefined) checkUpstreamUrl(env.UPSTREAM_BASE_URL, env, why, fail);
   if (mode === 'upstream') {
     if (!env.UPSTREAM_USERNAME) fail('UPSTREAM_USERNAME', 'is required (or UPSTREAM_USERNAME_FILE)');
     if (!env.UPSTREAM_PASSWORD) fail('UPSTREAM_PASSWORD', 'is required (or UPSTREAM_PASSWORD_FILE)');
@@ -211,6 +207,30 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
 
 /** The development client of local mode, registered with the development identity provider. */
 const LOCAL_SESSION_CLIENT_ID = 'local-web-app';
+
+/**
+ * UPSTREAM_BASE_URL: https (unless allowed for tests), and the provider's base only (scheme, host, port, path). A user
+ * or password in it would never reach the provider (the token client refuses such a URL: every login "unavailable")
+ * and a query or fragment would end up inside every upstream path. The value is never echoed: it may hold a secret.
+ */
+function checkUpstreamUrl(
+  raw: string,
+  env: RawEnv,
+  why: string,
+  fail: (variable: string, message: string) => void,
+) {
+  const url = new URL(raw);
+  if (url.protocol !== 'https:') {
+    if (isProduction(env)) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
+    else if (!env.UPSTREAM_ALLOW_HTTP)
+      fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
+  }
+  if (url.username || url.password || url.search || url.hash || raw.includes('#') || raw.includes('?'))
+    fail(
+      'UPSTREAM_BASE_URL',
+      "must be the provider's base URL only (scheme, host, port, path), without user, password, query or fragment: the credentials are UPSTREAM_USERNAME and UPSTREAM_PASSWORD",
+    );
+}
 
 function checkSessionSettings(
   env: RawEnv,

@@ -9,8 +9,8 @@ const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return
 
 /**
  * Takes the lock KEYS[1] for owner ARGV[1] with a lease of ARGV[2] ms when nobody holds it (SET NX PX), or when what
- * holds it is no replica's lock: no expiry, a lease longer than ARGV[3] ms (the longest TOKEN_LOCK_TTL_MS allows),
- * or not a string. Whoever can write Redis could otherwise park a lock there for ever, and every token flight of the
+ * holds it is no replica's lock: no expiry, a lease longer than ARGV[3] ms (the longest lease a replica writes for
+ * this key: see {@link takeoverAbove}), or not a string. Whoever can write Redis could otherwise park a lock there for ever, and every token flight of the
  * fleet would wait out TOKEN_LOCK_WAIT_MS rounds for twice the lease before fetching on its own.
  */
 const ACQUIRE_LOCK = `
@@ -21,6 +21,16 @@ if ttl == -1 or ttl > tonumber(ARGV[3]) or redis.call('type', KEYS[1]).ok ~= 'st
   return 1
 end
 return 0`;
+
+/**
+ * The longest lease a replica writes for a lock taken with `leaseMs`: the longest TOKEN_LOCK_TTL_MS allows (another
+ * replica may run with a longer one), or `leaseMs` itself when longer. Marks held for longer than any token lock (a
+ * logout token's jti, remembered for its whole validity) must stay exclusive for their whole lease: taking them
+ * over would accept the replay they exist to refuse.
+ */
+function takeoverAbove(leaseMs: number): number {
+  return Math.max(leaseMs, MAX_TOKEN_LOCK_TTL_MS);
+}
 
 /** Renews the lease of KEYS[1] only while ARGV[1] owns it. */
 const COMPARE_AND_EXTEND = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
@@ -79,7 +89,7 @@ export function createRedisTokenStore({ client, logger }: RedisTokenStoreOptions
     },
     async acquireLock(key, owner, ttlMs) {
       const leaseMs = Math.max(1, Math.ceil(ttlMs));
-      return Number(await client.eval(ACQUIRE_LOCK, 1, key, owner, leaseMs, MAX_TOKEN_LOCK_TTL_MS)) === 1;
+      return Number(await client.eval(ACQUIRE_LOCK, 1, key, owner, leaseMs, takeoverAbove(leaseMs))) === 1;
     },
     async releaseLock(key, owner) {
       return Number(await client.eval(COMPARE_AND_DELETE, 1, key, owner)) === 1;

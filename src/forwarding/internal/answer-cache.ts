@@ -26,28 +26,41 @@ const encode = (answer: UpstreamAnswer, expiresAt: number): string =>
     e: expiresAt,
   } satisfies StoredAnswer);
 /**
+ * How far past its sealed end an entry Redis still holds is taken for this fleet's own: replicas' clocks a little
+ * apart, the write's own round trip (Redis's expiry starts after `e` was set). Such an entry is a plain miss; one
+ * further past it was kept longer than it was written for (its expiry lifted, a copy written back): a miss, counted.
+ */
+const CLOCK_TOLERANCE_MS = 1_000;
+/** What decode returns for an entry just past its end: a miss that open() does not count as a rejected record. */
+const ENDED: UpstreamAnswer = { status: 0, headers: {}, body: Buffer.alloc(0) };
+
+const isStoredAnswer = (stored: Partial<StoredAnswer> | null): stored is StoredAnswer => {
+  const headers = stored?.h;
+  return (
+    !!stored &&
+    typeof stored.e === 'number' &&
+    Number.isInteger(stored.s) &&
+    (stored.s as number) >= 100 &&
+    (stored.s as number) <= 599 &&
+    typeof stored.b === 'string' &&
+    typeof headers === 'object' &&
+    headers !== null &&
+    !Array.isArray(headers) &&
+    Object.values(headers).every((v) => typeof v === 'string')
+  );
+};
+
+/**
  * The answer from its JSON text, or undefined unless every field has its shape (it came from Redis) and its own end
- * (`e`) is still ahead: an entry kept past its TTL by whoever can write Redis is as good as absent.
+ * (`e`) is still ahead: an entry kept past its TTL by whoever can write Redis is as good as absent (ENDED when it is
+ * just past, within the clock tolerance).
  */
 const decode = (text: string, now: number): UpstreamAnswer | undefined => {
   try {
     const stored = JSON.parse(text) as Partial<StoredAnswer> | null;
-    const headers = stored?.h;
-    if (
-      !stored ||
-      typeof stored.e !== 'number' ||
-      !(stored.e > now) ||
-      !Number.isInteger(stored.s) ||
-      (stored.s as number) < 100 ||
-      (stored.s as number) > 599 ||
-      typeof stored.b !== 'string' ||
-      typeof headers !== 'object' ||
-      headers === null ||
-      Array.isArray(headers) ||
-      !Object.values(headers).every((v) => typeof v === 'string')
-    )
-      return undefined;
-    return { status: stored.s as number, headers, body: Buffer.from(stored.b, 'base64') };
+    if (!isStoredAnswer(stored)) return undefined;
+    if (!(stored.e > now)) return now - stored.e < CLOCK_TOLERANCE_MS ? ENDED : undefined;
+    return { status: stored.s, headers: stored.h, body: Buffer.from(stored.b, 'base64') };
   } catch {
     return undefined;
   }
@@ -68,24 +81,29 @@ export function createRedisAnswerCache(
   now: () => number = Date.now,
 ): AnswerCache {
   const gate = new SlowStoreGate(RETRY_HUNG_REDIS_MS, now);
+  // Made once, not per read.
+  const decodeNow = (text: string) => decode(text, now());
   return {
     async get(key) {
-      if (gate.closed) return undefined;
+      if (!gate.admits()) return undefined;
       const started = now();
       try {
         const raw = await redis.get(prefix + key);
-        return raw ? seal.open('plan_cache', raw, prefix + key, (text) => decode(text, now())) : undefined;
+        gate.succeeded();
+        const answer = raw ? seal.open('plan_cache', raw, prefix + key, decodeNow) : undefined;
+        return answer === ENDED ? undefined : answer;
       } catch {
         gate.failed(started);
         return undefined;
       }
     },
     async set(key, answer, ttlSeconds) {
-      if (gate.closed) return;
+      if (!gate.admits()) return;
       const started = now();
       try {
         const sealed = seal.seal(encode(answer, started + ttlSeconds * 1000), prefix + key);
         await redis.set(prefix + key, sealed, 'EX', ttlSeconds);
+        gate.succeeded();
       } catch {
         // a missed write only costs a later upstream call
         gate.failed(started);

@@ -32,7 +32,11 @@ export class SlidingWindowBreaker implements IBreaker {
 
   constructor(
     private readonly settings: SlidingWindowSettings,
-    private readonly now: () => number = Date.now,
+    /**
+     * Steady time (ms), never the wall clock: a wall clock stepped back (NTP) would count every call in one slice
+     * until it caught up, so for that long nothing would leave the window.
+     */
+    private readonly now: () => number = () => performance.now(),
   ) {
     const count = Math.max(5, Math.ceil(settings.windowMs / 1000));
     this.slices = Array.from({ length: count }, () => ({ failures: 0, successes: 0 }));
@@ -66,7 +70,7 @@ export class SlidingWindowBreaker implements IBreaker {
 
   private count(success: boolean): void {
     const slice = Math.floor(this.now() / this.sliceMs);
-    // Clocks may step back: a call never counts in a slice older than the last one.
+    // A clock handed in may step back: a call never counts in a slice older than the last one.
     if (slice > this.slice) {
       this.empty(Math.min(this.slices.length, slice - this.slice));
       this.slice = slice;

@@ -157,10 +157,11 @@ export class SharedTokenCache {
 
   /** After a slow failure the store is left alone a moment: requests never queue on an unreachable Redis. */
   async call<T>(operation: string, run: () => Promise<T>): Promise<T | Down> {
-    if (this.gate.closed) return DOWN;
+    if (!this.gate.admits()) return DOWN;
     const started = this.clock.now();
     try {
       const value = await run();
+      this.gate.succeeded();
       this.mark(true);
       return value;
     } catch (error) {

@@ -26,7 +26,11 @@ export interface TokenStore {
   delete(...keys: string[]): Promise<void>;
   /** Deletes `key` only while it still holds exactly `expected` (atomic); true when it deleted. */
   compareAndDelete(key: string, expected: string): Promise<boolean>;
-  /** Takes the lock when nobody holds it (SET NX PX); true when `owner` now holds it for `ttlMs`. */
+  /**
+   * Takes the lock when nobody holds it (SET NX PX); true when `owner` now holds it for `ttlMs`. A held lock is never
+   * taken, however long its lease, unless no replica could have written it (the Redis store: no expiry, a lease past
+   * both `ttlMs` and the longest TOKEN_LOCK_TTL_MS, not a string).
+   */
   acquireLock(key: string, owner: string, ttlMs: number): Promise<boolean>;
   /** Releases the lock only when `owner` still holds it (atomic); true when it released. */
   releaseLock(key: string, owner: string): Promise<boolean>;

@@ -1,6 +1,7 @@
 // The Redis TokenStore against a real redis-server: atomic scripts, leases, and notifications across restarts.
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { createLogoutReplays } from '../../../src/sessions/logout-replays';
 import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
 import { createRedisTokenStore } from '../../../src/store/redis-token-store';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
@@ -81,6 +82,14 @@ describe('redis token store', () => {
     await admin.set('t:{x}:lock', 'owner-b', 'PX', 120_000);
     expect(await a.acquireLock('t:{x}:lock', 'owner-a', 5_000)).toBe(false);
     await admin.del('t:{x}:lock');
+  });
+
+  it('a logout token is used once: its mark, a lease longer than any token lock, is never taken over', async () => {
+    const replays = createLogoutReplays(stores[0], 't:');
+    const elsewhere = createLogoutReplays(stores[1], 't:');
+    expect(await replays.firstUse('https://issuer.example', 'jti-1')).toBe(true);
+    expect(await elsewhere.firstUse('https://issuer.example', 'jti-1')).toBe(false);
+    expect(await replays.firstUse('https://issuer.example', 'jti-1')).toBe(false);
   });
 
   it('notifies subscribers on other connections, again after Redis restarts, and fails fast while it is down', async () => {

@@ -296,6 +296,23 @@ describe('loadConfig', () => {
       expect(config.upstream.baseUrl).toBe('https://api.payments.example.com');
     });
 
+    it('refuses an upstream URL with a user, a password, a query or a fragment, without echoing it', () => {
+      const production = { ...upstreamEnv, ...productionReady };
+      for (const url of [
+        'https://merchant:hunter2@api.payments.example.com',
+        'https://merchant@api.payments.example.com/v1',
+        'https://api.payments.example.com/v1?tenant=hunter2',
+        'https://api.payments.example.com/v1#hunter2',
+      ]) {
+        const problems = problemsOf({ ...production, UPSTREAM_BASE_URL: url });
+        expect(problems).toEqual([expect.objectContaining({ variable: 'UPSTREAM_BASE_URL' })]);
+        expect(JSON.stringify(problems)).not.toContain('hunter2');
+      }
+      // A path prefix is the provider's base: kept.
+      const config = loadConfig({ ...production, UPSTREAM_BASE_URL: 'https://api.payments.example.com/v1/' });
+      expect(config.upstream.baseUrl).toBe('https://api.payments.example.com/v1');
+    });
+
     it('needs METRICS_PORT, or an explicit METRICS_ON_MAIN_PORT=true, and not both', () => {
       const env = { ...upstreamEnv, ...productionReady, METRICS_PORT: '' };
       const [problem] = problemsOf(env);

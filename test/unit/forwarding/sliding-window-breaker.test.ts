@@ -45,6 +45,24 @@ describe('SlidingWindowBreaker', () => {
     expect(fail(5)).toBe(true);
   });
 
+  it('keeps its own steady time: a wall clock stepped back an hour does not keep old failures in the window', () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    try {
+      const breaker = new SlidingWindowBreaker(settings);
+      const fail = (times: number) => {
+        let opens = false;
+        for (let i = 0; i < times; i++) opens = breaker.failure(CircuitState.Closed);
+        return opens;
+      };
+      fail(5);
+      jest.setSystemTime(Date.now() - 3_600_000);
+      jest.advanceTimersByTime(settings.windowMs + 1_000);
+      expect(fail(5)).toBe(false);
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('a successful probe closes with an empty window', () => {
     const { breaker, fail } = breakerAt(1_000_000);
     fail(9);
