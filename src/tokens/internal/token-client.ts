@@ -54,19 +54,28 @@ export function retryAfterSeconds(value: string | null, now = Date.now()): numbe
   return Number.isNaN(date) ? 0 : Math.max(0, Math.ceil((date - now) / 1000));
 }
 
-export function createTokenClient(options: TokenClientOptions): TokenClient {
+/**
+ * The fetch the token calls go through: the injected one, the global fetch, or with UPSTREAM_CA_FILE undici's own
+ * fetch on a pool that trusts it (the same roots + file; the global fetch takes no CA). That pool's connect (TLS
+ * handshake included) is bounded by the call's own timeout: a handshake that stalls would otherwise hold close(),
+ * and so the replica's shutdown, for undici's default 10 s.
+ */
+function tokenFetch(options: TokenClientOptions): { doFetch: typeof fetch; close(): Promise<void> } {
   const ca = upstreamCa(options.extraCa);
-  // The global fetch takes no CA: with one, undici's own fetch on a pool that trusts it (the same roots + file).
-  // Its connect (TLS handshake included) is bounded by the call's own timeout: a handshake that stalls would
-  // otherwise hold close(), and so the replica's shutdown, for undici's default 10 s.
-  const dispatcher =
-    ca && !options.fetch ? new Agent({ connect: { ca, timeout: options.timeoutMs } }) : undefined;
-  const doFetch: typeof fetch =
-    options.fetch ??
-    (dispatcher
-      ? (((url: string, init: RequestInit) =>
-          undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch)
-      : fetch);
+  if (options.fetch || !ca) return { doFetch: options.fetch ?? fetch, close: async () => undefined };
+  const dispatcher = new Agent({ connect: { ca, timeout: options.timeoutMs } });
+  const doFetch = ((url: string, init: RequestInit) =>
+    undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch;
+  return {
+    doFetch,
+    close: async () => {
+      await dispatcher.close();
+    },
+  };
+}
+
+export function createTokenClient(options: TokenClientOptions): TokenClient {
+  const { doFetch, close } = tokenFetch(options);
   const headers = {
     ...options.headers,
     'content-type': 'application/json',
@@ -132,8 +141,6 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
       return answer;
     },
     refresh: (refreshToken) => call('/api/token/refresh/', { refresh: refreshToken }, DETAIL.refreshRefused),
-    close: async () => {
-      await dispatcher?.close();
-    },
+    close,
   };
 }
