@@ -16,7 +16,12 @@ import {
   UpstreamFailure,
 } from './circuit-breaker';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
-import { DETACHED_RESPONSE, takingUpstreamRequests, UpstreamRequest } from './upstream-request';
+import {
+  DETACHED_RESPONSE,
+  takingUpstreamRequests,
+  UPSTREAM_PROXY_OPTIONS,
+  UpstreamRequest,
+} from './upstream-request';
 import type { UpstreamSlots } from './upstream-slots';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -145,10 +150,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
       target: new URL(deps.baseUrl),
       agent: deps.agent,
-      changeOrigin: true,
-      xfwd: false,
-      selfHandleResponse: true,
-      ejectPlugins: true,
+      ...UPSTREAM_PROXY_OPTIONS,
       plugins: [
         (server) => {
           server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {

@@ -86,6 +86,17 @@ export const DETACHED_RESPONSE = {
   },
 } as unknown as ServerResponse;
 
+/**
+ * The forwarder's http-proxy-middleware options besides its target, agent and plugins: what UpstreamRequest is
+ * written against (no path filter, rewrite, router or X-Forwarded-*; the answer is the forwarder's to read).
+ */
+export const UPSTREAM_PROXY_OPTIONS = {
+  changeOrigin: true,
+  xfwd: false,
+  selfHandleResponse: true,
+  ejectPlugins: true,
+} as const;
+
 /** The proxy, as it is called here: with an UpstreamRequest and a response that is not the caller's. */
 export type UpstreamProxy = (req: UpstreamRequest, res: ServerResponse) => Promise<unknown>;
 

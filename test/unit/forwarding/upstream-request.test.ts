@@ -13,6 +13,7 @@ import { createProxyMiddleware } from 'http-proxy-middleware';
 import {
   DETACHED_RESPONSE,
   takingUpstreamRequests,
+  UPSTREAM_PROXY_OPTIONS,
   UpstreamRequest,
 } from '../../../src/forwarding/internal/upstream-request';
 
@@ -44,10 +45,7 @@ function proxyTo(target: string, agent: Agent) {
     createProxyMiddleware<IncomingMessage, ServerResponse>({
       target: new URL(target),
       agent,
-      changeOrigin: true,
-      xfwd: false,
-      selfHandleResponse: true,
-      ejectPlugins: true,
+      ...UPSTREAM_PROXY_OPTIONS,
       plugins: [
         (server) => {
           server.on('proxyReq', (proxyReq: ClientRequest) => proxyReq.end('{"a":1}'));
