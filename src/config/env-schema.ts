@@ -36,6 +36,7 @@ export const SECRET_VARIABLES = [
   'UPSTREAM_PASSWORD',
   'TOKEN_ENCRYPTION_KEY',
   'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
   'SESSION_CLIENT_SECRET',
 ] as const;
 
@@ -146,6 +147,9 @@ export const envSchema = z.object({
   REDIS_CLUSTER_NODES: list.pipe(z.array(hostPort)).optional(),
   REDIS_PASSWORD: z.string().optional(),
   REDIS_PASSWORD_FILE: z.string().min(1).optional(),
+  /** The Sentinels' own password (their requirepass) when it is not REDIS_PASSWORD; default: REDIS_PASSWORD. */
+  REDIS_SENTINEL_PASSWORD: z.string().optional(),
+  REDIS_SENTINEL_PASSWORD_FILE: z.string().min(1).optional(),
   REDIS_TLS: bool.default(false),
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),

@@ -475,6 +475,25 @@ describe('loadConfig', () => {
     expect(problemsOf({ REDIS_URL: 'redis://x:6379', REDIS_CLUSTER_NODES: 'n1:7000' })).toHaveLength(1);
   });
 
+  it('asks the Sentinels with REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD; refuses it without Sentinels', () => {
+    const sentinels = {
+      REDIS_SENTINELS: 'a:26379',
+      REDIS_SENTINEL_NAME: 'mymaster',
+      REDIS_PASSWORD: 'master-pw',
+    };
+    expect(loadConfig(sentinels).redis).toMatchObject({
+      password: 'master-pw',
+      sentinelPassword: 'master-pw',
+    });
+    expect(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: 'sentinel-pw' }).redis).toMatchObject({
+      password: 'master-pw',
+      sentinelPassword: 'sentinel-pw',
+    });
+    const problems = problemsOf({ REDIS_URL: 'redis://x:6379', REDIS_SENTINEL_PASSWORD: 'sentinel-pw' });
+    expect(problems).toEqual([expect.objectContaining({ variable: 'REDIS_SENTINEL_PASSWORD' })]);
+    expect(JSON.stringify(problems)).not.toContain('sentinel-pw');
+  });
+
   it('refuses TRUST_PROXY=true but takes hop counts and CIDRs', () => {
     expect(problemsOf({ TRUST_PROXY: 'true' })).toEqual([
       expect.objectContaining({ variable: 'TRUST_PROXY' }),
