@@ -9,8 +9,15 @@ const bool = z
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
-/** A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. */
-const number = z.string().trim().min(1, 'must be a number').pipe(z.coerce.number());
+/**
+ * A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. Anything
+ * else that is not a finite number says so in those words too (not zod's "expected number, received NaN").
+ */
+const number = z
+  .string()
+  .trim()
+  .min(1, 'must be a number')
+  .pipe(z.coerce.number({ error: 'must be a number' }));
 const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
 const list = z.string().transform((v) =>
   v

@@ -80,6 +80,23 @@ describe('loadConfig', () => {
     expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: ' 250 ' }).upstream.queueTimeoutMs).toBe(250);
   });
 
+  it('says "must be a number" for any value that is not one, not zod\'s "received NaN"', () => {
+    for (const value of ['abc', '80abc', '10_000', 'Infinity', '-Infinity'])
+      for (const variable of [
+        'PORT',
+        'SHUTDOWN_TIMEOUT_MS',
+        'CIRCUIT_FAILURE_RATIO',
+        'OTEL_TRACES_SAMPLER_ARG',
+      ])
+        expect(problemsOf({ [variable]: value })).toEqual([{ variable, message: 'must be a number' }]);
+    // What the environment writes for numbers is read as before: 0, an exponent, a fraction where one is allowed.
+    expect(
+      loadConfig({ PLAN_CACHE_TTL_SECONDS: '0', SHUTDOWN_TIMEOUT_MS: '1e3' }).upstream.planCacheTtlSeconds,
+    ).toBe(0);
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '1e3' }).server.shutdownTimeoutMs).toBe(1000);
+    expect(loadConfig({ CIRCUIT_FAILURE_RATIO: '.25' }).upstream.circuit.failureRatio).toBe(0.25);
+  });
+
   it('never echoes a secret value in its messages', () => {
     const secret = 'not-base64-but-very-secret-value!!';
     let message = '';
