@@ -144,6 +144,8 @@ async function resolveJwksUrl(options: OidcVerifierOptions, timeoutMs: number): 
   // OIDC Discovery §4.3: the document must name the very issuer it was fetched for.
   if (document.issuer !== options.issuer) throw new Error('OIDC discovery names another issuer');
   if (typeof document.jwks_uri !== 'string') throw new Error('OIDC discovery has no jwks_uri');
+  // OIDC Discovery §3: an absolute URL. A relative one is named as such, not as a bare "Invalid URL".
+  if (!URL.canParse(document.jwks_uri)) throw new Error('OIDC discovery jwks_uri is not an absolute URL');
   const jwksUrl = new URL(document.jwks_uri);
   // An https issuer's keys never come over plain http (production requires https issuers): an issuer behind a TLS
   // proxy that lost X-Forwarded-Proto advertises http:// endpoints, and keys fetched in clear can be swapped. The

@@ -275,6 +275,8 @@ describe('an https issuer whose discovery document sends the keys over plain htt
   let httpsIssuer: string;
   /** The issuer the discovery document names: the one the verifier was configured with. */
   let servedIssuer: string;
+  /** The jwks_uri the discovery document names: by default the test issuer's http one. */
+  let servedJwksUri: string;
   let discoveryFetches = 0;
   const defaultCas = getCACertificates('default');
 
@@ -287,13 +289,14 @@ describe('an https issuer whose discovery document sends the keys over plain htt
     discovery = createHttpsServer({ cert: pki.good.cert, key: pki.good.key }, (_req, res) => {
       discoveryFetches += 1;
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ issuer: servedIssuer, jwks_uri: keys.jwksUrl }));
+      res.end(JSON.stringify({ issuer: servedIssuer, jwks_uri: servedJwksUri }));
     });
     await new Promise<void>((resolve) => discovery.listen(0, '127.0.0.1', resolve));
     httpsIssuer = `https://127.0.0.1:${(discovery.address() as AddressInfo).port}`;
   });
   beforeEach(() => {
     servedIssuer = httpsIssuer;
+    servedJwksUri = keys.jwksUrl;
     discoveryFetches = 0;
   });
   afterAll(async () => {
@@ -344,5 +347,19 @@ describe('an https issuer whose discovery document sends the keys over plain htt
     expect(discoveryFetches).toBe(1);
     expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not https/);
     expect(keys.jwksFetches).toBe(0);
+  });
+
+  test('a relative jwks_uri is refused in words that name it, not a bare "Invalid URL"', async () => {
+    servedJwksUri = '/jwks';
+    const warnings: unknown[] = [];
+    const verifier = createOidcVerifier({
+      issuer: httpsIssuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 30,
+      logger: { warn: (fields) => warnings.push(fields) },
+    });
+    const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
+    await expect(verifier.verify(token)).rejects.toMatchObject({ reason: 'CLIENT_UNAUTHENTICATED' });
+    expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not an absolute URL/);
   });
 });
