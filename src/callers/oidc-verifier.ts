@@ -144,10 +144,13 @@ async function resolveJwksUrl(options: OidcVerifierOptions, timeoutMs: number): 
   // OIDC Discovery §4.3: the document must name the very issuer it was fetched for.
   if (document.issuer !== options.issuer) throw new Error('OIDC discovery names another issuer');
   if (typeof document.jwks_uri !== 'string') throw new Error('OIDC discovery has no jwks_uri');
+  // OIDC Discovery §3: an absolute URL. A relative one is named as such, not as a bare "Invalid URL".
+  if (!URL.canParse(document.jwks_uri)) throw new Error('OIDC discovery jwks_uri is not an absolute URL');
   const jwksUrl = new URL(document.jwks_uri);
   // An https issuer's keys never come over plain http (production requires https issuers): an issuer behind a TLS
-  // proxy that lost X-Forwarded-Proto advertises http:// endpoints, and keys fetched in clear can be swapped.
-  if (options.issuer.startsWith('https:') && jwksUrl.protocol !== 'https:')
+  // proxy that lost X-Forwarded-Proto advertises http:// endpoints, and keys fetched in clear can be swapped. The
+  // issuer's scheme is read as a URL reads it (HTTPS:// is https, as for the production rule).
+  if (new URL(options.issuer).protocol === 'https:' && jwksUrl.protocol !== 'https:')
     throw new Error(
       'OIDC discovery jwks_uri is not https, although the issuer is (fix the issuer or set OIDC_JWKS_URL)',
     );

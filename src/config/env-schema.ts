@@ -9,8 +9,15 @@ const bool = z
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
-/** A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. */
-const number = z.string().trim().min(1, 'must be a number').pipe(z.coerce.number());
+/**
+ * A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. Anything
+ * else that is not a finite number says so in those words too (not zod's "expected number, received NaN").
+ */
+const number = z
+  .string()
+  .trim()
+  .min(1, 'must be a number')
+  .pipe(z.coerce.number({ error: 'must be a number' }));
 const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
 const list = z.string().transform((v) =>
   v
@@ -36,6 +43,7 @@ export const SECRET_VARIABLES = [
   'UPSTREAM_PASSWORD',
   'TOKEN_ENCRYPTION_KEY',
   'REDIS_PASSWORD',
+  'REDIS_SENTINEL_PASSWORD',
   'SESSION_CLIENT_SECRET',
 ] as const;
 
@@ -146,6 +154,9 @@ export const envSchema = z.object({
   REDIS_CLUSTER_NODES: list.pipe(z.array(hostPort)).optional(),
   REDIS_PASSWORD: z.string().optional(),
   REDIS_PASSWORD_FILE: z.string().min(1).optional(),
+  /** The Sentinels' own password (their requirepass) when it is not REDIS_PASSWORD; default: REDIS_PASSWORD. */
+  REDIS_SENTINEL_PASSWORD: z.string().optional(),
+  REDIS_SENTINEL_PASSWORD_FILE: z.string().min(1).optional(),
   REDIS_TLS: bool.default(false),
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),

@@ -112,6 +112,8 @@ export interface GatewayConfig {
   readonly redis: {
     readonly topology: RedisTopology;
     readonly password?: string;
+    /** What the Sentinels are asked with: REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD (Bitnami: one for both). */
+    readonly sentinelPassword?: string;
     readonly tls: boolean;
     /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
     readonly allowPlaintext?: boolean;

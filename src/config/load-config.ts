@@ -176,6 +176,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     redis: {
       topology,
       password: env.REDIS_PASSWORD || undefined,
+      sentinelPassword: env.REDIS_SENTINEL_PASSWORD || env.REDIS_PASSWORD || undefined,
       tls: env.REDIS_TLS,
       allowPlaintext: env.REDIS_ALLOW_PLAINTEXT,
       keyPrefix: env.REDIS_KEY_PREFIX,
@@ -389,6 +390,11 @@ function redisTopology(env: RawEnv, fail: (variable: string, message: string) =>
     fail(String(chosen[1]), `choose one Redis topology (${chosen.join(', ')} are all set)`);
     return { kind: 'none' };
   }
+  if (env.REDIS_SENTINEL_PASSWORD !== undefined && !env.REDIS_SENTINELS?.length)
+    fail(
+      'REDIS_SENTINEL_PASSWORD',
+      'is read with REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
+    );
   if (env.REDIS_URL) return { kind: 'standalone', url: env.REDIS_URL };
   if (env.REDIS_SENTINELS?.length) {
     if (!env.REDIS_SENTINEL_NAME) fail('REDIS_SENTINEL_NAME', 'is required with REDIS_SENTINELS');

@@ -73,16 +73,16 @@ export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck
       kind: 'redis',
       where,
       ok: false,
-      problem: scrub((error as Error).message, config.redis.password),
+      problem: scrub((error as Error).message, [config.redis.password, config.redis.sentinelPassword]),
     };
   } finally {
     client.disconnect();
   }
 }
 
-function scrub(text: string, secret: string | undefined): string {
+function scrub(text: string, secrets: readonly (string | undefined)[]): string {
   const oneLine = text.split('\n')[0] ?? '';
-  return secret ? oneLine.split(secret).join('***') : oneLine;
+  return secrets.reduce<string>((line, secret) => (secret ? line.split(secret).join('***') : line), oneLine);
 }
 
 export interface TokenTarget {

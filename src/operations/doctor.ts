@@ -189,7 +189,7 @@ export function diagnoseStore(check: StoreCheck): DoctorStep {
     state: 'fail',
     detail: `${check.where} is unreachable (${check.problem})`,
     fix: /NOAUTH|WRONGPASS|AUTH/i.test(check.problem)
-      ? 'Redis refused the password: check REDIS_PASSWORD / REDIS_PASSWORD_FILE'
+      ? 'Redis refused the password: check REDIS_PASSWORD / REDIS_PASSWORD_FILE (and REDIS_SENTINEL_PASSWORD if the Sentinels have one of their own)'
       : 'check REDIS_URL (or REDIS_SENTINELS / REDIS_CLUSTER_NODES), REDIS_TLS and that this host may reach Redis',
   };
 }

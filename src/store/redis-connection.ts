@@ -60,8 +60,9 @@ export function createRedisClient(
         // TLS-only Sentinel, and open to an on-path rewrite of the master's address).
         enableTLSForSentinelMode: redis.tls,
         ...(redis.tls ? { sentinelTLS: {} } : {}),
-        // Sentinels protected like the master (Bitnami's auth.sentinel, on by default) take the same password.
-        ...(redis.password ? { sentinelPassword: redis.password } : {}),
+        // Sentinels with a password: REDIS_SENTINEL_PASSWORD, else the master's (Bitnami's auth.sentinel, on by default,
+        // gives them the same). A Sentinel without one still answers (ioredis warns once per connection).
+        ...(redis.sentinelPassword ? { sentinelPassword: redis.sentinelPassword } : {}),
         sentinelRetryStrategy: options.retry === false ? () => null : backoff,
       });
     case 'cluster': {

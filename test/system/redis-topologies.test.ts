@@ -241,6 +241,97 @@ describe('Redis Sentinel over TLS and with a password, Sentinels included', () =
   });
 });
 
+describe("Redis Sentinel with passwords of its own: another than the master's, or none", () => {
+  const MASTER_PASSWORD = 'master-password-0123';
+  const SENTINEL_PASSWORD = 'sentinel-password-4567';
+  let children: ChildProcess[] = [];
+  let simulator: RunningSimulator;
+  const replicas: GatewayProcess[] = [];
+  /** A Sentinel with requirepass of its own (vanilla Redis: independent of the master's). */
+  let protectedSentinelPort: number;
+  /** A Sentinel without a password in front of a master with one (the common sentinel.conf: auth-pass only). */
+  let openSentinelPort: number;
+
+  async function startSentinel(dir: string, masterPort: number, ownPassword?: string): Promise<number> {
+    const port = await freePort();
+    const conf = join(dir, `sentinel-${port}.conf`);
+    writeFileSync(
+      conf,
+      [
+        `port ${port}`,
+        'bind 127.0.0.1',
+        `dir ${dir}`,
+        ...(ownPassword ? [`requirepass ${ownPassword}`] : []),
+        `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`,
+        `sentinel auth-pass mymaster ${MASTER_PASSWORD}`,
+        '',
+      ].join('\n'),
+    );
+    children.push(spawnRedis([conf, '--sentinel']));
+    const auth = ownPassword ? ['-a', ownPassword, '--no-auth-warning'] : [];
+    await waitFor(
+      () =>
+        redisCli(port, ...auth, 'SENTINEL', 'get-master-addr-by-name', 'mymaster').includes(
+          String(masterPort),
+        ),
+      { what: 'the sentinel knows the master', timeoutMs: 15_000, intervalMs: 100 },
+    );
+    return port;
+  }
+
+  beforeAll(async () => {
+    const dir = tempDir('bff-sentinel-passwords-');
+    const masterPort = await freePort();
+    children.push(
+      spawnRedis([
+        '--port',
+        String(masterPort),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--dir',
+        dir,
+        '--requirepass',
+        MASTER_PASSWORD,
+      ]),
+    );
+    protectedSentinelPort = await startSentinel(dir, masterPort, SENTINEL_PASSWORD);
+    openSentinelPort = await startSentinel(dir, masterPort);
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  });
+
+  afterAll(async () => {
+    await Promise.all(replicas.map((replica) => replica.stop('SIGKILL')));
+    await simulator?.close();
+    await stopAll(children);
+    children = [];
+  });
+
+  test('REDIS_SENTINEL_PASSWORD opens a Sentinel whose password is not REDIS_PASSWORD', async () => {
+    const env = processEnv(simulator.url, {
+      REDIS_SENTINELS: `127.0.0.1:${protectedSentinelPort}`,
+      REDIS_SENTINEL_NAME: 'mymaster',
+      REDIS_PASSWORD: MASTER_PASSWORD,
+      REDIS_SENTINEL_PASSWORD: SENTINEL_PASSWORD,
+    });
+    const replica = await startGatewayProcess({ env });
+    replicas.push(replica);
+    expect(await burstOnBoth([replica])).toEqual([200, 200, 200, 200, 200]);
+  });
+
+  test('a Sentinel without a password still answers when only the master has one (REDIS_PASSWORD)', async () => {
+    const env = processEnv(simulator.url, {
+      REDIS_SENTINELS: `127.0.0.1:${openSentinelPort}`,
+      REDIS_SENTINEL_NAME: 'mymaster',
+      REDIS_PASSWORD: MASTER_PASSWORD,
+    });
+    const replica = await startGatewayProcess({ env });
+    replicas.push(replica);
+    expect(await burstOnBoth([replica])).toEqual([200, 200, 200, 200, 200]);
+  });
+});
+
 describe('Redis Cluster (3 masters)', () => {
   const nodes: ChildProcess[] = [];
   const ports: number[] = [];

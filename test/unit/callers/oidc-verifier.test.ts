@@ -273,6 +273,11 @@ describe('an https issuer whose discovery document sends the keys over plain htt
   let keys: TestIssuer;
   let discovery: HttpsServer;
   let httpsIssuer: string;
+  /** The issuer the discovery document names: the one the verifier was configured with. */
+  let servedIssuer: string;
+  /** The jwks_uri the discovery document names: by default the test issuer's http one. */
+  let servedJwksUri: string;
+  let discoveryFetches = 0;
   const defaultCas = getCACertificates('default');
 
   beforeAll(async () => {
@@ -282,11 +287,17 @@ describe('an https issuer whose discovery document sends the keys over plain htt
     keys = await startTestIssuer();
     // As an issuer behind a TLS proxy that forgot X-Forwarded-Proto advertises: its jwks_uri is http://.
     discovery = createHttpsServer({ cert: pki.good.cert, key: pki.good.key }, (_req, res) => {
+      discoveryFetches += 1;
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ issuer: httpsIssuer, jwks_uri: keys.jwksUrl }));
+      res.end(JSON.stringify({ issuer: servedIssuer, jwks_uri: servedJwksUri }));
     });
     await new Promise<void>((resolve) => discovery.listen(0, '127.0.0.1', resolve));
     httpsIssuer = `https://127.0.0.1:${(discovery.address() as AddressInfo).port}`;
+  });
+  beforeEach(() => {
+    servedIssuer = httpsIssuer;
+    servedJwksUri = keys.jwksUrl;
+    discoveryFetches = 0;
   });
   afterAll(async () => {
     setDefaultCACertificates(defaultCas);
@@ -310,5 +321,45 @@ describe('an https issuer whose discovery document sends the keys over plain htt
     expect(outcome).toBe('CLIENT_UNAUTHENTICATED');
     expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not https/);
     expect(keys.jwksFetches).toBe(0);
+  });
+
+  test('an issuer written HTTPS:// (an https URL, as the production rule reads it) is held to https keys too', async () => {
+    const upperCaseIssuer = httpsIssuer.replace('https://', 'HTTPS://');
+    servedIssuer = upperCaseIssuer;
+    const warnings: unknown[] = [];
+    const verifier = createOidcVerifier({
+      issuer: upperCaseIssuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 30,
+      logger: { warn: (fields) => warnings.push(fields) },
+    });
+    const token = await keys.sign({ iss: upperCaseIssuer, aud: AUDIENCE, azp: 'web' });
+    const outcomes: string[] = [];
+    for (const _request of [1, 2])
+      outcomes.push(
+        await verifier.verify(token).then(
+          () => 'verified',
+          (error: GatewayError) => error.reason,
+        ),
+      );
+    expect(outcomes).toEqual(['CLIENT_UNAUTHENTICATED', 'CLIENT_UNAUTHENTICATED']);
+    // The refusal is remembered like any failed discovery: the request after it did not ask again.
+    expect(discoveryFetches).toBe(1);
+    expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not https/);
+    expect(keys.jwksFetches).toBe(0);
+  });
+
+  test('a relative jwks_uri is refused in words that name it, not a bare "Invalid URL"', async () => {
+    servedJwksUri = '/jwks';
+    const warnings: unknown[] = [];
+    const verifier = createOidcVerifier({
+      issuer: httpsIssuer,
+      audience: AUDIENCE,
+      clockToleranceSeconds: 30,
+      logger: { warn: (fields) => warnings.push(fields) },
+    });
+    const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
+    await expect(verifier.verify(token)).rejects.toMatchObject({ reason: 'CLIENT_UNAUTHENTICATED' });
+    expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not an absolute URL/);
   });
 });

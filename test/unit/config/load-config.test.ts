@@ -80,6 +80,23 @@ describe('loadConfig', () => {
     expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: ' 250 ' }).upstream.queueTimeoutMs).toBe(250);
   });
 
+  it('says "must be a number" for any value that is not one, not zod\'s "received NaN"', () => {
+    for (const value of ['abc', '80abc', '10_000', 'Infinity', '-Infinity'])
+      for (const variable of [
+        'PORT',
+        'SHUTDOWN_TIMEOUT_MS',
+        'CIRCUIT_FAILURE_RATIO',
+        'OTEL_TRACES_SAMPLER_ARG',
+      ])
+        expect(problemsOf({ [variable]: value })).toEqual([{ variable, message: 'must be a number' }]);
+    // What the environment writes for numbers is read as before: 0, an exponent, a fraction where one is allowed.
+    expect(
+      loadConfig({ PLAN_CACHE_TTL_SECONDS: '0', SHUTDOWN_TIMEOUT_MS: '1e3' }).upstream.planCacheTtlSeconds,
+    ).toBe(0);
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '1e3' }).server.shutdownTimeoutMs).toBe(1000);
+    expect(loadConfig({ CIRCUIT_FAILURE_RATIO: '.25' }).upstream.circuit.failureRatio).toBe(0.25);
+  });
+
   it('never echoes a secret value in its messages', () => {
     const secret = 'not-base64-but-very-secret-value!!';
     let message = '';
@@ -473,6 +490,25 @@ describe('loadConfig', () => {
       expect.objectContaining({ variable: 'REDIS_SENTINEL_NAME' }),
     ]);
     expect(problemsOf({ REDIS_URL: 'redis://x:6379', REDIS_CLUSTER_NODES: 'n1:7000' })).toHaveLength(1);
+  });
+
+  it('asks the Sentinels with REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD; refuses it without Sentinels', () => {
+    const sentinels = {
+      REDIS_SENTINELS: 'a:26379',
+      REDIS_SENTINEL_NAME: 'mymaster',
+      REDIS_PASSWORD: 'master-pw',
+    };
+    expect(loadConfig(sentinels).redis).toMatchObject({
+      password: 'master-pw',
+      sentinelPassword: 'master-pw',
+    });
+    expect(loadConfig({ ...sentinels, REDIS_SENTINEL_PASSWORD: 'sentinel-pw' }).redis).toMatchObject({
+      password: 'master-pw',
+      sentinelPassword: 'sentinel-pw',
+    });
+    const problems = problemsOf({ REDIS_URL: 'redis://x:6379', REDIS_SENTINEL_PASSWORD: 'sentinel-pw' });
+    expect(problems).toEqual([expect.objectContaining({ variable: 'REDIS_SENTINEL_PASSWORD' })]);
+    expect(JSON.stringify(problems)).not.toContain('sentinel-pw');
   });
 
   it('refuses TRUST_PROXY=true but takes hop counts and CIDRs', () => {
