@@ -1,5 +1,6 @@
 // Which sessions belong to a provider session (sid) or a user (sub): sets shared by the fleet, for back-channel logout.
 import type { RedisClient } from '../store/redis-connection';
+import { isWrongType } from '../store/wrong-type';
 import type { Clock } from '../tokens';
 
 export interface SessionIndex {
@@ -9,22 +10,37 @@ export interface SessionIndex {
   remove(key: string, ...members: string[]): Promise<void>;
 }
 
+/**
+ * A key of another type than a set under an index name (written by whoever can write Redis) is not the index: it
+ * reads as empty and the next `add` replaces it, so it never fails a login or a back-channel logout as an outage.
+ */
 export function createRedisSessionIndex(client: RedisClient): SessionIndex {
+  // The set outlives its longest member: PEXPIRE GT only ever extends it.
+  const addOnce = (key: string, member: string, ttlMs: number) =>
+    client
+      .multi()
+      .sadd(key, member)
+      .pexpire(key, Math.ceil(ttlMs), 'GT')
+      .pexpire(key, Math.ceil(ttlMs), 'NX')
+      .exec();
   return {
     async add(key, member, ttlMs) {
-      // The set outlives its longest member: PEXPIRE GT only ever extends it.
-      await client
-        .multi()
-        .sadd(key, member)
-        .pexpire(key, Math.ceil(ttlMs), 'GT')
-        .pexpire(key, Math.ceil(ttlMs), 'NX')
-        .exec();
+      const [[failed] = [null]] = (await addOnce(key, member, ttlMs)) ?? [];
+      if (!isWrongType(failed)) return;
+      await client.del(key);
+      await addOnce(key, member, ttlMs);
     },
-    members: (key) => client.smembers(key),
+    members: (key) => client.smembers(key).catch(emptyIfWrongType),
     async remove(key, ...members) {
-      if (members.length > 0) await client.srem(key, ...members);
+      if (members.length > 0) await client.srem(key, ...members).catch(emptyIfWrongType);
     },
   };
+}
+
+/** Nothing of the index is under a key of another type; any other error (Redis failing) is thrown on. */
+function emptyIfWrongType(error: unknown): string[] {
+  if (isWrongType(error)) return [];
+  throw error;
 }
 
 export function createMemorySessionIndex(clock: Pick<Clock, 'now'>): SessionIndex {

@@ -3,9 +3,14 @@ import type { Logger } from 'pino';
 import { MAX_TOKEN_LOCK_TTL_MS } from '../config/env-schema';
 import type { ChannelListener, TokenStore } from '../tokens';
 import type { RedisClient } from './redis-connection';
+import { LUA_HELD, readString } from './wrong-type';
 
-/** Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. */
-const COMPARE_AND_DELETE = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
+/**
+ * Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. A key of
+ * another type compares as FOREIGN_VALUE, what `get` answered for it: a forged record read is deleted like any other.
+ */
+const COMPARE_AND_DELETE = `${LUA_HELD}
+if held == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 
 /**
  * Takes the lock KEYS[1] for owner ARGV[1] with a lease of ARGV[2] ms when nobody holds it (SET NX PX), or when what
@@ -33,7 +38,8 @@ function takeoverAbove(leaseMs: number): number {
 }
 
 /** Renews the lease of KEYS[1] only while ARGV[1] owns it. */
-const COMPARE_AND_EXTEND = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
+const COMPARE_AND_EXTEND = `${LUA_HELD}
+if held == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 
 export interface RedisTokenStoreOptions {
   /** The shared client from createRedisClient (fail-fast: no offline queue, short command timeout). */
@@ -77,7 +83,8 @@ export function createRedisTokenStore({ client, logger }: RedisTokenStoreOptions
 
   return {
     kind: 'redis',
-    get: async (key) => (await client.get(key)) ?? undefined,
+    // A key of another type is a record that is not ours (FOREIGN_VALUE, which no record opens), not Redis failing.
+    get: (key) => readString(client, key),
     async set(key, value, ttlMs) {
       await client.set(key, value, 'PX', Math.max(1, Math.ceil(ttlMs)));
     },

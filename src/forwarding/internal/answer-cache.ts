@@ -2,6 +2,7 @@
 
 import { createExpiringMap } from '../../store/expiring-map';
 import type { RedisClient } from '../../store/redis-connection';
+import { FOREIGN_VALUE, isWrongType } from '../../store/wrong-type';
 import { type RecordSeal, SlowStoreGate } from '../../tokens';
 import type { UpstreamAnswer } from './forwarder';
 
@@ -87,15 +88,20 @@ export function createRedisAnswerCache(
     async get(key) {
       if (!gate.admits()) return undefined;
       const started = now();
+      let raw: string | null;
       try {
-        const raw = await redis.get(prefix + key);
-        gate.succeeded();
-        const answer = raw ? seal.open('plan_cache', raw, prefix + key, decodeNow) : undefined;
-        return answer === ENDED ? undefined : answer;
-      } catch {
-        gate.failed(started);
-        return undefined;
+        raw = await redis.get(prefix + key);
+      } catch (error) {
+        // A key of another type is an entry that is not ours (a miss, counted), not Redis failing.
+        if (!isWrongType(error)) {
+          gate.failed(started);
+          return undefined;
+        }
+        raw = FOREIGN_VALUE;
       }
+      gate.succeeded();
+      const answer = raw ? seal.open('plan_cache', raw, prefix + key, decodeNow) : undefined;
+      return answer === ENDED ? undefined : answer;
     },
     async set(key, answer, ttlSeconds) {
       if (!gate.admits()) return;

@@ -19,6 +19,10 @@ export type ChannelListener = (message: string) => void;
 export interface TokenStore {
   /** `redis` when shared by the fleet, `memory` when it lives in this process only (local mode, tests). */
   readonly kind: 'memory' | 'redis';
+  /**
+   * The value under `key`. A key of another type (written by whoever can write Redis) reads as a value no record
+   * opens, never as a failure: it is ignored and counted, and the next `set` replaces it.
+   */
   get(key: string): Promise<string | undefined>;
   /** Stores `value` for `ttlMs` milliseconds. */
   set(key: string, value: string, ttlMs: number): Promise<void>;

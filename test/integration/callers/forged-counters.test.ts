@@ -106,4 +106,20 @@ describe('a forged failed-authentication counter', () => {
     expect(res.status).toBe(401);
     expect(await admin.pttl(authFailureCounter)).toBeLessThanOrEqual(300_000);
   });
+
+  it.each([
+    ['a hash', () => admin.hset(authFailureCounter, 'count', '1000000')],
+    ['a list', () => admin.rpush(authFailureCounter, '1000000')],
+    ['a set', () => admin.sadd(authFailureCounter, '1000000')],
+    ['a stream', () => admin.xadd(authFailureCounter, '*', 'count', '1000000')],
+  ])('another type of key (%s): counted afresh in Redis, the replica healthy', async (_name, write) => {
+    await admin.del(authFailureCounter);
+    await write();
+    const res = await getPlan({ 'x-api-key': 'a-wrong-key-0123456789' });
+    expect(res.status).toBe(401);
+    expect(await admin.type(authFailureCounter)).toBe('string');
+    expect(await admin.pttl(authFailureCounter)).toBeLessThanOrEqual(300_000);
+    expect(await storeHealthy()).toBe(1);
+    expect(gw.logs()).not.toContain('cannot reach Redis');
+  });
 });

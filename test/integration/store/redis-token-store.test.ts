@@ -1,9 +1,11 @@
 // The Redis TokenStore against a real redis-server: atomic scripts, leases, and notifications across restarts.
 import { Writable } from 'node:stream';
 import pino from 'pino';
+import { sessionKeys } from '../../../src/keys/redis-keys';
 import { createLogoutReplays } from '../../../src/sessions/logout-replays';
 import { createRedisClient, type RedisClient } from '../../../src/store/redis-connection';
 import { createRedisTokenStore } from '../../../src/store/redis-token-store';
+import { FOREIGN_VALUE } from '../../../src/store/wrong-type';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
 import { sleep, waitReady } from '../tokens/fleet-harness';
@@ -90,6 +92,50 @@ describe('redis token store', () => {
     expect(await replays.firstUse('https://issuer.example', 'jti-1')).toBe(true);
     expect(await elsewhere.firstUse('https://issuer.example', 'jti-1')).toBe(false);
     expect(await replays.firstUse('https://issuer.example', 'jti-1')).toBe(false);
+  });
+
+  describe('a key of another type than a string (whoever can write Redis put it)', () => {
+    const wrongTypes: [string, (key: string) => Promise<unknown>][] = [
+      ['a hash', (key) => clients[0].hset(key, 'field', 'value')],
+      ['a list', (key) => clients[0].rpush(key, 'value')],
+      ['a set', (key) => clients[0].sadd(key, 'value')],
+      ['a stream', (key) => clients[0].xadd(key, '*', 'field', 'value')],
+    ];
+
+    it.each(wrongTypes)(
+      '%s reads as FOREIGN_VALUE, never a failure; the compare scripts compare it as that, a write replaces it',
+      async (_name, write) => {
+        const [a] = stores;
+        const key = 't:{x}:foreign';
+        await clients[0].del(key);
+        await write(key);
+        expect(await a.get(key)).toBe(FOREIGN_VALUE);
+        expect(await a.releaseLock(key, 'owner-a')).toBe(false);
+        expect(await a.extendLock?.(key, 'owner-a', 5_000)).toBe(false);
+        expect(await a.compareAndDelete(key, 'something else')).toBe(false);
+        expect(await a.compareAndDelete(key, FOREIGN_VALUE)).toBe(true);
+        expect(await clients[0].exists(key)).toBe(0);
+
+        await write(key);
+        await a.set(key, 'ours', 60_000);
+        expect(await a.get(key)).toBe('ours');
+        await clients[0].del(key);
+      },
+    );
+
+    it.each(wrongTypes)(
+      '%s at a used logout-token mark is not a mark: the token is used once from then on',
+      async (_name, write) => {
+        const replays = createLogoutReplays(stores[0], 't:');
+        const elsewhere = createLogoutReplays(stores[1], 't:');
+        const jti = `jti-${_name.replace(' ', '-')}`;
+        const mark = sessionKeys('t:').usedLogoutToken('https://issuer.example', jti);
+        await write(mark);
+        expect(await replays.firstUse('https://issuer.example', jti)).toBe(true);
+        expect(await elsewhere.firstUse('https://issuer.example', jti)).toBe(false);
+        expect(await clients[0].type(mark)).toBe('string');
+      },
+    );
   });
 
   it('notifies subscribers on other connections, again after Redis restarts, and fails fast while it is down', async () => {

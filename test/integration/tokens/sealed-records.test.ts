@@ -5,6 +5,7 @@ import { tokenKeys } from '../../../src/keys/redis-keys';
 import type { Metrics } from '../../../src/observability/metrics';
 import { SEED_PLAN_ID } from '../../../src/simulator/plans';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import type { RedisClient } from '../../../src/store/redis-connection';
 import { credentialsOf } from '../../../src/tokens/internal/credentials';
 import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
 import { writeClientsFile } from '../../support/clients-file';
@@ -104,6 +105,43 @@ describe('refusal records in Redis', () => {
     expect(f.simulator.stats()).toMatchObject({ logins: 1, loginFailures: 0 });
     expect(await f.replicas[0].redis.exists(keys.failure)).toBe(0);
   });
+});
+
+/** Whoever can write Redis puts a key of another type than the strings the gateway writes. */
+const WRONG_TYPES: [string, (client: RedisClient, key: string) => Promise<unknown>][] = [
+  ['a hash', (client, key) => client.hset(key, 'field', 'value')],
+  ['a list', (client, key) => client.rpush(key, 'value')],
+  ['a set', (client, key) => client.sadd(key, 'value')],
+  ['a stream', (client, key) => client.xadd(key, '*', 'field', 'value')],
+];
+
+describe('token keys holding another type than a string', () => {
+  let fleet: Fleet | undefined;
+  afterEach(async () => {
+    await fleet?.stop();
+    fleet = undefined;
+  });
+
+  it.each(WRONG_TYPES)(
+    '%s at the pair, refusal, transient and lock: ignored, counted, one login for the fleet, the store healthy',
+    async (_name, write) => {
+      fleet = await startFleet({ encryptionKey: randomBytes(32) });
+      const f = fleet;
+      const keys = tokenKeys('it:', f.simulator.url, USERNAME);
+      for (const key of [keys.pair, keys.failure, keys.transient, keys.lock])
+        await write(f.replicas[0].redis, key);
+
+      for (const replica of f.replicas) expect(await f.callPlan(replica)).toBe(200);
+      expect(f.simulator.stats()).toMatchObject({ logins: 1, loginFailures: 0 });
+      for (const replica of f.replicas) expect(replica.manager.status().storeHealthy).toBe(true);
+      const counted = await Promise.all(f.replicas.map((r) => rejected(r.metrics, 'token_pair')));
+      expect(counted.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(1);
+      expect(await rejected(f.replicas[0].metrics, 'login_refusal')).toBeGreaterThanOrEqual(1);
+      // The login's write replaced the pair and ended the unreadable failure records.
+      expect(await f.replicas[0].redis.type(keys.pair)).toBe('string');
+      expect(await f.replicas[0].redis.exists(keys.failure, keys.transient)).toBe(0);
+    },
+  );
 });
 
 describe('the plan cache in Redis', () => {
@@ -218,6 +256,31 @@ describe('the plan cache in Redis', () => {
       expect(await g.read()).toEqual(real);
       expect(simulator.stats().planReads).toBe(readsBefore + 2);
       expect(await rejected(g.gateway.gateway.metrics, 'plan_cache')).toBe(2);
+    } finally {
+      await g.close();
+    }
+  });
+
+  it('an entry of another type (hash, list, set, stream) is a miss, counted, and the next write replaces it', async () => {
+    const g = await gatewayWith({ TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+    try {
+      const real = await g.read();
+      const name = await g.cacheKey();
+      for (const [, write] of WRONG_TYPES) {
+        await g.client.del(name);
+        await write(g.client, name);
+        const readsBefore = simulator.stats().planReads;
+        expect(await g.read()).toEqual(real);
+        expect(simulator.stats().planReads).toBe(readsBefore + 1);
+        expect(await g.client.type(name)).toBe('string');
+        expect(await g.read()).toEqual(real);
+        expect(simulator.stats().planReads).toBe(readsBefore + 1);
+      }
+      expect(await rejected(g.gateway.gateway.metrics, 'plan_cache')).toBe(WRONG_TYPES.length);
+      expect(await g.gateway.gateway.metrics.registry.getSingleMetricAsString('token_store_healthy')).toMatch(
+        /token_store_healthy 1/,
+      );
+      expect(g.gateway.logs()).not.toContain('redis unreachable');
     } finally {
       await g.close();
     }
