@@ -11,6 +11,13 @@ export interface SessionIndex {
 }
 
 /**
+ * Deletes KEYS[1] unless it is a set, in one step: the key an `add` found of another type may have become another
+ * replica's index since, and that index is kept.
+ */
+const DELETE_UNLESS_SET = `if redis.call('type', KEYS[1]).ok ~= 'set' then return redis.call('del', KEYS[1]) end
+return 0`;
+
+/**
  * A key of another type than a set under an index name (written by whoever can write Redis) is not the index: it
  * reads as empty and the next `add` replaces it, so it never fails a login or a back-channel logout as an outage.
  */
@@ -27,7 +34,7 @@ export function createRedisSessionIndex(client: RedisClient): SessionIndex {
     async add(key, member, ttlMs) {
       const [[failed] = [null]] = (await addOnce(key, member, ttlMs)) ?? [];
       if (!isWrongType(failed)) return;
-      await client.del(key);
+      await client.eval(DELETE_UNLESS_SET, 1, key);
       await addOnce(key, member, ttlMs);
     },
     members: (key) => client.smembers(key).catch(emptyIfWrongType),

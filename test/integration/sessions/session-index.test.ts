@@ -47,3 +47,43 @@ test.each(WRONG_TYPES)(
     expect(await client.pttl(key)).toBeGreaterThan(59_000);
   },
 );
+
+/**
+ * `client` as replica B sees it: the answer to its first transaction reaches it only after `meanwhile` (another
+ * replica's work) has run. A fixed order of two real clients on a real Redis, no timing.
+ */
+function answeredAfter(meanwhile: () => Promise<void>): RedisClient {
+  let first = true;
+  const multi = () => {
+    const transaction = client.multi();
+    const exec = transaction.exec.bind(transaction);
+    transaction.exec = async () => {
+      const answer = await exec();
+      if (first) {
+        first = false;
+        await meanwhile();
+      }
+      return answer;
+    };
+    return transaction;
+  };
+  return new Proxy(client, {
+    get: (target, name) => {
+      if (name === 'multi') return multi;
+      const value = Reflect.get(target, name);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+test('two replicas replacing the same key of another type: neither deletes the index the other made meanwhile', async () => {
+  const key = 'i:session-sub:raced';
+  await client.hset(key, 'field', 'value');
+  const replicaA = createRedisSessionIndex(client);
+  // B finds the hash, then A finds it too, replaces it with the index and adds its session, then B goes on.
+  const replicaB = createRedisSessionIndex(answeredAfter(() => replicaA.add(key, 'handle-a', 60_000)));
+
+  await replicaB.add(key, 'handle-b', 60_000);
+
+  expect((await replicaA.members(key)).sort()).toEqual(['handle-a', 'handle-b']);
+});
