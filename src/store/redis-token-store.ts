@@ -3,13 +3,13 @@ import type { Logger } from 'pino';
 import { MAX_TOKEN_LOCK_TTL_MS } from '../config/env-schema';
 import type { ChannelListener, TokenStore } from '../tokens';
 import type { RedisClient } from './redis-connection';
-import { LUA_HELD, readString } from './wrong-type';
+import { LUA_READ_HELD, readString } from './wrong-type';
 
 /**
  * Deletes KEYS[1] only while it holds ARGV[1]: compare-before-delete for tokens and owner-checked unlock. A key of
  * another type compares as FOREIGN_VALUE, what `get` answered for it: a forged record read is deleted like any other.
  */
-const COMPARE_AND_DELETE = `${LUA_HELD}
+const COMPARE_AND_DELETE = `${LUA_READ_HELD}
 if held == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end`;
 
 /**
@@ -38,7 +38,7 @@ function takeoverAbove(leaseMs: number): number {
 }
 
 /** Renews the lease of KEYS[1] only while ARGV[1] owns it. */
-const COMPARE_AND_EXTEND = `${LUA_HELD}
+const COMPARE_AND_EXTEND = `${LUA_READ_HELD}
 if held == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end`;
 
 export interface RedisTokenStoreOptions {

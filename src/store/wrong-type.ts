@@ -26,5 +26,5 @@ export async function readString(client: RedisClient, key: string): Promise<stri
  * Lua: `held` is what a read of KEYS[1] answers (false when absent, FOREIGN_VALUE when it holds another type), so
  * the compare-and-* scripts compare with what was read instead of failing on a key of another type.
  */
-export const LUA_HELD = `local held = redis.call('type', KEYS[1]).ok
+export const LUA_READ_HELD = `local held = redis.call('type', KEYS[1]).ok
 if held == 'string' then held = redis.call('get', KEYS[1]) elseif held == 'none' then held = false else held = '${FOREIGN_VALUE}' end`;
