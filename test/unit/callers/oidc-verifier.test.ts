@@ -305,20 +305,27 @@ describe('an https issuer whose discovery document sends the keys over plain htt
     await new Promise((resolve) => discovery.close(resolve));
   });
 
-  test('refuses the keys (401) and tells the operator, instead of trusting keys fetched in clear', async () => {
+  /** A verifier of `issuer` without a configured JWKS URL (it discovers one), and the warnings it logs. */
+  const warnedVerifier = (issuer: string) => {
     const warnings: unknown[] = [];
     const verifier = createOidcVerifier({
-      issuer: httpsIssuer,
+      issuer,
       audience: AUDIENCE,
       clockToleranceSeconds: 30,
       logger: { warn: (fields) => warnings.push(fields) },
     });
-    const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
-    const outcome = await verifier.verify(token).then(
+    return { verifier, warnings };
+  };
+  const outcomeOf = (verifier: { verify(token: string): Promise<Caller> }, token: string) =>
+    verifier.verify(token).then(
       () => 'verified',
       (error: GatewayError) => error.reason,
     );
-    expect(outcome).toBe('CLIENT_UNAUTHENTICATED');
+
+  test('refuses the keys (401) and tells the operator, instead of trusting keys fetched in clear', async () => {
+    const { verifier, warnings } = warnedVerifier(httpsIssuer);
+    const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
+    expect(await outcomeOf(verifier, token)).toBe('CLIENT_UNAUTHENTICATED');
     expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not https/);
     expect(keys.jwksFetches).toBe(0);
   });
@@ -326,22 +333,10 @@ describe('an https issuer whose discovery document sends the keys over plain htt
   test('an issuer written HTTPS:// (an https URL, as the production rule reads it) is held to https keys too', async () => {
     const upperCaseIssuer = httpsIssuer.replace('https://', 'HTTPS://');
     servedIssuer = upperCaseIssuer;
-    const warnings: unknown[] = [];
-    const verifier = createOidcVerifier({
-      issuer: upperCaseIssuer,
-      audience: AUDIENCE,
-      clockToleranceSeconds: 30,
-      logger: { warn: (fields) => warnings.push(fields) },
-    });
+    const { verifier, warnings } = warnedVerifier(upperCaseIssuer);
     const token = await keys.sign({ iss: upperCaseIssuer, aud: AUDIENCE, azp: 'web' });
     const outcomes: string[] = [];
-    for (const _request of [1, 2])
-      outcomes.push(
-        await verifier.verify(token).then(
-          () => 'verified',
-          (error: GatewayError) => error.reason,
-        ),
-      );
+    for (const _request of [1, 2]) outcomes.push(await outcomeOf(verifier, token));
     expect(outcomes).toEqual(['CLIENT_UNAUTHENTICATED', 'CLIENT_UNAUTHENTICATED']);
     // The refusal is remembered like any failed discovery: the request after it did not ask again.
     expect(discoveryFetches).toBe(1);
@@ -351,13 +346,7 @@ describe('an https issuer whose discovery document sends the keys over plain htt
 
   test('a relative jwks_uri is refused in words that name it, not a bare "Invalid URL"', async () => {
     servedJwksUri = '/jwks';
-    const warnings: unknown[] = [];
-    const verifier = createOidcVerifier({
-      issuer: httpsIssuer,
-      audience: AUDIENCE,
-      clockToleranceSeconds: 30,
-      logger: { warn: (fields) => warnings.push(fields) },
-    });
+    const { verifier, warnings } = warnedVerifier(httpsIssuer);
     const token = await keys.sign({ iss: httpsIssuer, aud: AUDIENCE, azp: 'web' });
     await expect(verifier.verify(token)).rejects.toMatchObject({ reason: 'CLIENT_UNAUTHENTICATED' });
     expect(JSON.stringify(warnings)).toMatch(/jwks_uri is not an absolute URL/);
