@@ -76,7 +76,8 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       'is required when NODE_ENV=production (local mode with the simulator is for development)',
     );
   }
-  if (env.UPSTREAM_BASE_URL !== undefined) checkUpstreamUrl(env.UPSTREAM_BASE_URL, env, why, fail);
+  if (env.UPSTREAM_BASE_URL !== undefined)
+    checkUpstreamUrl(env.UPSTREAM_BASE_URL, env, production, why, fail);
   if (mode === 'upstream') {
     if (!env.UPSTREAM_USERNAME) fail('UPSTREAM_USERNAME', 'is required (or UPSTREAM_USERNAME_FILE)');
     if (!env.UPSTREAM_PASSWORD) fail('UPSTREAM_PASSWORD', 'is required (or UPSTREAM_PASSWORD_FILE)');
@@ -217,16 +218,18 @@ const LOCAL_SESSION_CLIENT_ID = 'local-web-app';
 function checkUpstreamUrl(
   raw: string,
   env: RawEnv,
+  production: boolean,
   why: string,
   fail: (variable: string, message: string) => void,
 ) {
   const url = new URL(raw);
   if (url.protocol !== 'https:') {
-    if (isProduction(env)) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
+    if (production) fail('UPSTREAM_BASE_URL', `must be https in production${why}`);
     else if (!env.UPSTREAM_ALLOW_HTTP)
       fail('UPSTREAM_BASE_URL', 'must be https (set UPSTREAM_ALLOW_HTTP=true for tests)');
   }
-  if (url.username || url.password || url.search || url.hash || raw.includes('#') || raw.includes('?'))
+  // '?' and '#' read from the text: an empty query or fragment leaves no trace in the parsed URL.
+  if (url.username || url.password || raw.includes('?') || raw.includes('#'))
     fail(
       'UPSTREAM_BASE_URL',
       "must be the provider's base URL only (scheme, host, port, path), without user, password, query or fragment: the credentials are UPSTREAM_USERNAME and UPSTREAM_PASSWORD",

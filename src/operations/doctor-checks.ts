@@ -5,7 +5,7 @@ import { ClientRegistryError, loadClientRegistry } from '../callers/client-regis
 import type { GatewayConfig } from '../config/gateway-config';
 import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
 import { upstreamCa } from '../tls/upstream-trust';
-import { ACCESS_FALLBACK_SECONDS, tokenExpiresAt } from '../tokens';
+import { ACCESS_FALLBACK_SECONDS, LOGIN_PATH, tokenExpiresAt } from '../tokens';
 import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;
@@ -107,7 +107,7 @@ export function requestUpstreamToken(
   },
 ): Promise<TokenAttempt> {
   // The very URL the token client logs in at (a path in UPSTREAM_BASE_URL kept): the doctor never passes on another.
-  const url = new URL(`${target.baseUrl}/api/token/`);
+  const url = new URL(`${target.baseUrl}${LOGIN_PATH}`);
   const base = new URL(target.baseUrl);
   // Origin and path, never a user or password in the URL.
   const shown = target.label ?? `${base.origin}${base.pathname.replace(/\/+$/, '')}`;

@@ -2,7 +2,7 @@
 
 import { createExpiringMap } from '../../store/expiring-map';
 import type { RedisClient } from '../../store/redis-connection';
-import { FOREIGN_VALUE, isWrongType } from '../../store/wrong-type';
+import { readString } from '../../store/wrong-type';
 import { type RecordSeal, SlowStoreGate } from '../../tokens';
 import type { UpstreamAnswer } from './forwarder';
 
@@ -88,16 +88,13 @@ export function createRedisAnswerCache(
     async get(key) {
       if (!gate.admits()) return undefined;
       const started = now();
-      let raw: string | null;
+      let raw: string | undefined;
       try {
-        raw = await redis.get(prefix + key);
-      } catch (error) {
-        // A key of another type is an entry that is not ours (a miss, counted), not Redis failing.
-        if (!isWrongType(error)) {
-          gate.failed(started);
-          return undefined;
-        }
-        raw = FOREIGN_VALUE;
+        // A key of another type reads as a value no seal opens: a miss, counted, not Redis failing.
+        raw = await readString(redis, prefix + key);
+      } catch {
+        gate.failed(started);
+        return undefined;
       }
       gate.succeeded();
       const answer = raw ? seal.open('plan_cache', raw, prefix + key, decodeNow) : undefined;

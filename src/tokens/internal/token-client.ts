@@ -46,6 +46,9 @@ const DETAIL = {
 };
 
 /** Retry-After as whole seconds: delta-seconds or an HTTP date; 0 when absent or unreadable. */
+/** The provider's login endpoint, after UPSTREAM_BASE_URL (the doctor probes the same one). */
+export const LOGIN_PATH = '/api/token/';
+
 export function retryAfterSeconds(value: string | null, now = Date.now()): number {
   if (!value) return 0;
   const trimmed = value.trim();
@@ -133,7 +136,7 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
   return {
     async login(credentials) {
       const answer = await call(
-        '/api/token/',
+        LOGIN_PATH,
         { username: credentials.username, password: credentials.password },
         DETAIL.loginRefused,
       );
