@@ -23,6 +23,12 @@ const crossSite = failure('CLIENT_FORBIDDEN', 'no X-CSRF: 1, or not from this or
  */
 export const RETURN_TO_PATTERN = '^/(?![/\\\\]|%2[fF]|%5[cC])[^\\u0000-\\u0020\\u007f-\\u009f\\\\]*$';
 
+/** Express's short redirect note, in the type the browser accepts: nobody needs to read it. */
+const redirectNote = {
+  'text/plain': { schema: { type: 'string' } },
+  'text/html': { schema: { type: 'string' } },
+};
+
 const sessionResponses = (
   answers: Record<string, OwnAnswer>,
   errors: ErrorCase[],
@@ -52,6 +58,7 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
       {
         '303': {
           description: 'To the provider; sets the __Host-bff-login cookie binding the login to this browser.',
+          content: redirectNote,
         },
       },
       [failure('INVALID_REQUEST', 'returnTo leads off this origin or back into /bff/'), storeDown],
@@ -65,6 +72,15 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
       'A path on this origin to return to after the login (default /): one leading /, never //host, /\\host, a scheme or /bff/*.',
     schema: { type: 'string', maxLength: 2048, pattern: RETURN_TO_PATTERN },
   };
+  /** What the provider sends back (and an error instead of a code); the gateway reads state and the rest. */
+  const callbackParameters = ['state', 'code', 'iss', 'session_state', 'error', 'error_description'].map(
+    (name) => ({
+      name,
+      in: 'query',
+      required: false,
+      schema: { type: 'string' },
+    }),
+  );
   const userAnswer: OwnAnswer = {
     description: 'The signed-in user.',
     content: jsonContent({
@@ -111,10 +127,7 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
         security: [],
         summary:
           "The provider's redirect back: finishes the login once; 303 to returnTo with the session cookie.",
-        parameters: [
-          { name: 'state', in: 'query', required: false, schema: { type: 'string' } },
-          { name: 'code', in: 'query', required: false, schema: { type: 'string' } },
-        ],
+        parameters: callbackParameters,
         responses: sessionResponses(
           {
             '303': {
@@ -132,6 +145,7 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
         operationId: 'headSessionCallback',
         security: [],
         summary: 'Refused: a HEAD (a link checker, a prefetch) must not spend the login.',
+        parameters: callbackParameters,
         responses: sessionResponses({}, [failure('METHOD_NOT_ALLOWED', 'only GET finishes a login')], {
           ...options,
           head: true,
