@@ -37,7 +37,9 @@ export function envelopeOf(reasons: readonly string[]): object {
       schemaRef('ErrorEnvelope'),
       {
         type: 'object',
-        properties: { status: { type: 'object', properties: { description: { enum: [...reasons] } } } },
+        properties: {
+          status: { type: 'object', properties: { description: { type: 'string', enum: [...reasons] } } },
+        },
       },
     ],
   };

@@ -101,7 +101,10 @@ describe('the OpenAPI document', () => {
           { $ref: '#/components/schemas/ErrorEnvelope' },
           expect.objectContaining({
             properties: {
-              status: { type: 'object', properties: { description: { enum: ['INVALID_REQUEST'] } } },
+              status: {
+                type: 'object',
+                properties: { description: { type: 'string', enum: ['INVALID_REQUEST'] } },
+              },
             },
           }),
         ],
