@@ -127,7 +127,10 @@ function gatewayApp(
     plans: made.forwarding.plans,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
-    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, { sessions: made.browser !== undefined }),
+    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, {
+      sessions: made.browser !== undefined,
+      localMode: config.mode === 'local',
+    }),
     serveMetrics: config.server.metricsOnMainPort,
     tracing,
     sessionRoutes: made.browser?.sessions.router,

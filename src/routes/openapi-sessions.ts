@@ -1,7 +1,39 @@
 // The /bff/* paths of browser sessions in the OpenAPI document (present only when sessions are on).
+import { type ErrorReason, REASON_STATUS } from '../http/gateway-error';
+import { type ErrorCase, EVERY_ROUTE_ERRORS } from './openapi-catalogue';
+import { jsonContent, type OwnAnswer, type ResponseOptions, responsesOf } from './openapi-responses';
 
-const envelope = { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } };
-const refused = (description: string) => ({ description, content: envelope });
+const failure = (reason: ErrorReason, when: string, status: number = REASON_STATUS[reason]): ErrorCase => ({
+  reason,
+  status,
+  when,
+});
+const limited = failure('RATE_LIMITED', 'too many /bff/* calls from this address');
+const storeDown = failure(
+  'UPSTREAM_UNAVAILABLE',
+  'the identity provider or the session store cannot be reached (Retry-After)',
+  503,
+);
+const crossSite = failure('CLIENT_FORBIDDEN', 'no X-CSRF: 1, or not from this origin');
+
+/**
+ * What safeReturnTo (src/sessions/return-to.ts) accepts, as far as a pattern can say it: one leading `/` not followed
+ * by `/`, `\` or their percent-encodings (no `//host`), and no control character, space or backslash. The gateway
+ * also refuses what only decoding reveals (`%252F%252F`, encoded controls) and /bff/* itself: those get its 400.
+ */
+export const RETURN_TO_PATTERN = '^/(?![/\\\\]|%2[fF]|%5[cC])[^\\u0000-\\u0020\\u007f-\\u009f\\\\]*$';
+
+/** Express's short redirect note, in the type the browser accepts: nobody needs to read it. */
+const redirectNote = {
+  'text/plain': { schema: { type: 'string' } },
+  'text/html': { schema: { type: 'string' } },
+};
+
+const sessionResponses = (
+  answers: Record<string, OwnAnswer>,
+  errors: ErrorCase[],
+  options: ResponseOptions,
+) => responsesOf({ route: 'session', answers, errors: [...EVERY_ROUTE_ERRORS, limited, ...errors] }, options);
 const csrfHeader = {
   name: 'X-CSRF',
   in: 'header',
@@ -19,140 +51,189 @@ export const SESSION_SECURITY_SCHEME = {
     'Browser session (same-origin pages only): every call also sends X-CSRF: 1, and Origin and Sec-Fetch-Site, when the browser sends them, must be this origin.',
 };
 
-export const SESSION_PATHS = {
-  '/bff/login': {
-    get: {
-      operationId: 'sessionLogin',
-      security: [],
-      summary: 'Start a login at the identity provider (authorization code + PKCE); 303 to the provider.',
-      parameters: [
-        {
-          name: 'returnTo',
-          in: 'query',
-          required: false,
-          description: 'A path on this origin to return to after the login (default /).',
-          schema: { type: 'string', pattern: '^/', maxLength: 2048 },
-        },
-      ],
-      responses: {
+/** The /bff/* path items; `options.localMode` adds X-Upstream to every answer. */
+export function sessionPaths(options: ResponseOptions): Record<string, object> {
+  const loginResponses = (head: boolean) =>
+    sessionResponses(
+      {
         '303': {
           description: 'To the provider; sets the __Host-bff-login cookie binding the login to this browser.',
+          content: redirectNote,
         },
-        '400': refused('INVALID_REQUEST: returnTo leads off this origin.'),
-        '429': refused('RATE_LIMITED'),
-        '503': refused('UPSTREAM_UNAVAILABLE: the provider or the session store cannot be reached.'),
+      },
+      [failure('INVALID_REQUEST', 'returnTo leads off this origin or back into /bff/'), storeDown],
+      { ...options, head },
+    );
+  const returnTo = {
+    name: 'returnTo',
+    in: 'query',
+    required: false,
+    description:
+      'A path on this origin to return to after the login (default /): one leading /, never //host, /\\host, a scheme or /bff/*.',
+    schema: { type: 'string', maxLength: 2048, pattern: RETURN_TO_PATTERN },
+  };
+  /** What the provider sends back (and an error instead of a code); the gateway reads state and the rest. */
+  const callbackParameters = ['state', 'code', 'iss', 'session_state', 'error', 'error_description'].map(
+    (name) => ({
+      name,
+      in: 'query',
+      required: false,
+      schema: { type: 'string' },
+    }),
+  );
+  const userAnswer: OwnAnswer = {
+    description: 'The signed-in user.',
+    content: jsonContent({
+      type: 'object',
+      required: ['name', 'email', 'scopes', 'expiresAt'],
+      properties: {
+        name: { type: ['string', 'null'] },
+        email: { type: ['string', 'null'] },
+        scopes: { type: 'array', items: { type: 'string' } },
+        expiresAt: { type: 'string', format: 'date-time' },
+      },
+    }),
+  };
+  const userResponses = (head: boolean) =>
+    sessionResponses(
+      { '200': userAnswer },
+      [
+        failure('CLIENT_UNAUTHENTICATED', 'no session, or it ended (Link: </bff/login>; rel="login")'),
+        crossSite,
+        failure('UPSTREAM_UNAVAILABLE', 'the session store cannot be reached (Retry-After)', 503),
+      ],
+      { ...options, head },
+    );
+  return {
+    '/bff/login': {
+      get: {
+        operationId: 'sessionLogin',
+        security: [],
+        summary: 'Start a login at the identity provider (authorization code + PKCE); 303 to the provider.',
+        parameters: [returnTo],
+        responses: loginResponses(false),
+      },
+      head: {
+        operationId: 'headSessionLogin',
+        security: [],
+        summary: 'As GET (it starts a login too), without a body.',
+        parameters: [returnTo],
+        responses: loginResponses(true),
       },
     },
-  },
-  '/bff/callback': {
-    get: {
-      operationId: 'sessionCallback',
-      security: [],
-      summary:
-        "The provider's redirect back: finishes the login once; 303 to returnTo with the session cookie.",
-      responses: {
-        '303': {
-          description: 'Logged in: sets __Host-bff-session (Secure, HttpOnly, SameSite=Strict, Path=/).',
-        },
-        '400': refused(
-          'INVALID_REQUEST: unknown, used, expired or foreign login, or the provider refused it.',
-        ),
-        '405': refused('METHOD_NOT_ALLOWED: only GET finishes a login (a HEAD does not spend it).'),
-        '503': refused('UPSTREAM_UNAVAILABLE'),
-      },
-    },
-  },
-  '/bff/user': {
-    get: {
-      operationId: 'sessionUser',
-      security: [{ session: [] }],
-      summary: 'The signed-in user: name, email, gateway scopes and when the session ends; never a token.',
-      parameters: [csrfHeader],
-      responses: {
-        '200': {
-          description: 'The user.',
-          content: {
-            'application/json': {
-              schema: {
-                type: 'object',
-                required: ['name', 'email', 'scopes', 'expiresAt'],
-                properties: {
-                  name: { type: ['string', 'null'] },
-                  email: { type: ['string', 'null'] },
-                  scopes: { type: 'array', items: { type: 'string' } },
-                  expiresAt: { type: 'string', format: 'date-time' },
-                },
-              },
+    '/bff/callback': {
+      get: {
+        operationId: 'sessionCallback',
+        security: [],
+        summary:
+          "The provider's redirect back: finishes the login once; 303 to returnTo with the session cookie.",
+        parameters: callbackParameters,
+        responses: sessionResponses(
+          {
+            '303': {
+              description: 'Logged in: sets __Host-bff-session (Secure, HttpOnly, SameSite=Strict, Path=/).',
             },
           },
-        },
-        '401': refused('CLIENT_UNAUTHENTICATED: no session, or it ended (Link: </bff/login>; rel="login").'),
-        '403': refused('CLIENT_FORBIDDEN: no X-CSRF: 1, or not from this origin.'),
-        '503': refused('UPSTREAM_UNAVAILABLE: the session store cannot be reached (Retry-After).'),
+          [
+            failure('INVALID_REQUEST', 'unknown, used, expired or foreign login, or the provider refused it'),
+            storeDown,
+          ],
+          options,
+        ),
+      },
+      head: {
+        operationId: 'headSessionCallback',
+        security: [],
+        summary: 'Refused: a HEAD (a link checker, a prefetch) must not spend the login.',
+        parameters: callbackParameters,
+        responses: sessionResponses({}, [failure('METHOD_NOT_ALLOWED', 'only GET finishes a login')], {
+          ...options,
+          head: true,
+        }),
       },
     },
-  },
-  '/bff/logout': {
-    post: {
-      operationId: 'sessionLogout',
-      security: [{ session: [] }],
-      summary:
-        "End the session on every replica; the provider's end-session URL to send the browser to, if any.",
-      parameters: [csrfHeader],
-      responses: {
-        '200': {
-          description: 'Logged out; the cookie is cleared.',
-          content: {
-            'application/json': {
-              schema: {
+    '/bff/user': {
+      get: {
+        operationId: 'sessionUser',
+        security: [{ session: [] }],
+        summary: 'The signed-in user: name, email, gateway scopes and when the session ends; never a token.',
+        parameters: [csrfHeader],
+        responses: userResponses(false),
+      },
+      head: {
+        operationId: 'headSessionUser',
+        security: [{ session: [] }],
+        summary: 'As GET, without a body.',
+        parameters: [csrfHeader],
+        responses: userResponses(true),
+      },
+    },
+    '/bff/logout': {
+      post: {
+        operationId: 'sessionLogout',
+        security: [{ session: [] }],
+        summary:
+          "End the session on every replica; the provider's end-session URL to send the browser to, if any.",
+        parameters: [csrfHeader],
+        responses: sessionResponses(
+          {
+            '200': {
+              description: 'Logged out; the cookie is cleared.',
+              content: jsonContent({
                 type: 'object',
                 required: ['loggedOut', 'endSessionUrl'],
                 properties: {
                   loggedOut: { type: 'boolean', const: true },
                   endSessionUrl: { type: ['string', 'null'], format: 'uri' },
                 },
+              }),
+            },
+          },
+          [
+            crossSite,
+            failure('UPSTREAM_UNAVAILABLE', 'the session store cannot be reached (Retry-After)', 503),
+          ],
+          options,
+        ),
+      },
+    },
+    '/bff/backchannel-logout': {
+      post: {
+        operationId: 'sessionBackchannelLogout',
+        security: [],
+        summary:
+          "OpenID Connect Back-Channel Logout: the provider's signed logout token ends the matching sessions.",
+        requestBody: {
+          required: true,
+          content: {
+            'application/x-www-form-urlencoded': {
+              schema: {
+                type: 'object',
+                required: ['logout_token'],
+                properties: { logout_token: { type: 'string', minLength: 1, maxLength: 16_383 } },
               },
             },
           },
         },
-        '403': refused('CLIENT_FORBIDDEN: no X-CSRF: 1, or not from this origin.'),
-      },
-    },
-  },
-  '/bff/backchannel-logout': {
-    post: {
-      operationId: 'sessionBackchannelLogout',
-      security: [],
-      summary:
-        "OpenID Connect Back-Channel Logout: the provider's signed logout token ends the matching sessions.",
-      requestBody: {
-        required: true,
-        content: {
-          'application/x-www-form-urlencoded': {
-            schema: {
-              type: 'object',
-              required: ['logout_token'],
-              properties: { logout_token: { type: 'string', maxLength: 16_383 } },
-            },
-          },
-        },
-      },
-      responses: {
-        '200': {
-          description: 'How many sessions ended.',
-          content: {
-            'application/json': {
-              schema: {
+        responses: sessionResponses(
+          {
+            '200': {
+              description: 'How many sessions ended.',
+              content: jsonContent({
                 type: 'object',
                 required: ['ended'],
                 properties: { ended: { type: 'integer', minimum: 0 } },
-              },
+              }),
             },
           },
-        },
-        '400': refused('INVALID_REQUEST: missing, invalid or already used logout token.'),
-        '503': refused('UPSTREAM_UNAVAILABLE'),
+          [
+            failure('INVALID_REQUEST', 'missing, invalid or already used logout token'),
+            failure('PAYLOAD_TOO_LARGE', 'the body is over 16 KiB'),
+            failure('UPSTREAM_UNAVAILABLE', 'the session store cannot be reached (Retry-After)', 503),
+          ],
+          options,
+        ),
       },
     },
-  },
-};
+  };
+}

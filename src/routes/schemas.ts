@@ -1,5 +1,6 @@
 // One zod schema per operation: it validates and sanitizes requests, and it generates /openapi.json.
 import { z } from 'zod';
+import type { ReadinessReport } from '../operations/readiness';
 import { ALPHA3_COUNTRY_CODES } from './country-codes';
 
 /**
@@ -45,11 +46,17 @@ export const documentValidationRequest = z
 
 export type DocumentValidationRequest = z.infer<typeof documentValidationRequest>;
 
-/** Path parameters of GET /api/subscriptions/plan/:internalId: a UUID of any version, any case. */
+/**
+ * A UUID of any version, any case. Spelled with both cases rather than the `i` flag: JSON Schema patterns have no
+ * flags, so a flag would be lost on the way to /openapi.json and the document would refuse upper-case ids.
+ */
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+/** Path parameters of GET /api/subscriptions/plan/:internalId. */
 export const planParams = z.object({
   internalId: z
     .string()
-    .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, 'must be a UUID')
+    .regex(UUID, 'must be a UUID')
     .meta({ example: 'b8546575-5d4f-4a56-9e21-522d01cf5992' }),
 });
 
@@ -80,7 +87,10 @@ export const subscriptionPlan = z
 export const upstreamErrorAnswer = z
   .object({ status: upstreamStatus, errors: z.array(z.unknown()).optional() })
   .meta({
-    description: 'An upstream error body passed through unchanged (e.g. the plan-not-found answer).',
+    description:
+      "The provider's own error body, passed through unchanged with the provider's HTTP status (e.g. the " +
+      'plan-not-found answer, a 400, a 429 with its Retry-After). It has no requestId: that is how a client tells ' +
+      "it from the gateway's ErrorEnvelope.",
   });
 
 export const errorEnvelope = z
@@ -90,7 +100,38 @@ export const errorEnvelope = z
       description: z.string().meta({ description: 'The UPPER_SNAKE reason, e.g. INVALID_REQUEST.' }),
       detail: z.string().meta({ description: 'A sentence for humans.' }),
     }),
-    requestId: z.string(),
-    errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    requestId: z
+      .string()
+      .meta({ description: 'The X-Request-Id of the exchange: quote it when asking for help.' }),
+    errors: z
+      .array(z.object({ path: z.string(), message: z.string() }))
+      .optional()
+      .meta({ description: 'INVALID_REQUEST only: each bad field and what is wrong with it.' }),
   })
   .meta({ description: 'Every error the gateway itself makes.' });
+
+/** GET /healthz: the process serves. */
+export const livenessAnswer = z.object({ status: z.literal('ok') });
+
+const checkState = z.enum(['ok', 'degraded', 'failing']);
+
+/** GET /readyz: the readiness report (src/operations/readiness.ts; the type check below keeps the two equal). */
+export const readinessAnswer = z
+  .object({
+    status: z.enum(['ready', 'degraded', 'not-ready']),
+    checks: z.object({
+      draining: z.boolean(),
+      store: z.object({ state: checkState, kind: z.enum(['redis', 'memory']) }),
+      upstreamToken: z.object({ state: checkState, detail: z.string() }),
+      circuits: z.record(z.string(), z.object({ state: z.string() })),
+      clientRegistry: z
+        .object({ state: checkState, detail: z.string(), staleSince: z.string().optional() })
+        .optional(),
+    }),
+  })
+  .meta({ description: "The replica's readiness and the state of each check; never a secret." });
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+type Assert<T extends true> = T;
+/** Fails the type check when the readiness report and its documented schema drift apart. */
+export type ReadinessDocumented = Assert<Same<z.output<typeof readinessAnswer>, ReadinessReport>>;

@@ -8,12 +8,14 @@ export const faultsSchema = z.strictObject({
   latencyMs: z.number().int().min(0).max(120_000).default(0),
   /** Share of affected requests answered with `errorStatus` (0..1). */
   errorRate: z.number().min(0).max(1).default(0),
-  /** Status of injected errors: a 5xx, or 429 to simulate the provider's rate limit. */
+  /** Status of injected errors: a 5xx, 429 for the provider's rate limit, or another 4xx the provider may answer. */
   errorStatus: z
     .number()
     .int()
-    .refine((s) => s === 429 || (s >= 500 && s <= 599), { error: 'must be 429 or a 5xx status' })
+    .refine((s) => s >= 400 && s <= 599, { error: 'must be a 4xx or 5xx status' })
     .default(503),
+  /** HTTP status of the plan-not-found answer: the seed gives its body, not its status (404 here, 400 as some do). */
+  planNotFoundStatus: z.union([z.literal(404), z.literal(400)]).default(404),
   /** Sent as Retry-After on injected errors when set. */
   retryAfterSeconds: z.number().int().min(0).max(86_400).optional(),
   /** Destroy the socket of every affected request without answering (takes precedence over errorRate). */

@@ -141,8 +141,8 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
   const readPlan: RequestHandler<{ internalId: string }> = (req, res) => {
     stats.increment('planReads');
     const plan = findPlan(req.params.internalId);
-    // The seed gives the body but not the status of "not found"; 404 is this simulator's choice.
-    if (!plan) res.status(404).json(PLAN_NOT_FOUND);
+    // The seed gives the body but not the status of "not found": 404 unless the faults ask for 400.
+    if (!plan) res.status(faults.current().planNotFoundStatus).json(PLAN_NOT_FOUND);
     else res.json(plan);
   };
 

@@ -479,9 +479,22 @@ describe('payment API simulator (default settings, real HTTP)', () => {
       expect((await readPlan(sim, access)).status).toBe(200);
     });
 
+    it('answers plan-not-found with 400 when asked to, as a provider may (same body)', async () => {
+      const { access } = await login(sim);
+      sim.setFaults({ planNotFoundStatus: 400 });
+      const missing = await readPlan(sim, access, '00000000-0000-4000-8000-000000000000');
+      expect(missing.status).toBe(400);
+      expect(missing.body).toEqual({
+        status: { code: '400', description: 'ERROR', detail: 'Plan subscription not found' },
+      });
+      sim.setFaults({});
+      expect((await readPlan(sim, access, '00000000-0000-4000-8000-000000000000')).status).toBe(404);
+    });
+
     it('refuses invalid faults in process', () => {
       expect(() => sim.setFaults({ errorRate: 2 })).toThrow();
-      expect(() => sim.setFaults({ errorStatus: 404 })).toThrow();
+      expect(() => sim.setFaults({ errorStatus: 302 })).toThrow();
+      expect(() => sim.setFaults({ planNotFoundStatus: 200 as 404 })).toThrow();
     });
   });
 
@@ -541,7 +554,7 @@ describe('payment API simulator (default settings, real HTTP)', () => {
     it('answers 400 to invalid faults', async () => {
       for (const body of [
         { errorRate: 1.5 },
-        { errorStatus: 404 },
+        { errorStatus: 200 },
         { latencyMs: -1 },
         { resetConnections: 'yes' },
         { unknown: 1 },

@@ -12,7 +12,7 @@ const START_GATEWAY_LIMIT = 60;
 const EXPLAINED = new Set([
   'src/config/load-config.ts#buildConfig',
   'src/observability/metrics.ts#createMetrics',
-  'src/routes/openapi.ts#buildOpenApiDocument',
+  'src/routes/openapi-sessions.ts#sessionPaths',
   'src/simulator/upstream-routes.ts#createUpstreamRouter',
   'src/forwarding/internal/forwarder.ts#createForwarder',
 ]);

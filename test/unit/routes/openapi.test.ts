@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
+import { REASON_STATUS } from '../../../src/http/gateway-error';
 import { buildOpenApiDocument } from '../../../src/routes/openapi';
-import { documentValidationRequest } from '../../../src/routes/schemas';
+import { documentValidationRequest, planParams } from '../../../src/routes/schemas';
+import { safeReturnTo } from '../../../src/sessions/return-to';
 
 describe('the OpenAPI document', () => {
   const document = buildOpenApiDocument('test') as Record<string, any>;
@@ -81,7 +83,7 @@ describe('the OpenAPI document', () => {
       documentValidationRequest.shape.document.shape.id.maxLength,
     );
     const plan = document.paths['/api/subscriptions/plan/{internalId}'].get;
-    expect(plan.parameters[0].schema.pattern).toMatch(/0-9a-f/);
+    expect(plan.parameters[0].schema.pattern).toMatch(/0-9a-fA-F/);
   });
 
   it('documents the error envelope and the reasons on each operation', () => {
@@ -92,6 +94,92 @@ describe('the OpenAPI document', () => {
       expect.arrayContaining(['200', '400', '401', '403', '413', '415', '429', '502', '503', '504']),
     );
     expect(post['400'].description).toContain('INVALID_REQUEST');
-    expect(post['400'].content['application/json'].schema.$ref).toBe('#/components/schemas/ErrorEnvelope');
+    // 400 is the gateway's INVALID_REQUEST or the provider's own 400, passed through: either body.
+    expect(post['400'].content['application/json'].schema.anyOf).toEqual([
+      {
+        allOf: [
+          { $ref: '#/components/schemas/ErrorEnvelope' },
+          expect.objectContaining({
+            properties: {
+              status: {
+                type: 'object',
+                properties: { description: { type: 'string', enum: ['INVALID_REQUEST'] } },
+              },
+            },
+          }),
+        ],
+      },
+      { $ref: '#/components/schemas/UpstreamError' },
+    ]);
+    // 413 only the gateway makes.
+    expect(post['413'].content['application/json'].schema.allOf[0].$ref).toBe(
+      '#/components/schemas/ErrorEnvelope',
+    );
+  });
+
+  it('documents every reason of the error catalogue somewhere', () => {
+    const text = JSON.stringify(withSessions);
+    expect(Object.keys(REASON_STATUS).filter((reason) => !text.includes(`"${reason}"`))).toEqual([]);
+  });
+
+  it('keeps the case-insensitivity of the plan id in its pattern', () => {
+    const pattern = new RegExp(
+      document.paths['/api/subscriptions/plan/{internalId}'].get.parameters[0].schema.pattern,
+    );
+    expect(pattern.test('B8546575-5D4F-4A56-9E21-522D01CF5992')).toBe(true);
+    expect(pattern.test('b8546575-5d4f-4a56-9e21-522d01cf5992')).toBe(true);
+    expect(pattern.test('b8546575-5d4f-4a56-9e21-522d01cf599')).toBe(false);
+    expect(planParams.safeParse({ internalId: 'B8546575-5D4F-4A56-9E21-522D01CF5992' }).success).toBe(true);
+  });
+
+  it('lists HEAD wherever GET answers it, and no 405 under a GET', () => {
+    for (const [path, item] of Object.entries<Record<string, any>>(withSessions.paths)) {
+      if (item.get) expect([path, Object.keys(item.head?.responses ?? {})]).not.toEqual([path, []]);
+      if (item.get) expect([path, item.get.responses['405']]).toEqual([path, undefined]);
+    }
+    expect(Object.keys(withSessions.paths['/bff/callback'].head.responses)).toContain('405');
+    const head = document.paths['/api/subscriptions/plan/{internalId}'].head;
+    expect(head.responses['200'].content).toBeUndefined();
+    expect(head.responses['200'].headers['X-Request-Id'].required).toBe(true);
+  });
+
+  it('declares the headers a client reads', () => {
+    const plan = document.paths['/api/subscriptions/plan/{internalId}'].get.responses;
+    expect(Object.keys(plan['200'].headers)).toEqual(
+      expect.arrayContaining(['X-Request-Id', 'Cache-Control', 'RateLimit', 'RateLimit-Policy']),
+    );
+    expect(Object.keys(plan['429'].headers)).toContain('Retry-After');
+    expect(plan['200'].headers['X-Upstream']).toBeUndefined();
+    expect(document.components.responses.MethodNotAllowed.headers.Allow.required).toBe(true);
+    expect(withSessions.paths['/bff/user'].get.responses['401'].headers.Link).toBeDefined();
+    const local = buildOpenApiDocument('test', { localMode: true }) as Record<string, any>;
+    expect(local.paths['/healthz'].get.responses['200'].headers['X-Upstream'].required).toBe(true);
+  });
+
+  it("admits in returnTo's pattern what the gateway's rule accepts, and refuses what it refuses of //host and kin", () => {
+    const pattern = new RegExp(withSessions.paths['/bff/login'].get.parameters[0].schema.pattern);
+    const origin = 'https://bff.example.test';
+    const accepted = ['/', '/orders?id=1#top', '/a//b', '/a%2F%2Fb', '/%C3%A9t%C3%A9', '/x/y.z'];
+    const refused = [
+      '//evil.test/x',
+      '/\\evil.test',
+      '/%2F%2Fevil.test',
+      '/%5Cevil',
+      'https://evil.test',
+      'x',
+      '/a b',
+      '/a\u0000',
+    ];
+    for (const value of accepted)
+      expect([value, pattern.test(value), safeReturnTo(value, origin)]).toEqual([
+        value,
+        true,
+        expect.any(String),
+      ]);
+    for (const value of refused)
+      expect([value, pattern.test(value), safeReturnTo(value, origin)]).toEqual([value, false, undefined]);
+    // Beyond a pattern: what only decoding reveals, and /bff/* itself (answered 400 INVALID_REQUEST).
+    for (const value of ['/%252F%252Fevil.test', '/bff/login', '/%00'])
+      expect([value, pattern.test(value), safeReturnTo(value, origin)]).toEqual([value, true, undefined]);
   });
 });

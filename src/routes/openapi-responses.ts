@@ -1,0 +1,108 @@
+// Builds an operation's OpenAPI responses from the catalogue: its own answers, the gateway's errors with their reasons,
+// the provider's answers passed through, and on each the headers a client may read.
+import {
+  type AnswerKind,
+  type ErrorCase,
+  PASS_THROUGH_STATUSES,
+  RESPONSE_HEADERS,
+} from './openapi-catalogue';
+
+export const schemaRef = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+export const jsonContent = (schema: object) => ({ 'application/json': { schema } });
+
+/** A response an operation makes itself (not an error): its description and content, if it has a body. */
+export interface OwnAnswer {
+  readonly description: string;
+  readonly content?: object;
+}
+
+export interface ResponsesSpec {
+  readonly route: AnswerKind['route'];
+  readonly answers?: Readonly<Record<string, OwnAnswer>>;
+  readonly errors: readonly ErrorCase[];
+  /** The provider's own answers pass through (PASS_THROUGH_STATUSES). */
+  readonly passThrough?: boolean;
+}
+
+export interface ResponseOptions {
+  readonly localMode: boolean;
+  /** HEAD: the same answers without their bodies. */
+  readonly head?: boolean;
+}
+
+/** The gateway's envelope, narrowed to the reasons it carries at one status. */
+export function envelopeOf(reasons: readonly string[]): object {
+  return {
+    allOf: [
+      schemaRef('ErrorEnvelope'),
+      {
+        type: 'object',
+        properties: {
+          status: { type: 'object', properties: { description: { type: 'string', enum: [...reasons] } } },
+        },
+      },
+    ],
+  };
+}
+
+/** The headers of an answer of `kind`, from RESPONSE_HEADERS. */
+export function headersOf(kind: AnswerKind): Record<string, object> | undefined {
+  const headers: Record<string, object> = {};
+  for (const [name, rule] of Object.entries(RESPONSE_HEADERS)) {
+    const presence = rule.on(kind);
+    if (presence)
+      headers[name] = {
+        description: rule.description,
+        required: presence === 'required',
+        schema: rule.schema,
+      };
+  }
+  return Object.keys(headers).length > 0 ? headers : undefined;
+}
+
+/** Status keys in reading order: 200 < 303 < 400 < 4XX < 401 ... */
+const byStatus = (a: string, b: string) =>
+  a.replace('XX', '00').localeCompare(b.replace('XX', '00')) || a.localeCompare(b);
+
+export function responsesOf(spec: ResponsesSpec, options: ResponseOptions): Record<string, object> {
+  const reasonsAt = new Map<string, ErrorCase[]>();
+  for (const failure of spec.errors) {
+    const key = String(failure.status);
+    reasonsAt.set(key, [...(reasonsAt.get(key) ?? []), failure]);
+  }
+  const passThrough = new Set(spec.passThrough ? PASS_THROUGH_STATUSES : []);
+  const statuses = new Set([...Object.keys(spec.answers ?? {}), ...reasonsAt.keys(), ...passThrough]);
+  const responses: Record<string, object> = {};
+  for (const status of [...statuses].sort(byStatus)) {
+    const own = spec.answers?.[status];
+    const failures = reasonsAt.get(status) ?? [];
+    const upstream = passThrough.has(status);
+    const reasons = [...new Set(failures.map((f) => f.reason))];
+    const lines = [
+      ...(own ? [own.description] : []),
+      ...failures.map((f) => `${f.reason}: ${f.when}.`),
+      ...(upstream
+        ? ["The provider's own answer, passed through unchanged (UpstreamError, no requestId)."]
+        : []),
+    ];
+    const bodies = [
+      ...(reasons.length > 0 ? [envelopeOf(reasons)] : []),
+      ...(upstream ? [schemaRef('UpstreamError')] : []),
+    ];
+    const content =
+      own?.content ??
+      (bodies.length === 0 ? undefined : jsonContent(bodies.length === 1 ? bodies[0]! : { anyOf: bodies }));
+    const headers = headersOf({
+      route: spec.route,
+      status,
+      passThrough: upstream,
+      localMode: options.localMode,
+    });
+    responses[status] = {
+      description: lines.join(' '),
+      ...(headers && { headers }),
+      ...(content && !options.head && { content }),
+    };
+  }
+  return responses;
+}
