@@ -40,7 +40,7 @@ const planExchange = (id: string): UpstreamExchange => ({
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (see
  * in-flight-reads.ts) and one async frame around the forward, which it shares the answer through. Whether a cache
  * is consulted is decided here, once, not per read. The answer is buffered by the forwarder, as every forwarded
- * answer is (the POST's too), so sharing it costs nothing more (bench/README.md, "The plan read's own cost").
+ * answer is (the POST's too), so sharing it costs nothing more (bench/README.md, "the plan read's own cost").
  */
 export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanReader {
   const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
