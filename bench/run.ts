@@ -40,6 +40,7 @@ import {
   type PairedRatio,
   pairedComparison,
   pairedCpuDelta,
+  pairedCpuExcess,
   pairedRatio,
   round,
 } from './lib/paired';
@@ -62,6 +63,8 @@ import { makeThrowawayCertificates } from './lib/throwaway-ca';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
 const USERNAME = 'sandbox-merchant';
+/** The unique-id GET's CPU added over the bare proxy minus the POST's: what a plan read costs beyond a validation. */
+const GET_ONLY = 'GET-only (unique-id GET minus POST)';
 const PASSWORD = 'sandbox-password';
 const COALESCE_PLAN_ID = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
 
@@ -484,14 +487,31 @@ async function main(): Promise<void> {
         )
       : null;
   };
+  // What the read costs beyond the validation (issue 32): the unique-id GET's CPU added minus the POST's, per round.
+  const getOnly = (upstream: Upstream): CpuDelta | null => {
+    const get = kindOf(upstream, 'plan GET unique ids');
+    const post = kindOf(upstream, 'validation POST');
+    const of = (kind: Kind | undefined, target: TargetName) =>
+      (kind && samples.get(keyOf(kind, target))) ?? [];
+    return get && post
+      ? pairedCpuExcess(
+          of(get, 'gateway'),
+          of(get, 'bare-proxy'),
+          of(post, 'gateway'),
+          of(post, 'bare-proxy'),
+        )
+      : null;
+  };
   const cpuAddedOverBare = {
     fast: {
       'plan GET unique ids': cpuOver('fast', 'plan GET unique ids'),
       'validation POST': cpuOver('fast', 'validation POST'),
+      [GET_ONLY]: getOnly('fast'),
     },
     tls: {
       'plan GET unique ids': cpuOver('tls', 'plan GET unique ids'),
       'validation POST': cpuOver('tls', 'validation POST'),
+      [GET_ONLY]: getOnly('tls'),
     },
     slow: { 'plan GET unique ids': cpuOver('slow', 'plan GET unique ids') },
   };

@@ -68,6 +68,36 @@ export function pairedCpuDelta(a: readonly RoundSample[], b: readonly RoundSampl
   };
 }
 
+/**
+ * What one scenario's CPU added over a reference costs beyond another scenario's, round by round: in round i,
+ * (a_i - aReference_i) - (b_i - bReference_i), µs. For the GET-only cost: a = the gateway's unique-id GET, b = its
+ * POST, each over the bare proxy's same request. `roundsCheaper`: rounds in which `a` added less than `b`.
+ */
+export function pairedCpuExcess(
+  a: readonly RoundSample[],
+  aReference: readonly RoundSample[],
+  b: readonly RoundSample[],
+  bReference: readonly RoundSample[],
+): CpuDelta | null {
+  const added = (x: RoundSample | undefined, reference: RoundSample | undefined) =>
+    x?.cpuMsPerRequest != null && reference?.cpuMsPerRequest != null
+      ? 1000 * (x.cpuMsPerRequest - reference.cpuMsPerRequest)
+      : undefined;
+  const deltas = a.flatMap((sample, i) => {
+    const addedA = added(sample, aReference[i]);
+    const addedB = added(b[i], bReference[i]);
+    return addedA !== undefined && addedB !== undefined ? [addedA - addedB] : [];
+  });
+  if (deltas.length === 0) return null;
+  return {
+    median: round(median(deltas), 1),
+    min: round(Math.min(...deltas), 1),
+    max: round(Math.max(...deltas), 1),
+    roundsCheaper: deltas.filter((d) => d < 0).length,
+    rounds: deltas.length,
+  };
+}
+
 export function pairedComparison(
   compare: readonly RoundSample[],
   gateway: readonly RoundSample[],

@@ -2,7 +2,8 @@
 import type { Request, Response } from 'express';
 import { planAnswerKey } from '../../keys/redis-keys';
 import type { AnswerCache } from './answer-cache';
-import type { Forwarder, UpstreamAnswer } from './forwarder';
+import type { Forwarder, UpstreamAnswer, UpstreamExchange } from './forwarder';
+import { type InFlightRead, InFlightReads } from './in-flight-reads';
 import { CallerLeftQueueError } from './upstream-slots';
 
 export interface PlanReader {
@@ -14,6 +15,8 @@ export interface PlanReaderDeps {
   /** With a positive TTL, complete 200 answers (with a body) are kept this many seconds. */
   readonly cache?: { readonly store: AnswerCache; readonly ttlSeconds: number };
 }
+
+type Read = (req: Request, res: Response, id: string) => Promise<UpstreamAnswer>;
 
 /**
  * Only an answer with a body is handed to another caller (coalescing) or kept (cache): an empty body is never a
@@ -27,29 +30,49 @@ function isCacheable(answer: UpstreamAnswer): boolean {
   return answer.status === 200 && isShareable(answer);
 }
 
+const planExchange = (id: string): UpstreamExchange => ({
+  route: 'plan',
+  method: 'GET',
+  path: `/api/subscriptions/plan/${id}`,
+});
+
+/**
+ * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (see
+ * in-flight-reads.ts) and one async frame around the forward, which it shares the answer through. Whether a cache
+ * is consulted is decided here, once, not per read. The answer is buffered by the forwarder, as every forwarded
+ * answer is (the POST's too), so sharing it costs nothing more (bench/README.md, "the plan read's own cost").
+ */
 export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanReader {
-  // A dictionary object, not a Map: a Map filled and emptied on every request keeps its old tables chained to the
-  // new ones, and a promoted table then keeps each later request alive through young-generation collections (see
-  // RUNNING_ATTEMPT in forwarder.ts). Keys are lower-case UUIDs checked by the route, never `__proto__`.
-  const inFlight: Record<string, Promise<UpstreamAnswer>> = Object.create(null);
+  const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
 
-  async function fetchPlan(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
-    const cached = cache && (await cache.store.get(planAnswerKey(id)));
-    if (cached && isCacheable(cached)) {
-      res.locals.cache = 'hit';
-      return cached;
+  /** One upstream call; with a cache, a complete 200 answer is kept. */
+  const upstreamRead: Read = cache
+    ? async (req, res, id) => {
+        const answer = await forwarder.forward(req, res, planExchange(id));
+        if (isCacheable(answer)) void cache.store.set(planAnswerKey(id), answer, cache.ttlSeconds);
+        return answer;
+      }
+    : (req, res, id) => forwarder.forward(req, res, planExchange(id));
+
+  /** The leader's read: the cache first when there is one, else the upstream call itself. */
+  const fetchPlan: Read = cache
+    ? async (req, res, id) => {
+        const cached = await cache.store.get(planAnswerKey(id));
+        if (cached && isCacheable(cached)) {
+          res.locals.cache = 'hit';
+          return cached;
+        }
+        return upstreamRead(req, res, id);
+      }
+    : upstreamRead;
+
+  /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
+  async function lead(req: Request, res: Response, entry: InFlightRead<Promise<UpstreamAnswer>>) {
+    try {
+      return await fetchPlan(req, res, entry.key);
+    } finally {
+      inFlight.close(entry);
     }
-    return upstreamRead(req, res, id);
-  }
-
-  async function upstreamRead(req: Request, res: Response, id: string): Promise<UpstreamAnswer> {
-    const answer = await forwarder.forward(req, res, {
-      route: 'plan',
-      method: 'GET',
-      path: `/api/subscriptions/plan/${id}`,
-    });
-    if (cache && isCacheable(answer)) void cache.store.set(planAnswerKey(id), answer, cache.ttlSeconds);
-    return answer;
   }
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
@@ -71,15 +94,14 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
     read(req, res, internalId) {
       // UUIDs are case-insensitive: one key (and one upstream path) per plan.
       const id = internalId.toLowerCase();
-      const pending = inFlight[id];
+      const pending = inFlight.get(id);
       if (pending) {
         res.locals.coalesced = true;
         return follow(pending, req, res, id);
       }
-      const leader = fetchPlan(req, res, id).finally(() => {
-        delete inFlight[id];
-      });
-      inFlight[id] = leader;
+      const entry = inFlight.open(id);
+      const leader = lead(req, res, entry);
+      entry.value = leader;
       return leader;
     },
   };

@@ -108,4 +108,29 @@ describe('plan reader', () => {
     expect(res.locals.cache).toBeUndefined();
     expect(upstream.calls()).toBe(1);
   });
+
+  it('leaves no entry behind when the read fails at once: the next read calls the upstream again', async () => {
+    let calls = 0;
+    const forwarder: Forwarder = {
+      forward: () => {
+        calls += 1;
+        if (calls === 1) throw new Error('failed before any await');
+        return Promise.resolve(plan);
+      },
+    };
+    const reader = createPlanReader({ forwarder });
+    await expect(reader.read(request(), response(), ID)).rejects.toThrow('failed before any await');
+    expect(await reader.read(request(), response(), ID)).toBe(plan);
+    expect(calls).toBe(2);
+  });
+
+  it('shares nothing once a read has settled: a later identical read calls the upstream again', async () => {
+    const upstream = scriptedForwarder([plan, plan]);
+    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    await settle(reader.read(request(), response(), ID), upstream);
+    const res = response();
+    await settle(reader.read(request(), res, ID.toUpperCase()), upstream);
+    expect(res.locals.coalesced).toBeUndefined();
+    expect(upstream.calls()).toBe(2);
+  });
 });

@@ -1,0 +1,186 @@
+// GET against POST in one profiled gateway: unique-id plan GETs and validation POSTs alternate in 1 s slices against
+// the fast upstream, and every CPU sample is charged to the load of its slice, so both loads see the same machine
+// (two profiles taken minutes apart on a shared machine differ by more than the two requests do). Issue 32.
+//   npm run build && node dist/bench/sliced-profile.js [BUILD_DIR]   (BUILD_DIR: another checkout's build; default this)
+//   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, NODE, ROOT, writeLoadClient } from './lib/fixtures';
+import { type LoadSpec, runLoad } from './lib/load';
+import {
+  freePort,
+  pinCpus,
+  type Served,
+  start,
+  startFastUpstream,
+  startGatewayProcess,
+  startRedis,
+  waitFor,
+} from './lib/processes';
+import { type ProfileSummary, summarizeProfile } from './profile-summary';
+
+type Load = 'GET' | 'POST';
+interface Slice {
+  readonly load: Load;
+  readonly fromUs: number;
+  readonly toUs: number;
+  readonly responses: number;
+}
+
+const SLICES = envNumber('BENCH_SLICES', 12);
+/** Trimmed at both ends of a slice: autocannon opening and closing its connections. */
+const EDGE_US = 50_000;
+const args = process.argv.slice(2);
+const bare = args.includes('--bare');
+const build = resolve(args.find((a) => !a.startsWith('--')) ?? ROOT);
+
+const spec = (load: Load, url: string, headers: Record<string, string>, seconds: number): LoadSpec =>
+  load === 'GET'
+    ? {
+        url,
+        pathFor: () => `/api/subscriptions/plan/${randomUUID()}`,
+        method: 'GET',
+        headers,
+        durationSeconds: seconds,
+        connections: 32,
+        expectStatus: 404,
+      }
+    : {
+        url: `${url}/api/validation/document`,
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: DOCUMENT_BODY,
+        durationSeconds: seconds,
+        connections: 32,
+      };
+
+/** The monotonic clock V8 stamps profile samples with, in µs. */
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
+
+/** The profile with only the samples of one load's slices, summarized per request of that load. */
+function summarizeSlices(file: string, slices: readonly Slice[], load: Load): ProfileSummary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as {
+    startTime: number;
+    samples: number[];
+    timeDeltas: number[];
+  };
+  const mine = slices.filter((s) => s.load === load);
+  const samples: number[] = [];
+  const timeDeltas: number[] = [];
+  let at = profile.startTime;
+  profile.samples.forEach((id, i) => {
+    const delta = profile.timeDeltas[i] ?? 0;
+    at += delta;
+    if (mine.some((s) => at >= s.fromUs && at < s.toUs)) {
+      samples.push(id);
+      timeDeltas.push(delta);
+    }
+  });
+  const part = `${file}.${load}.json`;
+  writeFileSync(part, JSON.stringify({ ...profile, samples, timeDeltas }));
+  const requests = mine.reduce((sum, s) => sum + s.responses, 0);
+  return summarizeProfile(part, 20, requests);
+}
+
+interface ProfiledTarget {
+  readonly served: Served;
+  readonly headers: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+async function startTarget(tmp: string, upstream: string, dir: string): Promise<ProfiledTarget> {
+  const profiling = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
+  if (bare) {
+    const port = await freePort();
+    const proc = start('bare-proxy', NODE, [...profiling, join(ROOT, 'dist/bench/bare-proxy.js')], {
+      cwd: ROOT,
+      env: {
+        BARE_PORT: String(port),
+        BARE_TARGET: upstream,
+        BARE_TOKEN: 'bench.token.x',
+        BARE_MAX_SOCKETS: '1024',
+      },
+    });
+    const served: Served = { proc, url: `http://127.0.0.1:${port}` };
+    await waitFor(
+      'bare-proxy',
+      async () => (await fetch(`${served.url}/__simulator/stats`)).status > 0,
+      proc,
+    );
+    return { served, headers: {}, stop: async () => {} };
+  }
+  const { apiKey, clientsFile } = writeLoadClient('bench');
+  const redis = await startRedis(tmp);
+  const env = featuredGatewayEnv(
+    {
+      upstream,
+      username: 'sandbox-merchant',
+      password: 'sandbox-password',
+      redisUrl: redis.url,
+      clientsFile,
+      logFile: join(tmp, 'gateway.log'),
+    },
+    { SHUTDOWN_TIMEOUT_MS: '2000' },
+  );
+  const served = await startGatewayProcess('profiled-gateway', env, profiling, build);
+  return { served, headers: { 'x-api-key': apiKey }, stop: () => redis.proc.stop() };
+}
+
+function report(get: ProfileSummary, post: ProfileSummary): string {
+  const perRequest = (s: ProfileSummary, name: string) => {
+    const entry = s.features.find((e) => e.name === name);
+    return entry && s.requests ? (entry.selfMs * 1000) / s.requests : 0;
+  };
+  const names = [...new Set([...get.features, ...post.features].map((e) => e.name))];
+  const busy = (s: ProfileSummary) => names.reduce((sum, name) => sum + perRequest(s, name), 0);
+  const cell = (n: number) => n.toFixed(1).padStart(7);
+  const lines = names
+    .map((name) => ({ name, g: perRequest(get, name), p: perRequest(post, name) }))
+    .sort((a, b) => Math.abs(b.g - b.p) - Math.abs(a.g - a.p))
+    .map(({ name, g, p }) => `${cell(g)} ${cell(p)} ${cell(g - p)}  ${name}`);
+  return [
+    `${bare ? 'bare proxy' : `gateway (${build})`}: busy µs per request by feature, ${SLICES} slices of 1 s each`,
+    `    GET    POST  GET-POST`,
+    ...lines,
+    `${cell(busy(get))} ${cell(busy(post))} ${cell(busy(get) - busy(post))}  busy`,
+    `(${(get.requests ?? 0).toFixed(0)} GETs, ${(post.requests ?? 0).toFixed(0)} POSTs profiled)`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  const cpus = pinCpus(true);
+  const tmp = mkdtempSync(join(tmpdir(), 'bff-sliced-'));
+  process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
+  const upstream = await startFastUpstream('fast-upstream', { cpus: cpus?.upstream });
+  const dir = join(tmp, 'profile');
+  const { served, headers, stop } = await startTarget(tmp, upstream.url, dir);
+  for (const load of ['GET', 'POST'] as const) await runLoad(spec(load, served.url, headers, 2));
+  const slices: Slice[] = [];
+  for (let i = 0; i < SLICES; i++)
+    for (const load of i % 2 === 0 ? (['GET', 'POST'] as const) : (['POST', 'GET'] as const)) {
+      const from = nowUs();
+      const result = await runLoad(spec(load, served.url, headers, 1));
+      const to = nowUs();
+      const kept = (to - from - 2 * EDGE_US) / (to - from);
+      slices.push({ load, fromUs: from + EDGE_US, toUs: to - EDGE_US, responses: result.responses * kept });
+    }
+  await served.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
+  await stop();
+  await upstream.proc.stop();
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error('no .cpuprofile was written');
+  const path = join(dir, file);
+  process.stdout.write(
+    `${report(summarizeSlices(path, slices, 'GET'), summarizeSlices(path, slices, 'POST'))}\n`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    process.stderr.write(`sliced-profile: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  },
+);
