@@ -29,7 +29,10 @@ export interface TokenEndpointDeps {
 }
 
 /** How long a shared failure record outlives its wait: the streak, and so the growing wait, survives between tries. */
-const STREAK_MEMORY_MS: Record<FailureKind, number> = { refusal: 24 * 3_600_000, transient: 10 * 60_000 };
+export const STREAK_MEMORY_MS: Record<FailureKind, number> = {
+  refusal: 24 * 3_600_000,
+  transient: 10 * 60_000,
+};
 
 export class TokenEndpoint {
   private readonly tracing: Tracing;
