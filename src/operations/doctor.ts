@@ -5,7 +5,7 @@ import type { AccountSpec } from '../config/account-spec';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
 import { describeTlsCode } from '../tls/tls-failure';
-import type { BackoffRecord, RefusalReason } from '../tokens';
+import { type BackoffRecord, type RefusalReason, refusalOfStatus } from '../tokens';
 import {
   type AccountLabel,
   type BackoffCheck,
@@ -175,12 +175,9 @@ async function checkAccount(
   }
 }
 
-/** The refusal a login answer is, as the token client would name it (401/400 credentials, 403 IP). */
+/** The refusal a login answer is, as the token client names it (401/400 credentials, 403 IP). */
 function refusalOf(attempt: TokenAttempt): RefusalReason | undefined {
-  if (attempt.kind !== 'answer') return undefined;
-  if (attempt.status === 401 || attempt.status === 400) return 'UPSTREAM_AUTH_FAILED';
-  if (attempt.status === 403) return 'UPSTREAM_IP_NOT_WHITELISTED';
-  return undefined;
+  return attempt.kind === 'answer' ? refusalOfStatus(attempt.status) : undefined;
 }
 
 /** The printed report: `✓`/`!`/`✗`/`-` a line, the fix indented under it, and the verdict last. */

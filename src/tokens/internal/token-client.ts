@@ -3,6 +3,7 @@ import { Agent, fetch as undiciFetch } from 'undici';
 import { GatewayError } from '../../http/gateway-error';
 import { checkLocalAddress } from '../../tls/local-address';
 import { upstreamCa } from '../../tls/upstream-trust';
+import type { RefusalReason } from './login-backoff';
 
 export interface TokenResponse {
   readonly access: string;
@@ -91,6 +92,16 @@ function tokenFetch(options: TokenClientOptions): { doFetch: typeof fetch; close
   };
 }
 
+/**
+ * The refusal a token endpoint status is: 401 (and 400, simplejwt's answer to a missing or blank field: a refusal
+ * of what we sent) the credentials, 403 the IP address. The doctor reads a login answer the same way.
+ */
+export function refusalOfStatus(status: number): RefusalReason | undefined {
+  if (status === 401 || status === 400) return 'UPSTREAM_AUTH_FAILED';
+  if (status === 403) return 'UPSTREAM_IP_NOT_WHITELISTED';
+  return undefined;
+}
+
 /** The socket error code under fetch's TypeError('fetch failed'), e.g. EADDRNOTAVAIL. */
 function networkCode(error: unknown): string | undefined {
   const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
@@ -134,10 +145,9 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
     } catch {
       answer = undefined;
     }
-    // 400 is simplejwt's answer to a missing or blank field: a refusal of what we sent, like a 401.
-    if (response.status === 401 || response.status === 400)
-      throw new GatewayError('UPSTREAM_AUTH_FAILED', refused);
-    if (response.status === 403) throw new GatewayError('UPSTREAM_IP_NOT_WHITELISTED', DETAIL.ipRefused);
+    const refusal = refusalOfStatus(response.status);
+    if (refusal === 'UPSTREAM_AUTH_FAILED') throw new GatewayError(refusal, refused);
+    if (refusal === 'UPSTREAM_IP_NOT_WHITELISTED') throw new GatewayError(refusal, DETAIL.ipRefused);
     if (!response.ok) {
       // A 429's Retry-After (seconds) travels with the error: the token manager's back-off honours it.
       const retryAfter = response.status === 429 ? retryAfterSeconds(response.headers.get('retry-after')) : 0;
