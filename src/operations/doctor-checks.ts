@@ -3,7 +3,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { ClientRegistryError, loadClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
-import { createRedisClient, describeRedisTopology } from '../store/redis-connection';
+import { createRedisClient, describeRedisTopology, type RedisClient } from '../store/redis-connection';
 import { upstreamCa } from '../tls/upstream-trust';
 import { ACCESS_FALLBACK_SECONDS, LOGIN_PATH, tokenExpiresAt } from '../tokens';
 import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
@@ -51,21 +51,7 @@ export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck
   });
   try {
     const started = performance.now();
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(lastError ?? `no answer within ${STORE_TIMEOUT_MS} ms`)),
-        STORE_TIMEOUT_MS,
-      );
-      if (client.status === 'ready') resolve();
-      client.once('ready', () => {
-        clearTimeout(timer);
-        resolve();
-      });
-      client.once('end', () => {
-        clearTimeout(timer);
-        reject(new Error(lastError ?? 'connection closed'));
-      });
-    });
+    await untilReady(client, () => lastError);
     await client.ping();
     return { kind: 'redis', where, ok: true, latencyMs: Math.round(performance.now() - started) };
   } catch (error) {
@@ -78,6 +64,25 @@ export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck
   } finally {
     client.disconnect();
   }
+}
+
+/** Resolves once `client` is ready; rejects with the last connection error after STORE_TIMEOUT_MS or on close. */
+export function untilReady(client: RedisClient, lastError: () => string | undefined): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (client.status === 'ready') return resolve();
+    const timer = setTimeout(
+      () => reject(new Error(lastError() ?? `no answer within ${STORE_TIMEOUT_MS} ms`)),
+      STORE_TIMEOUT_MS,
+    );
+    client.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    client.once('end', () => {
+      clearTimeout(timer);
+      reject(new Error(lastError() ?? 'connection closed'));
+    });
+  });
 }
 
 function scrub(text: string, secrets: readonly (string | undefined)[]): string {
@@ -104,6 +109,8 @@ export function requestUpstreamToken(
     headers?: Readonly<Record<string, string>>;
     /** UPSTREAM_CA_FILE's certificates: the doctor trusts what the gateway trusts. */
     extraCa?: readonly string[];
+    /** The account's localAddress: the doctor leaves from the address the account's sockets use. */
+    localAddress?: string;
   },
 ): Promise<TokenAttempt> {
   // The very URL the token client logs in at (a path in UPSTREAM_BASE_URL kept): the doctor never passes on another.
@@ -127,6 +134,7 @@ export function requestUpstreamToken(
           'content-length': Buffer.byteLength(body),
         },
         agent: false,
+        ...(options.localAddress !== undefined && { localAddress: options.localAddress }),
         ...(url.protocol === 'https:' && options.extraCa ? { ca: upstreamCa(options.extraCa) } : {}),
       },
       (res: IncomingMessage) => {
@@ -189,12 +197,4 @@ function tokenFacts(text: string): { tokenIssued: boolean; accessLifetimeSeconds
   } catch {
     return { tokenIssued: false };
   }
-}
-
-/** The gateway's configured upstream, or in local mode the bundled simulator with its development credentials. */
-export function localSimulatorTarget(
-  baseUrl: string,
-  { username, password }: { readonly username: string; readonly password: string },
-): TokenTarget {
-  return { baseUrl, label: `the bundled simulator (${baseUrl})`, username, password };
 }

@@ -1,58 +1,70 @@
-// `npm run doctor`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails (warnings pass).
-import { pino } from 'pino';
+// `npm run doctor [-- --force-login]`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails.
+import { type AccountSpec, defaultAccountSpec } from '../config/account-spec';
+import type { GatewayConfig } from '../config/gateway-config';
 import { loadConfig } from '../config/load-config';
-import { createCredentialSource } from '../tokens';
-import { formatReport, runDoctor } from './doctor';
-import {
-  checkClientRegistry,
-  checkRedisStore,
-  localSimulatorTarget,
-  requestUpstreamToken,
-} from './doctor-checks';
+import { type AccountList, formatReport, runDoctor } from './doctor';
+import { probeAccount } from './doctor-account-probe';
+import { FORCE_LOGIN_FLAG } from './doctor-backoff';
+import { checkClientRegistry, checkRedisStore } from './doctor-checks';
 import { sessionProviderStep } from './doctor-session-provider';
 
-async function main(): Promise<number> {
+const USAGE = `usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
+
+  ${FORCE_LOGIN_FLAG}  log in once per account even while the fleet backs off after a refusal
+                 (each login counts toward the provider's lock-out of the merchant account)
+`;
+
+/**
+ * The accounts the doctor checks in upstream mode.
+ * ACCOUNTS FILE HOOK (issue 28): with UPSTREAM_ACCOUNTS_FILE set, return the accounts file's set here, read once
+ * (e.g. `await createAccountsFileSource(...).read()`): its ConfigError on an invalid file becomes the doctor's failed
+ * "provider accounts" step and a non-zero exit. Without the file, the single-account variables' account `default`.
+ */
+export async function configuredAccounts(
+  config: GatewayConfig,
+  baseUrl: string,
+): Promise<readonly AccountSpec[]> {
+  return [defaultAccountSpec(config, baseUrl)];
+}
+
+/** The accounts, or in local mode the bundled simulator's (started here, as the gateway would; loaded only then). */
+async function listAccounts(config: GatewayConfig): Promise<AccountList> {
+  if (config.mode === 'upstream' && config.upstream.baseUrl)
+    return {
+      accounts: await configuredAccounts(config, config.upstream.baseUrl),
+      close: async () => undefined,
+    };
+  const simulator = await (await import('../local-mode.js')).startLocalUpstream();
+  const { username, password } = simulator.credentials.current();
+  const local = { ...config, credentials: { username, password } };
+  return { accounts: [defaultAccountSpec(local, simulator.baseUrl)], close: () => simulator.close() };
+}
+
+async function main(args: readonly string[]): Promise<number> {
+  const unknown = args.filter((arg) => arg !== FORCE_LOGIN_FLAG);
+  if (unknown.length > 0) {
+    process.stderr.write(unknown.includes('--help') ? USAGE : `unknown argument ${unknown[0]}\n${USAGE}`);
+    return unknown.includes('--help') ? 0 : 2;
+  }
   const report = await runDoctor({
     loadConfig: () => loadConfig(process.env),
     checkClients: checkClientRegistry,
     checkStore: checkRedisStore,
     checkSessionProvider: sessionProviderStep,
-    async requestToken(config) {
-      const options = {
-        timeoutMs: config.upstream.timeoutMs,
-        headers: config.upstream.staticHeaders,
-        extraCa: config.upstream.extraCa,
-      };
-      if (config.mode === 'local' || !config.upstream.baseUrl) {
-        // Local mode talks to the bundled simulator: start it here, as the gateway would (loaded only then).
-        const simulator = await (await import('../local-mode.js')).startLocalUpstream();
-        try {
-          return await requestUpstreamToken(
-            localSimulatorTarget(simulator.baseUrl, simulator.credentials.current()),
-            options,
-          );
-        } finally {
-          await simulator.close();
-        }
-      }
-      // The same source the gateway uses (inline values or *_FILE), read once and not watched.
-      const source = await createCredentialSource(config.credentials, {
-        logger: pino({ enabled: false }),
-        pollIntervalMs: 0,
-      });
-      try {
-        const { username, password } = source.current();
-        return await requestUpstreamToken({ baseUrl: config.upstream.baseUrl, username, password }, options);
-      } finally {
-        source.close();
-      }
-    },
+    listAccounts,
+    probeAccount: (config, account) =>
+      probeAccount(
+        config,
+        account,
+        config.mode === 'local' ? `the bundled simulator (${account.baseUrl})` : undefined,
+      ),
+    forceLogin: args.includes(FORCE_LOGIN_FLAG),
   });
   process.stdout.write(formatReport(report));
   return report.ok ? 0 : 1;
 }
 
-main().then(
+main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
   },

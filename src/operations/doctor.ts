@@ -1,8 +1,20 @@
-// `npm run doctor`: configuration, store and one real token request, each turned into a verdict with its fix.
+// `npm run doctor`: configuration, store, and per provider account the fleet's login back-off and one real token
+// request (only when the fleet would log in), each turned into a verdict with its fix.
 import { isIP } from 'node:net';
+import type { AccountSpec } from '../config/account-spec';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
 import { describeTlsCode } from '../tls/tls-failure';
+import { type BackoffRecord, type RefusalReason, refusalOfStatus } from '../tokens';
+import {
+  type AccountLabel,
+  type BackoffCheck,
+  diagnoseBackoff,
+  egressOf,
+  FORCE_LOGIN_FLAG,
+  formatDuration,
+  mayLogIn,
+} from './doctor-backoff';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -46,14 +58,33 @@ export type ClientsCheck =
   | { readonly kind: 'unreadable'; readonly file: string; readonly code: string }
   | { readonly kind: 'invalid'; readonly file: string; readonly problems: readonly string[] };
 
+/** The doctor's probes of one account: the fleet's back-off for its credentials, a login, a refusal shared. */
+export interface AccountProbe {
+  readBackoff(): Promise<BackoffCheck>;
+  requestToken(): Promise<TokenAttempt>;
+  /** Shares a refusal the doctor's own login met, as a replica would; the record, or undefined when not shared. */
+  shareRefusal(reason: RefusalReason): Promise<BackoffRecord | undefined>;
+  close(): Promise<void>;
+}
+
+/** The accounts to check, and what to close after (local mode's simulator). */
+export interface AccountList {
+  readonly accounts: readonly AccountSpec[];
+  close(): Promise<void>;
+}
+
 export interface DoctorDeps {
   /** Reads and validates the environment; throws a ConfigError naming each bad variable. */
   loadConfig(): GatewayConfig;
   checkClients(config: GatewayConfig): ClientsCheck;
   checkStore(config: GatewayConfig): Promise<StoreCheck>;
-  requestToken(config: GatewayConfig): Promise<TokenAttempt>;
+  /** The provider accounts to check; throws a ConfigError naming what is wrong (an invalid accounts file). */
+  listAccounts(config: GatewayConfig): Promise<AccountList>;
+  probeAccount(config: GatewayConfig, account: AccountSpec): Promise<AccountProbe>;
   /** Browser sessions' provider and web app, as a step (undefined when SESSION_ISSUER is not set: no step). */
   checkSessionProvider?(config: GatewayConfig): Promise<DoctorStep | undefined>;
+  /** --force-login: one login per account even while the fleet backs off (the operator's explicit choice). */
+  readonly forceLogin?: boolean;
 }
 
 export interface DoctorReport {
@@ -65,10 +96,13 @@ const TITLES = {
   config: 'configuration',
   clients: 'client registry',
   store: 'token store',
+  accounts: 'provider accounts',
   token: 'upstream token request',
 } as const;
 
-/** Runs the four checks in order; a bad configuration skips the others (they would only repeat it). */
+const tokenTitle = (account: AccountLabel) => `${TITLES.token} (account ${account.id})`;
+
+/** Runs the checks in order; a bad configuration skips the others (they would only repeat it). */
 export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   const steps: DoctorStep[] = [];
   let config: GatewayConfig;
@@ -83,10 +117,67 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
-  steps.push(diagnoseToken(await deps.requestToken(config)));
+  steps.push(...(await checkAccounts(deps, config)));
   const sessionProvider = await deps.checkSessionProvider?.(config);
   if (sessionProvider) steps.push(sessionProvider);
   return { ok: steps.every((step) => step.state === 'pass' || step.state === 'warn'), steps };
+}
+
+/** Every account in turn: its back-off first, then a login only when the fleet would (or when forced). */
+async function checkAccounts(deps: DoctorDeps, config: GatewayConfig): Promise<DoctorStep[]> {
+  let list: AccountList;
+  try {
+    list = await deps.listAccounts(config);
+  } catch (error) {
+    return [
+      { ...diagnoseConfigError(error), title: TITLES.accounts },
+      { title: TITLES.token, state: 'skipped', detail: 'needs a valid set of accounts' },
+    ];
+  }
+  const steps: DoctorStep[] = [];
+  try {
+    for (const account of list.accounts) steps.push(...(await checkAccount(deps, config, account)));
+  } finally {
+    await list.close();
+  }
+  return steps;
+}
+
+async function checkAccount(
+  deps: DoctorDeps,
+  config: GatewayConfig,
+  account: AccountSpec,
+): Promise<DoctorStep[]> {
+  const forceLogin = deps.forceLogin === true;
+  const probe = await deps.probeAccount(config, account);
+  try {
+    const backoff = await probe.readBackoff();
+    const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
+    if (!mayLogIn(backoff, forceLogin))
+      return [
+        backoffStep,
+        {
+          title: tokenTitle(account),
+          state: 'skipped',
+          detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
+        },
+      ];
+    const attempt = await probe.requestToken();
+    const tokenStep = diagnoseToken(attempt, account);
+    const refusal = refusalOf(attempt);
+    const shared = refusal && (await probe.shareRefusal(refusal));
+    const sharedNote = shared
+      ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
+      : '';
+    return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
+  } finally {
+    await probe.close();
+  }
+}
+
+/** The refusal a login answer is, as the token client names it (401/400 credentials, 403 IP). */
+function refusalOf(attempt: TokenAttempt): RefusalReason | undefined {
+  return attempt.kind === 'answer' ? refusalOfStatus(attempt.status) : undefined;
 }
 
 /** The printed report: `✓`/`!`/`✗`/`-` a line, the fix indented under it, and the verdict last. */
@@ -198,14 +289,36 @@ const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', '
 const TIMEOUT_CODES = new Set(['ETIMEDOUT', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
 
 /** Tells the failure modes apart: credentials (401), IP whitelisting (403), TLS, DNS, refused, timeout. */
-export function diagnoseToken(attempt: TokenAttempt): DoctorStep {
-  return attempt.kind === 'error' ? diagnoseUnreachable(attempt) : diagnoseAnswer(attempt);
+export function diagnoseToken(
+  attempt: TokenAttempt,
+  account: AccountLabel = { id: DEFAULT_ACCOUNT },
+): DoctorStep {
+  return attempt.kind === 'error' ? diagnoseUnreachable(attempt, account) : diagnoseAnswer(attempt, account);
 }
 
-function diagnoseUnreachable(attempt: Extract<TokenAttempt, { kind: 'error' }>): DoctorStep {
-  const title = TITLES.token;
+const DEFAULT_ACCOUNT = 'default';
+
+/** Where an account's credentials come from, in the words of its configuration. */
+function credentialNames(account: AccountLabel): string {
+  return account.id === DEFAULT_ACCOUNT
+    ? 'UPSTREAM_USERNAME/UPSTREAM_PASSWORD'
+    : `the usernameFile/passwordFile of account ${account.id}`;
+}
+
+function diagnoseUnreachable(
+  attempt: Extract<TokenAttempt, { kind: 'error' }>,
+  account: AccountLabel,
+): DoctorStep {
+  const title = tokenTitle(account);
   const at = attempt.target;
   const code = attempt.code ?? 'unknown error';
+  if (code === 'EADDRNOTAVAIL')
+    return {
+      title,
+      state: 'fail',
+      detail: `this host does not hold ${account.localAddress ?? 'the local address'}, the localAddress of account ${account.id} (EADDRNOTAVAIL)`,
+      fix: `assign the address to this host (or its pod/network), or correct localAddress of account ${account.id} in the accounts file`,
+    };
   if (attempt.timedOut || TIMEOUT_CODES.has(code))
     return {
       title,
@@ -257,8 +370,11 @@ function diagnoseUnreachable(attempt: Extract<TokenAttempt, { kind: 'error' }>):
   };
 }
 
-function diagnoseAnswer(attempt: Extract<TokenAttempt, { kind: 'answer' }>): DoctorStep {
-  const title = TITLES.token;
+function diagnoseAnswer(
+  attempt: Extract<TokenAttempt, { kind: 'answer' }>,
+  account: AccountLabel,
+): DoctorStep {
+  const title = tokenTitle(account);
   const at = attempt.target;
   const status = attempt.status;
   if (status === 200 && attempt.tokenIssued) {
@@ -272,15 +388,17 @@ function diagnoseAnswer(attempt: Extract<TokenAttempt, { kind: 'answer' }>): Doc
     return {
       title,
       state: 'fail',
-      detail: `bad credentials: the provider refused UPSTREAM_USERNAME/UPSTREAM_PASSWORD (HTTP ${status})`,
+      detail: `bad credentials: the provider refused ${credentialNames(account)} (HTTP ${status})`,
       fix: 'check the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE]) for this environment; a running gateway picks up changed files on its own or on SIGHUP',
     };
   if (status === 403)
     return {
       title,
       state: 'fail',
-      detail: `IP not whitelisted: the provider refused this machine's IP address (HTTP 403)`,
-      fix: whitelistAdvice(attempt.localAddress),
+      detail: `IP not whitelisted: the provider refused account ${account.id}, sent from ${egressOf(account)}${
+        attempt.localAddress && !account.localAddress ? `, ${attempt.localAddress} on this socket` : ''
+      } (HTTP 403)`,
+      fix: `${whitelistAdvice(attempt.localAddress)}; for account ${account.id}`,
     };
   if (status === 404)
     return {

@@ -1,6 +1,7 @@
 // The last operation requests exactly as they reached the simulator, so gateway tests can assert what it forwarded;
 // and the headers of the last token endpoint requests (what else the gateway sends the provider).
 import type { Request } from 'express';
+import { normaliseIp } from './ip-allow-list';
 
 export interface ReceivedRequest {
   method: string;
@@ -12,6 +13,8 @@ export interface ReceivedRequest {
   headers: Record<string, string | string[] | undefined>;
   /** Parsed JSON body; null when there was none or it was not valid JSON. */
   body: unknown;
+  /** The TCP peer's address (normalised as the IP allow-list sees it): the egress address the caller used. */
+  remoteAddress: string;
 }
 
 export interface RequestLog {
@@ -32,6 +35,7 @@ export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
         query: { ...(req.query as Record<string, unknown>) },
         headers: { ...req.headers },
         body: body === undefined ? null : structuredClone(body),
+        remoteAddress: normaliseIp(req.socket.remoteAddress ?? ''),
       });
       if (entries.length > capacity) entries = entries.slice(-capacity);
     },
@@ -48,6 +52,8 @@ export interface ReceivedTokenRequest {
   path: string;
   /** Headers as received (lower-case names). */
   headers: Record<string, string | string[] | undefined>;
+  /** The TCP peer's address (normalised as the IP allow-list sees it): the egress address the caller used. */
+  remoteAddress: string;
 }
 
 export interface TokenRequestLog {
@@ -60,7 +66,12 @@ export function createTokenRequestLog(capacity = REQUEST_LOG_CAPACITY): TokenReq
   let entries: ReceivedTokenRequest[] = [];
   return {
     record(req) {
-      entries.push({ method: req.method, path: req.path, headers: { ...req.headers } });
+      entries.push({
+        method: req.method,
+        path: req.path,
+        headers: { ...req.headers },
+        remoteAddress: normaliseIp(req.socket.remoteAddress ?? ''),
+      });
       if (entries.length > capacity) entries = entries.slice(-capacity);
     },
     list: () => structuredClone(entries),

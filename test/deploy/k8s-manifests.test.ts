@@ -22,6 +22,7 @@ import {
   Service,
 } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
+import { ACCOUNT_ID_PATTERN } from '../../src/config/account-spec';
 import { loadConfig } from '../../src/config/load-config';
 import { tempDir } from '../support/temp-dir';
 
@@ -55,11 +56,29 @@ const MODELS: Record<string, ModelClass> = {
 
 /** Secrets the gateway reads from NAME_FILE; NAME itself must never be set in a manifest (files rotate, env does not). */
 const SECRET_VARIABLES = ['UPSTREAM_USERNAME', 'UPSTREAM_PASSWORD', 'TOKEN_ENCRYPTION_KEY', 'REDIS_PASSWORD'];
-const REQUIRED_FILE_VARIABLES = [
-  'UPSTREAM_USERNAME_FILE',
-  'UPSTREAM_PASSWORD_FILE',
-  'TOKEN_ENCRYPTION_KEY_FILE',
-];
+const REQUIRED_FILE_VARIABLES = ['TOKEN_ENCRYPTION_KEY_FILE'];
+
+/** The fields an account of UPSTREAM_ACCOUNTS_FILE may have (SPEC §10). */
+const ACCOUNT_FIELDS = new Set([
+  'id',
+  'baseUrl',
+  'usernameFile',
+  'passwordFile',
+  'caFile',
+  'staticHeaders',
+  'localAddress',
+  'maxSockets',
+  'timeoutMs',
+  'budget',
+]);
+
+interface AccountEntry {
+  readonly id: string;
+  readonly baseUrl: string;
+  readonly usernameFile: string;
+  readonly passwordFile: string;
+  readonly [field: string]: unknown;
+}
 
 /** Kustomization fields that kustomize v2.0.3 (Debian's kubectl 1.20) and v5 both read and render alike. */
 const PORTABLE_KUSTOMIZATION_FIELDS = new Set([
@@ -188,6 +207,31 @@ function all<T>(overlay: Overlay, kind: string): T[] {
 function containerPort(container: IContainer, port: number | string | undefined): number | undefined {
   if (typeof port === 'number') return port;
   return container.ports?.find((p) => p.name === port)?.containerPort;
+}
+
+/** The accounts file as the overlay's ConfigMap holds it, found through UPSTREAM_ACCOUNTS_FILE and its mount. */
+function accountsOf(overlay: Overlay): AccountEntry[] {
+  const { pod, container, env } = get(overlay);
+  const file = env.UPSTREAM_ACCOUNTS_FILE as string;
+  const mount = container.volumeMounts?.find((m) => isInside(file, m.mountPath));
+  const configMapName = pod.volumes?.find((v) => v.name === mount?.name)?.configMap?.name;
+  const configMap = all<IConfigMap>(overlay, 'ConfigMap').find((c) => c.metadata?.name === configMapName);
+  const parsed = JSON.parse(configMap?.data?.[posix.basename(file)] ?? 'null') as {
+    accounts?: AccountEntry[];
+  } | null;
+  return parsed?.accounts ?? [];
+}
+
+/** The Secret volume (and key) a file path of the pod lands in, or undefined when it is not a mounted Secret key. */
+function secretKeyOf(overlay: Overlay, file: string): { secretName: string; key: string } | undefined {
+  const { pod, container } = get(overlay);
+  const mount = container.volumeMounts?.find((m) => isInside(file, m.mountPath));
+  if (!mount || mount.subPath !== undefined) return undefined;
+  const secret = pod.volumes?.find((v) => v.name === mount.name)?.secret;
+  if (!secret?.secretName) return undefined;
+  const key = posix.relative(mount.mountPath, file);
+  if (key.includes('/') || (secret.items && !secret.items.some((i) => i.path === key))) return undefined;
+  return { secretName: secret.secretName, key };
 }
 
 describe.each(OVERLAYS)('the %s overlay', (overlay) => {
@@ -353,6 +397,48 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     expect(Array.isArray(registry?.clients)).toBe(true);
   });
 
+  test('reads the provider accounts from a ConfigMap mounted as a directory, and no single-account variable', () => {
+    const { pod, container, env } = get(overlay);
+    const file = env.UPSTREAM_ACCOUNTS_FILE as string;
+    expect(posix.isAbsolute(file)).toBe(true);
+    const mount = container.volumeMounts?.find((m) => isInside(file, m.mountPath));
+    expect(mount?.subPath).toBeUndefined();
+    expect(pod.volumes?.find((v) => v.name === mount?.name)?.configMap?.name).toBe('payments-bff-accounts');
+    // Both at once is a configuration error (SPEC §10).
+    for (const name of ['UPSTREAM_BASE_URL', 'UPSTREAM_USERNAME_FILE', 'UPSTREAM_PASSWORD_FILE'])
+      expect({ [name]: env[name] }).toEqual({ [name]: undefined });
+    const accounts = accountsOf(overlay);
+    expect(accounts.length).toBeGreaterThan(0);
+    const ids = accounts.map((a) => a.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const account of accounts) {
+      expect(account.id).toMatch(ACCOUNT_ID_PATTERN);
+      expect(Object.keys(account).filter((field) => !ACCOUNT_FIELDS.has(field))).toEqual([]);
+      expect(new URL(account.baseUrl).protocol).toBe('https:');
+    }
+  });
+
+  test("every account's usernameFile and passwordFile is a key of that account's own mounted Secret", () => {
+    const owners = new Map<string, string>();
+    for (const account of accountsOf(overlay)) {
+      for (const field of ['usernameFile', 'passwordFile'] as const) {
+        const file = account[field];
+        expect(posix.isAbsolute(file)).toBe(true);
+        const found = secretKeyOf(overlay, file);
+        expect({ [`${account.id}.${field}`]: found }).toEqual({
+          [`${account.id}.${field}`]: {
+            secretName: `payments-bff-account-${account.id}`,
+            key: field === 'usernameFile' ? 'username' : 'password',
+          },
+        });
+        // No two accounts read the same Secret: a rotation of one never touches another.
+        const owner = owners.get(found?.secretName as string) ?? account.id;
+        expect(owner).toBe(account.id);
+        owners.set(found?.secretName as string, account.id);
+      }
+    }
+  });
+
   test('holds no Secret and no secret literal in any rendered value', () => {
     const { objects, container } = get(overlay);
     expect(objects.filter((o) => o.kind === 'Secret')).toEqual([]);
@@ -484,15 +570,39 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       writeFileSync(path, content);
       local[name] = path;
     }
-    const config = loadConfig(local, { cwd: '/app' });
-    expect(config.production).toBe(true);
-    expect(config.mode).toBe('upstream');
-    expect(config.upstream.baseUrl).toMatch(/^https:\/\//);
-    expect(config.redis.topology.kind).not.toBe('none');
-    expect(config.tokens.encryptionKey).toBeDefined();
-    expect(config.callers.clientsFile).toBe(env.CLIENTS_FILE);
+    // ACCOUNTS FILE HOOK (issue 28): until loadConfig reads UPSTREAM_ACCOUNTS_FILE itself, each account is loaded as
+    // the single account it would be (its base URL and credential files through the production rules); once it
+    // does, load `local` with UPSTREAM_ACCOUNTS_FILE pointing at a copy of the ConfigMap's file instead.
+    delete local.UPSTREAM_ACCOUNTS_FILE;
+    for (const account of accountsOf(overlay)) {
+      const config = loadConfig(
+        {
+          ...local,
+          UPSTREAM_BASE_URL: account.baseUrl,
+          UPSTREAM_USERNAME_FILE: secretFile(secrets, `${account.id}-username`, 'gateway-user'),
+          UPSTREAM_PASSWORD_FILE: secretFile(
+            secrets,
+            `${account.id}-password`,
+            randomBytes(12).toString('hex'),
+          ),
+        },
+        { cwd: '/app' },
+      );
+      expect(config.production).toBe(true);
+      expect(config.mode).toBe('upstream');
+      expect(config.upstream.baseUrl).toMatch(/^https:\/\//);
+      expect(config.redis.topology.kind).not.toBe('none');
+      expect(config.tokens.encryptionKey).toBeDefined();
+      expect(config.callers.clientsFile).toBe(env.CLIENTS_FILE);
+    }
   });
 });
+
+function secretFile(dir: string, name: string, content: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+}
 
 /** The namespace of the overlay's Redis, from its DNS names (`<svc>.<ns>.svc...`, `<pod>.<svc>.<ns>.svc...`). */
 function redisNamespace(overlay: Overlay): string {
@@ -557,12 +667,21 @@ describe('the sandbox and production overlays', () => {
     const [sandbox, production] = OVERLAYS.map(get) as [Rendered, Rendered];
     expect(sandbox.deployment.metadata?.namespace).not.toBe(production.deployment.metadata?.namespace);
     const secretNames = (r: Rendered) =>
-      (r.pod.volumes ?? []).flatMap((v) => (v.secret ? [v.secret.secretName] : []));
-    expect(secretNames(sandbox)).toEqual(['payments-bff-upstream-sandbox']);
-    expect(secretNames(production)).toEqual(['payments-bff-upstream-production']);
-    expect(sandbox.env.UPSTREAM_BASE_URL).toMatch(/^https:\/\//);
-    expect(production.env.UPSTREAM_BASE_URL).toMatch(/^https:\/\//);
-    expect(sandbox.env.UPSTREAM_BASE_URL).not.toBe(production.env.UPSTREAM_BASE_URL);
+      (r.pod.volumes ?? []).flatMap((v) => (v.secret?.secretName ? [v.secret.secretName] : []));
+    expect(secretNames(sandbox).sort()).toEqual([
+      'payments-bff-account-sandbox',
+      'payments-bff-upstream-sandbox',
+    ]);
+    expect(secretNames(production).sort()).toEqual([
+      'payments-bff-account-production-ar',
+      'payments-bff-account-production-br',
+      'payments-bff-upstream-production',
+    ]);
+    const baseUrls = (overlay: Overlay) => new Set(accountsOf(overlay).map((a) => a.baseUrl));
+    for (const url of baseUrls('sandbox')) expect(baseUrls('production').has(url)).toBe(false);
+    const ids = (overlay: Overlay) => accountsOf(overlay).map((a) => a.id);
+    expect(ids('sandbox')).toEqual(['sandbox']);
+    expect(ids('production')).toEqual(['production-br', 'production-ar']);
   });
 
   test('production reaches nothing over plain http', () => {
@@ -645,6 +764,24 @@ describe('the files under deploy/k8s and their guide', () => {
     }).sort();
     expect(spec.data.map((d) => d.secretKey).sort()).toEqual(keys);
     for (const item of spec.data) expect(item.remoteRef).toBeDefined();
+  });
+
+  test("the optional ExternalSecrets fill every production account's Secret with the keys its files name", () => {
+    const externalSecrets = parseObjects(
+      readFileSync(join(K8S_DIR, 'extras', 'external-secret.yaml'), 'utf8'),
+    ) as unknown as { kind: string; spec: { target: { name: string }; data: { secretKey: string }[] } }[];
+    for (const account of accountsOf('production')) {
+      const wanted = [account.usernameFile, account.passwordFile].map((file) =>
+        secretKeyOf('production', file),
+      );
+      const secretName = wanted[0]?.secretName;
+      const synced = externalSecrets.find(
+        (e) => e.kind === 'ExternalSecret' && e.spec.target.name === secretName,
+      );
+      expect({ [account.id]: synced?.spec.data.map((d) => d.secretKey).sort() }).toEqual({
+        [account.id]: wanted.map((w) => w?.key).sort(),
+      });
+    }
   });
 
   test('the optional ServiceMonitor scrapes the metrics port of the gateway Service', () => {

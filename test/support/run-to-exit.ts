@@ -4,13 +4,17 @@ import { resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
 
-/** `script` (a path from the repository root) under tsx with only PATH and `env`; its exit code and all it printed. */
+/**
+ * `script` (a path from the repository root) under tsx with only PATH and `env`, and `args` after it; its exit code
+ * and all it printed.
+ */
 export function runToExit(
   script: string,
   env: Record<string, string>,
+  args: readonly string[] = [],
 ): Promise<{ code: number | null; output: string }> {
   return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -129,7 +129,7 @@ describe('an upstream URL whose scheme is written in capitals', () => {
 describe('npm run doctor against TLS upstreams', () => {
   test('trusts UPSTREAM_CA_FILE and passes', async () => {
     const { code, output } = await runToExit('src/operations/doctor-cli.ts', productionEnv(good.url));
-    expect(output).toMatch(/✓ upstream token request: .* issued a token pair/);
+    expect(output).toMatch(/✓ upstream token request \(account default\): .* issued a token pair/);
     expect(code).toBe(0);
   });
 
@@ -157,7 +157,9 @@ describe('npm run doctor against TLS upstreams', () => {
     try {
       const result = await runToExit('src/operations/doctor-cli.ts', productionEnv(simulator.url));
       expect(result.code).toBe(1);
-      expect(result.output).toMatch(new RegExp(`✗ upstream token request: TLS failure .*\\(${code}\\)`));
+      expect(result.output).toMatch(
+        new RegExp(`✗ upstream token request \\(account default\\): TLS failure .*\\(${code}\\)`),
+      );
       expect(result.output).toMatch(fix);
       expect(result.output).not.toContain(PASSWORD);
       expect(simulator.stats().logins).toBe(0);

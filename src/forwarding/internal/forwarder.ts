@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../../http/gateway-error';
 import type { Metrics } from '../../observability/metrics';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
+import { bindFailureOf } from '../../tls/local-address';
 import { tlsFailureOf } from '../../tls/tls-failure';
 import type { TokenProvider, TokenSource } from '../../tokens';
 import {
@@ -137,6 +138,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     const tls = tlsFailureOf(error);
     if (tls)
       deps.logger.warn({ route: attempt.call.exchange.route, ...tls }, `upstream TLS failure: ${tls.cause}`);
+    const unbound = bindFailureOf(error);
+    if (unbound)
+      deps.logger.error({ route: attempt.call.exchange.route, ...unbound.fields }, unbound.message);
     fail(
       attempt,
       attempt.timedOut

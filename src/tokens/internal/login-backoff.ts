@@ -26,6 +26,12 @@ export interface LoginBackoffSettings {
   readonly transientMaxMs: number;
 }
 
+/** The transient back-off when the settings do not say (the token manager's and the doctor's reading of it). */
+export const TRANSIENT_DEFAULTS = { transientMinMs: 1_000, transientMaxMs: 30_000 } as const;
+
+/** TOKEN_LOGIN_MAX_INTERVAL_MS when the settings do not say (never below the minimum). */
+export const LOGIN_MAX_INTERVAL_DEFAULT_MS = 900_000;
+
 export function isRefusal(error: unknown): error is GatewayError & { reason: RefusalReason } {
   return isGatewayError(error) && REFUSAL_REASONS.includes(error.reason);
 }

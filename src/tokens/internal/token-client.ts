@@ -1,7 +1,9 @@
 // Calls the upstream token endpoints (login and refresh) and turns every failure into a GatewayError reason.
 import { Agent, fetch as undiciFetch } from 'undici';
 import { GatewayError } from '../../http/gateway-error';
+import { checkLocalAddress } from '../../tls/local-address';
 import { upstreamCa } from '../../tls/upstream-trust';
+import type { RefusalReason } from './login-backoff';
 
 export interface TokenResponse {
   readonly access: string;
@@ -31,6 +33,11 @@ export interface TokenClientOptions {
   readonly headers?: Readonly<Record<string, string>>;
   /** UPSTREAM_CA_FILE's certificates: trusted on top of the default roots, as the forwarder's agent does. */
   readonly extraCa?: readonly string[];
+  /**
+   * The account's `localAddress`: every token call's socket binds to it (an own pool, as with extraCa). Undefined:
+   * the host's default address.
+   */
+  readonly localAddress?: string;
   /** Injectable for tests; the global fetch (undici, keep-alive connections) by default. */
   readonly fetch?: typeof fetch;
 }
@@ -42,6 +49,8 @@ const DETAIL = {
     "The upstream refused the gateway's IP address: ask the provider to whitelist the gateway's egress IP.",
   timeout: 'The upstream token endpoint did not answer in time.',
   unreachable: 'The upstream token endpoint could not be reached.',
+  unbound:
+    "The upstream token endpoint could not be reached: this host does not hold the account's local address (localAddress).",
   badAnswer: 'The upstream token endpoint gave an unexpected answer.',
 };
 
@@ -58,15 +67,21 @@ export function retryAfterSeconds(value: string | null, now = Date.now()): numbe
 }
 
 /**
- * The fetch the token calls go through: the injected one, the global fetch, or with UPSTREAM_CA_FILE undici's own
- * fetch on a pool that trusts it (the same roots + file; the global fetch takes no CA). That pool's connect (TLS
- * handshake included) is bounded by the call's own timeout: a handshake that stalls would otherwise hold close(),
- * and so the replica's shutdown, for undici's default 10 s.
+ * The fetch the token calls go through: the injected one, the global fetch, or with UPSTREAM_CA_FILE or a
+ * localAddress undici's own fetch on a pool that trusts the file (the same roots + file; the global fetch takes no
+ * CA) and binds every socket to the address. That pool's connect (TLS handshake included) is bounded by the call's
+ * own timeout: a handshake that stalls would otherwise hold close(), and so the replica's shutdown, for undici's
+ * default 10 s.
  */
 function tokenFetch(options: TokenClientOptions): { doFetch: typeof fetch; close(): Promise<void> } {
   const ca = upstreamCa(options.extraCa);
-  if (options.fetch || !ca) return { doFetch: options.fetch ?? fetch, close: async () => undefined };
-  const dispatcher = new Agent({ connect: { ca, timeout: options.timeoutMs } });
+  const { localAddress } = options;
+  if (options.fetch || (!ca && localAddress === undefined))
+    return { doFetch: options.fetch ?? fetch, close: async () => undefined };
+  const dispatcher = new Agent({
+    ...(localAddress !== undefined && { localAddress }),
+    connect: { ...(ca && { ca }), timeout: options.timeoutMs },
+  });
   const doFetch = ((url: string, init: RequestInit) =>
     undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch;
   return {
@@ -77,7 +92,24 @@ function tokenFetch(options: TokenClientOptions): { doFetch: typeof fetch; close
   };
 }
 
+/**
+ * The refusal a token endpoint status is: 401 (and 400, simplejwt's answer to a missing or blank field: a refusal
+ * of what we sent) the credentials, 403 the IP address. The doctor reads a login answer the same way.
+ */
+export function refusalOfStatus(status: number): RefusalReason | undefined {
+  if (status === 401 || status === 400) return 'UPSTREAM_AUTH_FAILED';
+  if (status === 403) return 'UPSTREAM_IP_NOT_WHITELISTED';
+  return undefined;
+}
+
+/** The socket error code under fetch's TypeError('fetch failed'), e.g. EADDRNOTAVAIL. */
+function networkCode(error: unknown): string | undefined {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 export function createTokenClient(options: TokenClientOptions): TokenClient {
+  checkLocalAddress(options.localAddress);
   const { doFetch, close } = tokenFetch(options);
   const headers = {
     ...options.headers,
@@ -101,9 +133,11 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
       const name = (error as { name?: unknown } | undefined)?.name;
       const timedOut = name === 'TimeoutError' || name === 'AbortError';
       // The cause is a network error (no request body in it), kept for the logs.
-      throw timedOut
-        ? new GatewayError('UPSTREAM_TIMEOUT', DETAIL.timeout, { cause: error })
-        : new GatewayError('UPSTREAM_UNAVAILABLE', DETAIL.unreachable, { cause: error });
+      if (timedOut) throw new GatewayError('UPSTREAM_TIMEOUT', DETAIL.timeout, { cause: error });
+      const unbound = options.localAddress !== undefined && networkCode(error) === 'EADDRNOTAVAIL';
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', unbound ? DETAIL.unbound : DETAIL.unreachable, {
+        cause: error,
+      });
     }
     let answer: unknown;
     try {
@@ -111,10 +145,9 @@ export function createTokenClient(options: TokenClientOptions): TokenClient {
     } catch {
       answer = undefined;
     }
-    // 400 is simplejwt's answer to a missing or blank field: a refusal of what we sent, like a 401.
-    if (response.status === 401 || response.status === 400)
-      throw new GatewayError('UPSTREAM_AUTH_FAILED', refused);
-    if (response.status === 403) throw new GatewayError('UPSTREAM_IP_NOT_WHITELISTED', DETAIL.ipRefused);
+    const refusal = refusalOfStatus(response.status);
+    if (refusal === 'UPSTREAM_AUTH_FAILED') throw new GatewayError(refusal, refused);
+    if (refusal === 'UPSTREAM_IP_NOT_WHITELISTED') throw new GatewayError(refusal, DETAIL.ipRefused);
     if (!response.ok) {
       // A 429's Retry-After (seconds) travels with the error: the token manager's back-off honours it.
       const retryAfter = response.status === 429 ? retryAfterSeconds(response.headers.get('retry-after')) : 0;

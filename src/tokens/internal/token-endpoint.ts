@@ -4,6 +4,7 @@ import { GatewayError, isGatewayError } from '../../http/gateway-error';
 import type { TokenKeys } from '../../keys/redis-keys';
 import type { Metrics } from '../../observability/metrics';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
+import { bindFailureOf } from '../../tls/local-address';
 import { tlsFailureOf } from '../../tls/tls-failure';
 import type { BackoffRecord } from './backoff-track';
 import type { Clock } from './clock';
@@ -28,7 +29,10 @@ export interface TokenEndpointDeps {
 }
 
 /** How long a shared failure record outlives its wait: the streak, and so the growing wait, survives between tries. */
-const STREAK_MEMORY_MS: Record<FailureKind, number> = { refusal: 24 * 3_600_000, transient: 10 * 60_000 };
+export const STREAK_MEMORY_MS: Record<FailureKind, number> = {
+  refusal: 24 * 3_600_000,
+  transient: 10 * 60_000,
+};
 
 export class TokenEndpoint {
   private readonly tracing: Tracing;
@@ -117,7 +121,10 @@ export class TokenEndpoint {
     }
     // A TLS refusal is an operator's problem with a known fix: name it (code, cause, fix; never a token).
     const tls = tlsFailureOf(error);
+    const unbound = bindFailureOf(error);
     if (tls) this.deps.logger.warn({ ...entry, tls }, `token ${kind} failed: ${tls.cause}`);
+    else if (unbound)
+      this.deps.logger.error({ ...entry, ...unbound.fields }, `token ${kind} failed: ${unbound.message}`);
     else this.deps.logger.warn(entry, `token ${kind} failed`);
   }
 

@@ -7,7 +7,7 @@ import { NO_TRACING, type Tracing } from '../../observability/tracing';
 import { type Clock, systemClock } from './clock';
 import type { CredentialSource, Credentials } from './credentials';
 import { FleetLock } from './fleet-lock';
-import { LoginBackoff } from './login-backoff';
+import { LOGIN_MAX_INTERVAL_DEFAULT_MS, LoginBackoff, TRANSIENT_DEFAULTS } from './login-backoff';
 import type { RecordSeal } from './record-seal';
 import { RefreshScheduler } from './refresh-scheduler';
 import {
@@ -139,9 +139,12 @@ class FleetTokenManager implements TokenProvider {
     const random = deps.random ?? Math.random;
     const backoff = new LoginBackoff(this.credentials.fingerprint, () => clock.now(), random, {
       loginMinIntervalMs: settings.loginMinIntervalMs,
-      loginMaxIntervalMs: Math.max(settings.loginMinIntervalMs, settings.loginMaxIntervalMs ?? 900_000),
-      transientMinMs: settings.transientMinMs ?? 1_000,
-      transientMaxMs: settings.transientMaxMs ?? 30_000,
+      loginMaxIntervalMs: Math.max(
+        settings.loginMinIntervalMs,
+        settings.loginMaxIntervalMs ?? LOGIN_MAX_INTERVAL_DEFAULT_MS,
+      ),
+      transientMinMs: settings.transientMinMs ?? TRANSIENT_DEFAULTS.transientMinMs,
+      transientMaxMs: settings.transientMaxMs ?? TRANSIENT_DEFAULTS.transientMaxMs,
     });
     metrics.tokenBackoff.readFrom(() => backoff.remainingByKind());
     const stopped = () => this.stopped;

@@ -257,6 +257,63 @@ describe('docker-compose.yml', () => {
   });
 });
 
+describe('docker-compose.accounts.yml (several provider accounts over docker-compose.yml)', () => {
+  const base = parse(read('docker-compose.yml'), { merge: true }) as {
+    services: Record<string, { environment?: Record<string, string>; secrets?: string[] }>;
+    secrets: Record<string, { file?: string }>;
+  };
+  // `!override` is Compose's merge tag (the list replaces the base list); the yaml library reads it as a plain list.
+  const override = parse(read('docker-compose.accounts.yml'), { merge: true, logLevel: 'error' }) as {
+    services: Record<string, { environment?: Record<string, string>; secrets?: string[] }>;
+    secrets: Record<string, { file?: string }>;
+  };
+  const gateways = Object.keys(base.services).filter((name) => /^gateway-\d+$/.test(name));
+  /** A replica as Compose merges the two files: environment by key, the secret list replaced (`!override`). */
+  const merged = (name: string) => ({
+    environment: { ...base.services[name]?.environment, ...override.services[name]?.environment },
+    secrets: override.services[name]?.secrets ?? [],
+  });
+  const secrets = { ...base.secrets, ...override.secrets };
+  const accountsFile = (env: Record<string, string>) =>
+    JSON.parse(read(env.UPSTREAM_ACCOUNTS_FILE?.replace(/^\/app\//, '') ?? '')) as {
+      accounts: { id: string; baseUrl: string; usernameFile: string; passwordFile: string }[];
+    };
+
+  test('replaces the secret list with a tag Compose merges by replacement', () => {
+    expect(read('docker-compose.accounts.yml')).toMatch(/secrets: !override\n/);
+    for (const name of gateways) expect(override.services[name]?.secrets).toBeDefined();
+  });
+
+  test('every replica reads the accounts file from the ./config mount, and no single-account variable', () => {
+    for (const name of gateways) {
+      const env = merged(name).environment;
+      expect(env.UPSTREAM_ACCOUNTS_FILE).toMatch(/^\/app\/config\//);
+      for (const single of ['UPSTREAM_BASE_URL', 'UPSTREAM_USERNAME_FILE', 'UPSTREAM_PASSWORD_FILE'])
+        expect({ [single]: env[single] }).toEqual({ [single]: '' });
+      expect(env.TOKEN_ENCRYPTION_KEY_FILE).toBe('/run/secrets/token_encryption_key');
+    }
+  });
+
+  test("every account's usernameFile and passwordFile is a secret of each replica, from a file under ./secrets/", () => {
+    for (const name of gateways) {
+      const { environment, secrets: list } = merged(name);
+      const { accounts } = accountsFile(environment);
+      expect(accounts.length).toBeGreaterThan(1);
+      const needed = accounts.flatMap((a) => [a.usernameFile, a.passwordFile]);
+      for (const file of needed) {
+        const secret = /^\/run\/secrets\/(\w+)$/.exec(file)?.[1] ?? '';
+        expect({ file, mounted: list.includes(secret) }).toEqual({ file, mounted: true });
+        expect(secrets[secret]?.file).toMatch(/^\.\/secrets\/accounts\//);
+      }
+      // Exactly what the accounts and the fleet need: the single-account files are not required any more.
+      expect(list.sort()).toEqual(
+        [...needed.map((f) => f.replace('/run/secrets/', '')), 'token_encryption_key'].sort(),
+      );
+      for (const account of accounts) expect(new URL(account.baseUrl).protocol).toBe('https:');
+    }
+  });
+});
+
 /** nginx durations (`55s`, `1m`, `500ms`; a bare number is seconds) in milliseconds. */
 function nginxMs(value: string): number {
   const match = /^(\d+)(ms|s|m)?$/.exec(value);

@@ -62,7 +62,7 @@ describe('npm run doctor', () => {
     const wrong = 'Wr0ng-Passw0rd-Value';
     const { code, output } = await runDoctor(upstreamEnv(simulator.url, wrong));
     expect(code).not.toBe(0);
-    expect(output).toContain('✗ upstream token request: bad credentials');
+    expect(output).toContain('✗ upstream token request (account default): bad credentials');
     expect(output).toContain('UPSTREAM_USERNAME/UPSTREAM_PASSWORD');
     expect(output).toContain('the configured username and password');
     expectNoSecret(output, wrong);
@@ -95,7 +95,9 @@ describe('npm run doctor', () => {
     });
     expect(code).not.toBe(0);
     expect(output).toContain('✗ token store');
-    expect(output).toContain('✓ upstream token request');
+    // The fleet's back-off cannot be read: the doctor does not log in (it could lengthen a lock-out).
+    expect(output).toContain('! login back-off (account default): cannot be read');
+    expect(output).toContain('- upstream token request (account default): not attempted');
     expectNoSecret(output, 'redis-Secret-42');
   });
 
@@ -150,5 +152,14 @@ describe('npm run doctor', () => {
     expect(output).toContain('memory store (local mode');
     expect(output).toContain('the bundled simulator');
     expect(code).toBe(0);
+  });
+
+  test('an unknown argument: exit 2 with the usage, nothing probed', async () => {
+    const { code, output } = await runToExit('src/operations/doctor-cli.ts', upstreamEnv(simulator.url), [
+      '--force-logon',
+    ]);
+    expect(code).toBe(2);
+    expect(output).toContain('unknown argument --force-logon');
+    expect(output).toContain('usage: npm run doctor [-- --force-login]');
   });
 });

@@ -15,6 +15,7 @@ import {
 import { freePort } from '../../support/ports';
 import { tempDir } from '../../support/temp-dir';
 import { type FakeProvider, startFakeProvider } from '../sessions/fake-provider';
+import { oneAccount } from './doctor-fakes';
 
 const SECRET = 'session-client-secret-never-printed';
 
@@ -112,7 +113,7 @@ describe('the session provider check', () => {
       loadConfig: () => config,
       checkClients: () => ({ kind: 'loaded' as const, file: 'clients.json', clients: 2 }),
       checkStore: async () => ({ kind: 'memory' as const, reason: 'test' }),
-      requestToken: async () => ({ kind: 'answer' as const, target: 'test', status: 200, tokenIssued: true }),
+      ...oneAccount({ kind: 'answer', target: 'test', status: 200, tokenIssued: true }),
       checkSessionProvider: sessionProviderStep,
     });
     const titles = async (config: typeof without) =>

@@ -11,6 +11,7 @@ import {
   runDoctor,
   type TokenAttempt,
 } from '../../../src/operations/doctor';
+import { accountSpec, fakeAccounts, oneAccount } from './doctor-fakes';
 
 const target = 'https://api.payments.example';
 const answer = (
@@ -206,7 +207,7 @@ describe('runDoctor', () => {
       loadConfig: () => config,
       checkClients: registry(1),
       checkStore: async () => ({ kind: 'redis', where: 'Redis at r:6379', ok: true, latencyMs: 1 }),
-      requestToken: async () => answer(200, { tokenIssued: true }),
+      ...oneAccount(answer(200, { tokenIssued: true })),
     });
     expect(report.ok).toBe(true);
     expect(formatReport(report)).toContain('All checks passed.');
@@ -220,7 +221,8 @@ describe('runDoctor', () => {
       },
       checkClients: jest.fn(),
       checkStore: jest.fn(),
-      requestToken,
+      listAccounts: requestToken,
+      probeAccount: requestToken,
     });
     expect(report.ok).toBe(false);
     const text = formatReport(report);
@@ -235,7 +237,7 @@ describe('runDoctor', () => {
       loadConfig: () => config,
       checkClients: registry(1),
       checkStore: async () => ({ kind: 'memory', reason: 'x' }),
-      requestToken: async () => answer(401),
+      ...oneAccount(answer(401)),
     });
     expect(report.ok).toBe(false);
     expect(formatReport(report)).toMatch(/✗ upstream token request[^\n]*\n {4}fix: /);
@@ -246,7 +248,7 @@ describe('runDoctor', () => {
       loadConfig: () => config,
       checkClients: () => ({ kind: 'invalid', file: '/x.json', problems: ['is not valid JSON'] }),
       checkStore: async () => ({ kind: 'memory', reason: 'x' }),
-      requestToken: async () => answer(200, { tokenIssued: true }),
+      ...oneAccount(answer(200, { tokenIssued: true })),
     });
     expect(report.ok).toBe(false);
     expect(formatReport(report)).toContain('1 check did not pass.');
@@ -257,12 +259,172 @@ describe('runDoctor', () => {
       loadConfig: () => config,
       checkClients: registry(0),
       checkStore: async () => ({ kind: 'memory', reason: 'x' }),
-      requestToken: async () => answer(200, { tokenIssued: true }),
+      ...oneAccount(answer(200, { tokenIssued: true })),
     });
     expect(report.ok).toBe(true);
     const text = formatReport(report);
     expect(text).toMatch(/^! client registry: [^\n]*nobody is let in/m);
     expect(text).toContain('No check failed; 1 warning above.');
     expect(text).not.toContain('All checks passed.');
+  });
+});
+
+describe('runDoctor per provider account, and the fleet back-off', () => {
+  const config = {
+    mode: 'upstream',
+    production: true,
+    redis: { topology: { kind: 'standalone', url: 'redis://r:6379' } },
+    callers: { clientsFile: '/app/config/clients.json' },
+  } as unknown as GatewayConfig;
+  const base = {
+    loadConfig: () => config,
+    checkClients: (): ClientsCheck => ({ kind: 'loaded', file: '/c.json', clients: 1 }),
+    checkStore: async () => ({
+      kind: 'redis' as const,
+      where: 'Redis at r:6379',
+      ok: true as const,
+      latencyMs: 1,
+    }),
+  };
+  const issued = answer(200, { tokenIssued: true });
+  const refusedRecord = (reason: string, streak = 3) => ({
+    reason,
+    at: Date.parse('2026-11-25T14:00:00Z'),
+    waitMs: 80_000,
+    streak,
+    credentials: 'fp',
+  });
+  const backingOff = (reason: string, remainingMs = 754_000) =>
+    ({ kind: 'backing-off', cause: 'refusal', remainingMs, record: refusedRecord(reason) }) as const;
+
+  test('every account line names its account; a backing-off account is not logged in, the other is', async () => {
+    const fake = fakeAccounts(
+      { account: accountSpec('sandbox'), attempt: answer(401), backoff: backingOff('UPSTREAM_AUTH_FAILED') },
+      { account: accountSpec('production-br'), attempt: issued },
+    );
+    const report = await runDoctor({ ...base, ...fake.deps });
+    const text = formatReport(report);
+    expect(fake.logins).toEqual(['production-br']);
+    expect(report.ok).toBe(false);
+    expect(text).toContain(
+      '✗ login back-off (account sandbox): the fleet is backing off, 12 min 34 s left; last failure: 401, the provider refused the credentials, 3 in a row, at 2026-11-25T14:00:00.000Z',
+    );
+    expect(text).toContain(
+      '- upstream token request (account sandbox): not attempted while the fleet backs off',
+    );
+    expect(text).toContain('--force-login');
+    expect(text).toContain('✓ login back-off (account production-br): none: the fleet would log in now');
+    expect(text).toContain('✓ upstream token request (account production-br)');
+    expect(fake.closed).toEqual(['sandbox', 'production-br']);
+  });
+
+  test('--force-login logs in once during the back-off, and a refusal it meets is shared with the fleet', async () => {
+    const fake = fakeAccounts({
+      account: accountSpec('sandbox'),
+      attempt: answer(401),
+      backoff: backingOff('UPSTREAM_AUTH_FAILED'),
+    });
+    const text = formatReport(await runDoctor({ ...base, ...fake.deps, forceLogin: true }));
+    expect(fake.logins).toEqual(['sandbox']);
+    expect(fake.shared).toEqual(['sandbox:UPSTREAM_AUTH_FAILED']);
+    expect(text).toContain('logging in once anyway (--force-login)');
+    expect(text).toContain(
+      '✗ upstream token request (account sandbox): bad credentials: the provider refused the usernameFile/passwordFile of account sandbox (HTTP 401); shared with the fleet: no replica (nor the next doctor run) logs in for 20 s',
+    );
+  });
+
+  test('a 403 back-off names the account and its localAddress, or the host default address', async () => {
+    const fake = fakeAccounts(
+      {
+        account: accountSpec('production-ar', '10.20.0.12'),
+        attempt: issued,
+        backoff: backingOff('UPSTREAM_IP_NOT_WHITELISTED'),
+      },
+      {
+        account: accountSpec('production-br'),
+        attempt: issued,
+        backoff: backingOff('UPSTREAM_IP_NOT_WHITELISTED'),
+      },
+    );
+    const text = formatReport(await runDoctor({ ...base, ...fake.deps }));
+    expect(text).toContain(
+      '403, the provider refused the IP address (account production-ar sends from 10.20.0.12 (its localAddress))',
+    );
+    expect(text).toContain('whitelist 10.20.0.12 for account production-ar');
+    expect(text).toContain(
+      "403, the provider refused the IP address (account production-br sends from the host's default address)",
+    );
+    expect(fake.logins).toEqual([]);
+  });
+
+  test('a 403 answer to the doctor names the account and the address it left from; the refusal is shared', async () => {
+    const fake = fakeAccounts({
+      account: accountSpec('production-ar', '203.0.113.7'),
+      attempt: answer(403, { localAddress: '203.0.113.7' }),
+    });
+    const text = formatReport(await runDoctor({ ...base, ...fake.deps }));
+    expect(text).toContain(
+      '✗ upstream token request (account production-ar): IP not whitelisted: the provider refused account production-ar, sent from 203.0.113.7 (its localAddress) (HTTP 403)',
+    );
+    expect(text).toContain('whitelist 203.0.113.7');
+    expect(fake.shared).toEqual(['production-ar:UPSTREAM_IP_NOT_WHITELISTED']);
+  });
+
+  test('a 403 without localAddress says the host default address (and the socket address seen)', () => {
+    const step = diagnoseToken(answer(403, { localAddress: '10.0.3.7' }), { id: 'sandbox' });
+    expect(step.detail).toContain("sent from the host's default address, 10.0.3.7 on this socket");
+  });
+
+  test('an address the host does not hold: named with its account', () => {
+    const step = diagnoseToken(failure('EADDRNOTAVAIL'), { id: 'production-ar', localAddress: '10.20.0.99' });
+    expect(step.detail).toContain(
+      'this host does not hold 10.20.0.99, the localAddress of account production-ar',
+    );
+  });
+
+  test('a back-off that cannot be read (store down): no login unless forced', async () => {
+    const unknown = { kind: 'unknown' } as const;
+    const quiet = fakeAccounts({ account: accountSpec('default'), attempt: issued, backoff: unknown });
+    const text = formatReport(await runDoctor({ ...base, ...quiet.deps }));
+    expect(quiet.logins).toEqual([]);
+    expect(text).toContain('! login back-off (account default): cannot be read');
+    const forced = fakeAccounts({ account: accountSpec('default'), attempt: issued, backoff: unknown });
+    await runDoctor({ ...base, ...forced.deps, forceLogin: true });
+    expect(forced.logins).toEqual(['default']);
+  });
+
+  test('a transient back-off: no login, and the fix says the provider is failing', async () => {
+    const fake = fakeAccounts({
+      account: accountSpec('default'),
+      attempt: issued,
+      backoff: {
+        kind: 'backing-off',
+        cause: 'transient',
+        remainingMs: 4_000,
+        record: refusedRecord('UPSTREAM_TIMEOUT', 1),
+      },
+    });
+    const text = formatReport(await runDoctor({ ...base, ...fake.deps }));
+    expect(fake.logins).toEqual([]);
+    expect(text).toContain('4 s left; last failure: a timeout of the token endpoint');
+    expect(text).toContain("the provider's token endpoint is failing");
+  });
+
+  test('an invalid accounts file fails the doctor with a clear line, and no account is probed', async () => {
+    const probeAccount = jest.fn();
+    const report = await runDoctor({
+      ...base,
+      listAccounts: async () => {
+        throw new ConfigError([
+          { variable: 'UPSTREAM_ACCOUNTS_FILE', message: 'accounts[1].id "sandbox" appears more than once' },
+        ]);
+      },
+      probeAccount,
+    });
+    expect(report.ok).toBe(false);
+    expect(formatReport(report)).toContain(
+      '✗ provider accounts: invalid: UPSTREAM_ACCOUNTS_FILE accounts[1].id "sandbox" appears more than once',
+    );
+    expect(probeAccount).not.toHaveBeenCalled();
   });
 });

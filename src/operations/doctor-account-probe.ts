@@ -1,0 +1,106 @@
+// The doctor's probes of one provider account: the fleet's back-off for its credentials (read from the token store
+// through the token manager's own code), one login from the account's egress address, a refusal shared.
+import { pino } from 'pino';
+import type { AccountSpec } from '../config/account-spec';
+import type { GatewayConfig } from '../config/gateway-config';
+import { deriveKey } from '../keys/derived-keys';
+import { createRedisClient } from '../store/redis-connection';
+import { createRedisTokenStore } from '../store/redis-token-store';
+import {
+  createCredentialSource,
+  createFleetBackoffView,
+  createRecordSeal,
+  createTokenCipher,
+  type FleetBackoffView,
+} from '../tokens';
+import type { AccountProbe } from './doctor';
+import type { BackoffCheck } from './doctor-backoff';
+import { requestUpstreamToken, untilReady } from './doctor-checks';
+
+const silent = pino({ enabled: false });
+
+/** Without Redis there is nothing shared to read: each replica keeps its back-off in its own memory. */
+function unsharedReason(config: GatewayConfig): string {
+  return config.mode === 'local'
+    ? 'none to read (local mode: no shared store)'
+    : "no shared store (no Redis): each replica backs off on its own, out of the doctor's sight";
+}
+
+/** `label` replaces the URL in the report (local mode: "the bundled simulator"). */
+export async function probeAccount(
+  config: GatewayConfig,
+  account: AccountSpec,
+  label?: string,
+): Promise<AccountProbe> {
+  const encryptionKey = config.tokens.encryptionKey;
+  // Fingerprinted as the gateway does, so the refusal record of these very credentials is recognised.
+  const credentials = await createCredentialSource(account.credentials, {
+    logger: silent,
+    pollIntervalMs: 0,
+    fingerprintKey: encryptionKey && deriveKey(encryptionKey, 'credential-fingerprint'),
+  });
+  const store = await connectedView(config, account, credentials.current());
+  return {
+    async readBackoff(): Promise<BackoffCheck> {
+      if (!store) return { kind: 'unshared', reason: unsharedReason(config) };
+      return store.view ? store.view.read() : { kind: 'unknown' };
+    },
+    requestToken() {
+      const { username, password } = credentials.current();
+      return requestUpstreamToken(
+        { baseUrl: account.baseUrl, label, username, password },
+        {
+          timeoutMs: account.timeoutMs,
+          headers: account.staticHeaders,
+          extraCa: account.extraCa,
+          localAddress: account.localAddress,
+        },
+      );
+    },
+    async shareRefusal(reason) {
+      return store?.view?.shareRefusal(reason);
+    },
+    async close() {
+      credentials.close();
+      await store?.close();
+    },
+  };
+}
+
+/**
+ * The back-off view over the fleet's Redis, or undefined without Redis; `view` is undefined when Redis did not
+ * become ready (the back-off is then unknown, never assumed clear).
+ */
+async function connectedView(
+  config: GatewayConfig,
+  account: AccountSpec,
+  credentials: Parameters<typeof createFleetBackoffView>[0]['credentials'],
+): Promise<{ view?: FleetBackoffView; close(): Promise<void> } | undefined> {
+  const client = createRedisClient(config.redis, { retry: false });
+  if (!client) return undefined;
+  let lastError: string | undefined;
+  client.on('error', (error: Error & { code?: string }) => {
+    lastError = error.code ?? error.message;
+  });
+  const close = async () => {
+    client.disconnect();
+  };
+  try {
+    await untilReady(client, () => lastError);
+  } catch {
+    return { close };
+  }
+  const view = createFleetBackoffView({
+    store: createRedisTokenStore({ client, logger: silent }),
+    seal: createRecordSeal(createTokenCipher(config.tokens.encryptionKey), { inc: () => undefined }),
+    credentials,
+    logger: silent,
+    settings: {
+      upstreamBaseUrl: account.baseUrl,
+      keyPrefix: config.redis.keyPrefix,
+      loginMinIntervalMs: config.tokens.loginMinIntervalMs,
+      loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
+    },
+  });
+  return { view, close };
+}
