@@ -165,6 +165,11 @@ export const envSchema = z.object({
   REDIS_SENTINEL_PASSWORD: z.string().optional(),
   REDIS_SENTINEL_PASSWORD_FILE: z.string().min(1).optional(),
   REDIS_TLS: bool.default(false),
+  /** Mutual TLS (Bitnami's tls.authClients, managed Redis): the client certificate and key, PEM files. */
+  REDIS_TLS_CERT_FILE: z.string().min(1).optional(),
+  REDIS_TLS_KEY_FILE: z.string().min(1).optional(),
+  /** PEM file of extra CAs trusted for Redis (and its Sentinels), on top of the default roots. */
+  REDIS_TLS_CA_FILE: z.string().min(1).optional(),
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),
   REDIS_KEY_PREFIX: z.string().default('bff:'),

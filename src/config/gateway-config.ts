@@ -1,5 +1,7 @@
 // The typed, frozen configuration every other module receives; built once at start by loadConfig().
+
 import type { TrustProxySetting } from './parsers';
+import type { TlsClientFiles } from './tls-files';
 
 export type GatewayMode = 'local' | 'upstream';
 
@@ -115,6 +117,8 @@ export interface GatewayConfig {
     /** What the Sentinels are asked with: REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD (Bitnami: one for both). */
     readonly sentinelPassword?: string;
     readonly tls: boolean;
+    /** REDIS_TLS_CA_FILE (on top of Node's roots), REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, read at start. */
+    readonly tlsFiles?: TlsClientFiles;
     /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
     readonly allowPlaintext?: boolean;
     readonly keyPrefix: string;

@@ -6,6 +6,7 @@ import { envSchema } from '../../../src/config/env-schema';
 import { loadConfig } from '../../../src/config/load-config';
 import { problemsOf } from '../../support/config-problems';
 import { tempDir } from '../../support/temp-dir';
+import { createTestPki, type TestPki } from '../../support/test-certificates';
 
 /** The variables documented as fractions; every other numeric variable is a whole number. */
 const RATIOS = ['CIRCUIT_FAILURE_RATIO', 'OTEL_TRACES_SAMPLER_ARG'];
@@ -635,6 +636,77 @@ describe('loadConfig', () => {
   it('reads hop counts in plain digits only', () => {
     for (const spelling of ['02', '+2', '0x2', '2.0', '1e0'])
       expect(problemsOf({ TRUST_PROXY: spelling }).map((p) => p.variable)).toEqual(['TRUST_PROXY']);
+  });
+
+  describe('Redis client certificates', () => {
+    let pki: TestPki;
+    let files: Record<'ca' | 'cert' | 'key' | 'otherKey', string>;
+    beforeAll(async () => {
+      pki = await createTestPki();
+      const dir = tempDir('bff-redis-tls-config-');
+      files = {
+        ca: pki.caFile,
+        cert: join(dir, 'client.crt'),
+        key: join(dir, 'client.key'),
+        otherKey: join(dir, 'other.key'),
+      };
+      writeFileSync(files.cert, pki.client.cert);
+      writeFileSync(files.key, pki.client.key);
+      writeFileSync(files.otherKey, pki.untrustedClient.key);
+    });
+    const tlsRedis = { REDIS_URL: 'rediss://redis:6380' };
+
+    it('reads the certificate, its key and the CA (on top of the default roots) for a TLS Redis', () => {
+      const { tlsFiles } = loadConfig({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.key,
+        REDIS_TLS_CA_FILE: files.ca,
+      }).redis;
+      expect(tlsFiles?.cert).toBe(pki.client.cert);
+      expect(tlsFiles?.key).toBe(pki.client.key);
+      expect(tlsFiles?.ca).toEqual([...rootCertificates, pki.caPem.trim()]);
+    });
+
+    it('refuses a certificate without its key, a key of another certificate, and either without TLS, never echoing the key', () => {
+      expect(problemsOf({ ...tlsRedis, REDIS_TLS_CERT_FILE: files.cert })).toEqual([
+        { variable: 'REDIS_TLS_KEY_FILE', message: 'REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together' },
+      ]);
+      const mismatched = problemsOf({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.otherKey,
+      });
+      expect(mismatched).toEqual([
+        {
+          variable: 'REDIS_TLS_KEY_FILE',
+          message: 'is not the private key of the certificate in REDIS_TLS_CERT_FILE',
+        },
+      ]);
+      const notAKey = problemsOf({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.cert,
+      });
+      expect(notAKey.map((p) => p.variable)).toEqual(['REDIS_TLS_KEY_FILE']);
+      expect(
+        problemsOf({
+          REDIS_URL: 'redis://redis:6379',
+          REDIS_TLS_CERT_FILE: files.cert,
+          REDIS_TLS_KEY_FILE: files.key,
+        }),
+      ).toEqual([
+        expect.objectContaining({
+          variable: 'REDIS_TLS_CERT_FILE',
+          message: expect.stringMatching(/REDIS_TLS=true/),
+        }),
+      ]);
+      const everything = JSON.stringify([mismatched, notAKey]);
+      for (const line of [...pki.client.key.split('\n'), ...pki.untrustedClient.key.split('\n')].filter(
+        (l) => !l.startsWith('-----') && l !== '',
+      ))
+        expect(everything).not.toContain(line);
+    });
   });
 
   it('parses static upstream headers and refuses ones the gateway owns', () => {
