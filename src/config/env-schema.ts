@@ -196,6 +196,12 @@ export const envSchema = z.object({
   /** The gateway's public origin as browsers reach it: the callback URL and the one allowed Origin. */
   SESSION_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
   SESSION_SCOPES: z.string().min(1).default('openid profile email'),
+  /** How the gateway authenticates at the provider's token endpoint; unset: chosen from the provider's discovery. */
+  SESSION_CLIENT_AUTH_METHOD: z
+    .enum(['client_secret_basic', 'client_secret_post'], {
+      message: "must be client_secret_basic or client_secret_post (unset: the provider's discovery chooses)",
+    })
+    .optional(),
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),

@@ -60,6 +60,8 @@ export interface SessionSettings {
   /** The gateway's public origin; absent in local mode (the gateway's own URL). */
   readonly publicUrl?: string;
   readonly scopes: string;
+  /** SESSION_CLIENT_AUTH_METHOD; unset: the provider's discovery chooses (client_secret_basic when it allows it). */
+  readonly clientAuthMethod?: 'client_secret_basic' | 'client_secret_post';
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
   readonly revalidateSeconds: number;

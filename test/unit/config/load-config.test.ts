@@ -709,6 +709,26 @@ describe('loadConfig', () => {
     });
   });
 
+  it('takes SESSION_CLIENT_AUTH_METHOD as basic or post, unset by default (the provider chooses)', () => {
+    const sessions = {
+      SESSION_ISSUER: 'http://127.0.0.1:9/',
+      SESSION_CLIENT_ID: 'web',
+      SESSION_CLIENT_SECRET: 's',
+      SESSION_PUBLIC_URL: 'http://127.0.0.1:8080',
+    };
+    expect(loadConfig({ ...testEnv, ...sessions }).sessions?.clientAuthMethod).toBeUndefined();
+    expect(
+      loadConfig({ ...testEnv, ...sessions, SESSION_CLIENT_AUTH_METHOD: 'client_secret_post' }).sessions
+        ?.clientAuthMethod,
+    ).toBe('client_secret_post');
+    expect(problemsOf({ ...testEnv, ...sessions, SESSION_CLIENT_AUTH_METHOD: 'private_key_jwt' })).toEqual([
+      expect.objectContaining({
+        variable: 'SESSION_CLIENT_AUTH_METHOD',
+        message: expect.stringMatching(/client_secret_basic or client_secret_post/),
+      }),
+    ]);
+  });
+
   it('parses static upstream headers and refuses ones the gateway owns', () => {
     expect(
       loadConfig({ UPSTREAM_STATIC_HEADERS: 'x-version: LPV3; X-Channel: web' }).upstream.staticHeaders,
