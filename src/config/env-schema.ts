@@ -10,15 +10,18 @@ export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
 /**
- * A number as the environment writes it. Blanks are refused: Number(' ') is 0, which would read a typo as 0. Anything
- * else that is not a finite number says so in those words too (not zod's "expected number, received NaN").
+ * Numbers are plain decimal digits, nothing else: `0x10`, `1e3`, `010`, `+5`, `5.0`, ` 5` and `10_000` are refused
+ * with one message, because each has a second reading (hex, octal, a typo's blank read as 0) an operator did not
+ * mean. Ratios (the few variables documented as fractions) also take a decimal point: `0.5`, `1`, never `.5` or `5e-1`.
  */
-const number = z
-  .string()
-  .trim()
-  .min(1, 'must be a number')
-  .pipe(z.coerce.number({ error: 'must be a number' }));
-const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
+const PLAIN_INTEGER = /^(0|[1-9][0-9]*)$/;
+const PLAIN_DECIMAL = /^(0|[1-9][0-9]*)(\.[0-9]+)?$/;
+export const NOT_PLAIN_INTEGER = 'must be a number in plain decimal digits, like 5000';
+export const NOT_PLAIN_DECIMAL = 'must be a number in plain decimal digits, like 0.5';
+const int = (min: number, max: number) =>
+  z.string().regex(PLAIN_INTEGER, NOT_PLAIN_INTEGER).transform(Number).pipe(z.number().min(min).max(max));
+/** A fraction from 0 to 1 as a ratio variable writes it. */
+const ratio = z.string().regex(PLAIN_DECIMAL, NOT_PLAIN_DECIMAL).transform(Number);
 const list = z.string().transform((v) =>
   v
     .split(',')
@@ -35,7 +38,11 @@ const parsed = <T>(parse: (raw: string) => T) =>
       return z.NEVER;
     }
   });
-const hostPort = z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'must be host:port');
+/** A port as plain digits (no leading zero) up to 65535, as every numeric variable is written. */
+const hostPort = z
+  .string()
+  .regex(/^[^\s:,]+:([1-9][0-9]{0,4})$/, 'must be host:port')
+  .refine((entry) => Number(entry.slice(entry.lastIndexOf(':') + 1)) <= 65535, 'must be host:port');
 
 /** Variables whose values must never be printed, logged or echoed in an error. */
 export const SECRET_VARIABLES = [
@@ -94,7 +101,7 @@ export const envSchema = z.object({
       'parentbased_traceidratio',
     ])
     .default('parentbased_always_on'),
-  OTEL_TRACES_SAMPLER_ARG: number.pipe(z.number().min(0).max(1)).default(1),
+  OTEL_TRACES_SAMPLER_ARG: ratio.pipe(z.number().min(0).max(1)).default(1),
   OTEL_BSP_SCHEDULE_DELAY: int(1, 600_000).default(5_000),
 
   TRUST_PROXY: parsed(parseTrustProxy).default(false),
@@ -129,7 +136,7 @@ export const envSchema = z.object({
   /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
   UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
-  CIRCUIT_FAILURE_RATIO: number
+  CIRCUIT_FAILURE_RATIO: ratio
     .pipe(z.number().gt(0, 'must be above 0 and below 1').lt(1, 'must be above 0 and below 1'))
     .default(0.5),
   CIRCUIT_WINDOW_MS: int(1000, 600_000).default(10_000),
@@ -158,6 +165,11 @@ export const envSchema = z.object({
   REDIS_SENTINEL_PASSWORD: z.string().optional(),
   REDIS_SENTINEL_PASSWORD_FILE: z.string().min(1).optional(),
   REDIS_TLS: bool.default(false),
+  /** Mutual TLS (Bitnami's tls.authClients, managed Redis): the client certificate and key, PEM files. */
+  REDIS_TLS_CERT_FILE: z.string().min(1).optional(),
+  REDIS_TLS_KEY_FILE: z.string().min(1).optional(),
+  /** PEM file of extra CAs trusted for Redis (and its Sentinels), on top of the default roots. */
+  REDIS_TLS_CA_FILE: z.string().min(1).optional(),
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),
   REDIS_KEY_PREFIX: z.string().default('bff:'),
@@ -184,6 +196,12 @@ export const envSchema = z.object({
   /** The gateway's public origin as browsers reach it: the callback URL and the one allowed Origin. */
   SESSION_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
   SESSION_SCOPES: z.string().min(1).default('openid profile email'),
+  /** How the gateway authenticates at the provider's token endpoint; unset: chosen from the provider's discovery. */
+  SESSION_CLIENT_AUTH_METHOD: z
+    .enum(['client_secret_basic', 'client_secret_post'], {
+      message: "must be client_secret_basic or client_secret_post (unset: the provider's discovery chooses)",
+    })
+    .optional(),
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),

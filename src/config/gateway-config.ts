@@ -1,5 +1,7 @@
 // The typed, frozen configuration every other module receives; built once at start by loadConfig().
+
 import type { TrustProxySetting } from './parsers';
+import type { TlsClientFiles } from './tls-files';
 
 export type GatewayMode = 'local' | 'upstream';
 
@@ -58,6 +60,8 @@ export interface SessionSettings {
   /** The gateway's public origin; absent in local mode (the gateway's own URL). */
   readonly publicUrl?: string;
   readonly scopes: string;
+  /** SESSION_CLIENT_AUTH_METHOD; unset: the provider's discovery chooses (client_secret_basic when it allows it). */
+  readonly clientAuthMethod?: 'client_secret_basic' | 'client_secret_post';
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
   readonly revalidateSeconds: number;
@@ -115,6 +119,8 @@ export interface GatewayConfig {
     /** What the Sentinels are asked with: REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD (Bitnami: one for both). */
     readonly sentinelPassword?: string;
     readonly tls: boolean;
+    /** REDIS_TLS_CA_FILE (on top of Node's roots), REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, read at start. */
+    readonly tlsFiles?: TlsClientFiles;
     /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
     readonly allowPlaintext?: boolean;
     readonly keyPrefix: string;

@@ -1,5 +1,4 @@
 // Reads the environment once (and the *_FILE secrets it points to), validates it and returns a frozen config.
-import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
@@ -7,7 +6,8 @@ import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARI
 import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
 import { misspelledVariables } from './misspelled-variables';
 import { isHttpsUrl, parseHostPorts } from './parsers';
-import { checkProductionRules, isProduction, productionNote } from './production-rules';
+import { checkProductionRules, isProduction, productionNote, redisUsesTls } from './production-rules';
+import { readCaFile, readTlsClientFiles } from './tls-files';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
 
@@ -107,7 +107,29 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       'METRICS_PORT',
       'must differ from PORT: /metrics gets a port of its own (or unset it and set METRICS_ON_MAIN_PORT=true)',
     );
-  const upstreamCa = env.UPSTREAM_CA_FILE ? readCaFile(env.UPSTREAM_CA_FILE, fail) : undefined;
+  const redisTlsFiles = readTlsClientFiles(
+    {
+      caVariable: 'REDIS_TLS_CA_FILE',
+      certVariable: 'REDIS_TLS_CERT_FILE',
+      keyVariable: 'REDIS_TLS_KEY_FILE',
+      caFile: env.REDIS_TLS_CA_FILE,
+      certFile: env.REDIS_TLS_CERT_FILE,
+      keyFile: env.REDIS_TLS_KEY_FILE,
+    },
+    fail,
+  );
+  const redisTlsFileSet = ['REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE'] as const;
+  const redisTlsVariable = redisTlsFileSet.find((name) => env[name] !== undefined);
+  if (redisTlsVariable && !redisUsesTls(topology, env.REDIS_TLS))
+    fail(
+      redisTlsVariable,
+      topology.kind === 'none'
+        ? 'is set without Redis: set REDIS_URL (rediss://), REDIS_SENTINELS or REDIS_CLUSTER_NODES'
+        : 'is a TLS setting, but the Redis connection has no TLS: use a rediss:// REDIS_URL or REDIS_TLS=true',
+    );
+  const upstreamCa = env.UPSTREAM_CA_FILE
+    ? readCaFile('UPSTREAM_CA_FILE', env.UPSTREAM_CA_FILE, fail)
+    : undefined;
   if ((env.OIDC_ISSUER === undefined) !== (env.OIDC_AUDIENCE === undefined)) {
     fail(env.OIDC_ISSUER ? 'OIDC_AUDIENCE' : 'OIDC_ISSUER', 'OIDC_ISSUER and OIDC_AUDIENCE go together');
   }
@@ -179,6 +201,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       password: env.REDIS_PASSWORD || undefined,
       sentinelPassword: env.REDIS_SENTINEL_PASSWORD || env.REDIS_PASSWORD || undefined,
       tls: env.REDIS_TLS,
+      tlsFiles: redisTlsFiles,
       allowPlaintext: env.REDIS_ALLOW_PLAINTEXT,
       keyPrefix: env.REDIS_KEY_PREFIX,
       allowMemoryStore: env.ALLOW_MEMORY_STORE,
@@ -285,6 +308,7 @@ function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig
     clientSecret: env.SESSION_CLIENT_SECRET,
     publicUrl: env.SESSION_PUBLIC_URL && new URL(env.SESSION_PUBLIC_URL).origin,
     scopes: env.SESSION_SCOPES,
+    clientAuthMethod: env.SESSION_CLIENT_AUTH_METHOD,
     idleTimeoutSeconds: env.SESSION_IDLE_TIMEOUT_SECONDS,
     maxLifetimeSeconds: env.SESSION_MAX_LIFETIME_SECONDS,
     revalidateSeconds: env.SESSION_REVALIDATE_SECONDS,
@@ -362,27 +386,6 @@ function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string
 }
 
 /** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */
-function readCaFile(file: string, fail: (variable: string, message: string) => void): string[] | undefined {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    fail('UPSTREAM_CA_FILE', 'names a file that cannot be read (a PEM file of the CA certificates to trust)');
-    return undefined;
-  }
-  const pems = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-  try {
-    for (const pem of pems) new X509Certificate(pem);
-  } catch {
-    pems.length = 0;
-  }
-  if (pems.length === 0) {
-    fail('UPSTREAM_CA_FILE', 'holds no valid PEM certificate (-----BEGIN CERTIFICATE-----)');
-    return undefined;
-  }
-  return pems;
-}
-
 function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
   const chosen = [
     env.REDIS_URL && 'REDIS_URL',

@@ -15,7 +15,7 @@ export function parseTrustProxy(raw: string): TrustProxySetting {
   if (value === '' || value === 'false' || value === '0') return false;
   if (value === 'true')
     throw new Error('must be a hop count or a list of CIDRs; "true" would trust any caller');
-  if (/^\d+$/.test(value)) return Number(value);
+  if (/^[1-9][0-9]*$/.test(value)) return Number(value);
   const entries = value.split(',').map((s) => s.trim());
   for (const entry of entries) {
     if (!NAMED_SUBNETS.has(entry) && !isCidr(entry))

@@ -1,7 +1,8 @@
 // The production rules: when they apply, and what they refuse, each refusal naming the variable and the fix.
 import type { RawEnv } from './env-schema';
 import type { RedisTopology } from './gateway-config';
-import { isHttpsUrl } from './parsers';
+import { isHttpsUrl, type TrustProxySetting } from './parsers';
+import { publicCoverage } from './trust-proxy-coverage';
 
 type Fail = (variable: string, message: string) => void;
 
@@ -9,6 +10,22 @@ type Fail = (variable: string, message: string) => void;
 const PRODUCTION_MIN_LOGIN_INTERVAL_MS = 5_000;
 /** The longest wait may not be shorter: a refused password then costs about 100 login attempts a day, not thousands. */
 const PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS = 900_000;
+
+/**
+ * The longest proxy chain TRUST_PROXY may count. A real edge is at most a CDN, a cloud load balancer and an ingress
+ * controller; every hop counted beyond the real chain is an X-Forwarded-For entry the caller wrote, so a generous
+ * count is a forged address. Longer chains name their proxies by CIDR instead.
+ */
+export const MAX_TRUSTED_HOPS = 3;
+/**
+ * Public addresses a TRUST_PROXY list may trust: a CDN's published edge ranges (Cloudflare's are about 1.5 million
+ * IPv4 addresses and fourteen IPv6 /32s) fit; anything more is trusting the Internet: `0.0.0.0/1,128.0.0.0/1`, `::/1`
+ * and friends, whatever the spelling. One /8 of IPv4, one /24 of IPv6.
+ */
+const MAX_PUBLIC_IPV4_TRUSTED = 1n << 24n;
+const MAX_PUBLIC_IPV6_TRUSTED = 1n << 104n;
+const TRUST_PROXY_FIX =
+  "name only the proxies in front: their private CIDRs (e.g. 10.0.0.0/8) or a preset (loopback, linklocal, uniquelocal), a CDN's published ranges, or the hop count of the real chain (1 behind one load balancer)";
 
 /**
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;
@@ -58,6 +75,9 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
       'TOKEN_LOGIN_MAX_INTERVAL_MS',
       `must be at least ${PRODUCTION_MIN_LOGIN_MAX_INTERVAL_MS} in production (a shorter longest wait lets a wrong password cost thousands of refused logins a day)${why}`,
     );
+  const trustProxy = trustProxyProblem(env.TRUST_PROXY);
+  if (trustProxy)
+    fail('TRUST_PROXY', `is refused in production: it ${trustProxy}. Instead, ${TRUST_PROXY_FIX}${why}`);
   if (topology.kind !== 'none' && !redisUsesTls(topology, env.REDIS_TLS) && !env.REDIS_ALLOW_PLAINTEXT) {
     const fix =
       topology.kind === 'standalone' ? 'use a rediss:// REDIS_URL (or REDIS_TLS=true)' : 'set REDIS_TLS=true';
@@ -66,4 +86,21 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
       `Redis without TLS is refused in production: ${fix}, or REDIS_ALLOW_PLAINTEXT=true for a private network${why}`,
     );
   }
+}
+
+/** Why a TRUST_PROXY setting would let callers choose their own address, or undefined when it names real proxies. */
+export function trustProxyProblem(setting: TrustProxySetting): string | undefined {
+  if (setting === false) return undefined;
+  if (typeof setting === 'number')
+    return setting > MAX_TRUSTED_HOPS
+      ? `trusts ${setting} hops, more than a real edge has (at most ${MAX_TRUSTED_HOPS}): callers would write the extra X-Forwarded-For entries themselves`
+      : undefined;
+  const { ipv4, ipv6 } = publicCoverage(setting);
+  const excess = [
+    ipv4 > MAX_PUBLIC_IPV4_TRUSTED && `${ipv4.toLocaleString('en-US')} public IPv4 addresses, more than a /8`,
+    ipv6 > MAX_PUBLIC_IPV6_TRUSTED && 'more than a /24 of public IPv6',
+  ].filter(Boolean);
+  if (excess.length > 0)
+    return `trusts public address space (${excess.join('; ')}): any caller there could forge X-Forwarded-For`;
+  return undefined;
 }

@@ -59,7 +59,11 @@ export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck
       kind: 'redis',
       where,
       ok: false,
-      problem: scrub((error as Error).message, [config.redis.password, config.redis.sentinelPassword]),
+      problem: scrub((error as Error).message, [
+        config.redis.password,
+        config.redis.sentinelPassword,
+        config.redis.tlsFiles?.key,
+      ]),
     };
   } finally {
     client.disconnect();

@@ -281,7 +281,9 @@ export function diagnoseStore(check: StoreCheck): DoctorStep {
     detail: `${check.where} is unreachable (${check.problem})`,
     fix: /NOAUTH|WRONGPASS|AUTH/i.test(check.problem)
       ? 'Redis refused the password: check REDIS_PASSWORD / REDIS_PASSWORD_FILE (and REDIS_SENTINEL_PASSWORD if the Sentinels have one of their own)'
-      : 'check REDIS_URL (or REDIS_SENTINELS / REDIS_CLUSTER_NODES), REDIS_TLS and that this host may reach Redis',
+      : /certificate|alert|ECONNRESET/i.test(check.problem)
+        ? 'Redis may require a client certificate (tls-auth-clients): set REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, and REDIS_TLS_CA_FILE for a private CA'
+        : 'check REDIS_URL (or REDIS_SENTINELS / REDIS_CLUSTER_NODES), REDIS_TLS and that this host may reach Redis',
   };
 }
 

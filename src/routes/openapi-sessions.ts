@@ -181,10 +181,25 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
               description: 'Logged out; the cookie is cleared.',
               content: jsonContent({
                 type: 'object',
-                required: ['loggedOut', 'endSessionUrl'],
+                required: ['loggedOut', 'endSessionUrl', 'endSessionForm'],
                 properties: {
                   loggedOut: { type: 'boolean', const: true },
                   endSessionUrl: { type: ['string', 'null'], format: 'uri' },
+                  endSessionForm: {
+                    description:
+                      "The form to POST to the provider's end-session endpoint (a top-level form submission, so the provider sees its own cookie): its fields carry the session's ID token as id_token_hint, never in a URL. Null without an ID token or an end-session endpoint.",
+                    oneOf: [
+                      { type: 'null' },
+                      {
+                        type: 'object',
+                        required: ['action', 'fields'],
+                        properties: {
+                          action: { type: 'string', format: 'uri' },
+                          fields: { type: 'object', additionalProperties: { type: 'string' } },
+                        },
+                      },
+                    ],
+                  },
                 },
               }),
             },

@@ -43,6 +43,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
             clientSecret: settings.clientSecret,
             publicOrigin: settings.publicUrl,
             scopes: settings.scopes,
+            clientAuthMethod: settings.clientAuthMethod,
           },
           rpOptions,
         )

@@ -1,6 +1,7 @@
 // The gateway as a confidential OIDC client (openid-client): authorization code + PKCE, refresh, logout tokens.
 import { createRemoteJWKSet, type JWTPayload, jwtVerify } from 'jose';
 import * as oidc from 'openid-client';
+import { DEFAULT_ISSUER_FAILURE_MEMORY_MS, failureMemory } from '../callers/issuer-fetch';
 import { OIDC_ALGORITHMS } from '../callers/oidc-verifier';
 import { GatewayError } from '../http/gateway-error';
 
@@ -11,6 +12,22 @@ export interface RelyingPartySettings {
   /** The gateway's public origin: the callback is `<origin>/bff/callback`. */
   readonly publicOrigin: string;
   readonly scopes: string;
+  /** SESSION_CLIENT_AUTH_METHOD; unset: chosen from the provider's token_endpoint_auth_methods_supported. */
+  readonly clientAuthMethod?: ClientAuthMethod;
+}
+
+/** How the gateway authenticates at the token endpoint. */
+export const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post'] as const;
+export type ClientAuthMethod = (typeof CLIENT_AUTH_METHODS)[number];
+
+/**
+ * Where the browser ends the provider's session: `url` as a link (no token in it), and, when the session held an ID
+ * token, the form to POST there with `id_token_hint` (RP-Initiated Logout allows POST), so the token never sits in
+ * a URL: not in history, a Referer or the provider's access log.
+ */
+export interface EndSession {
+  readonly url: URL;
+  readonly form?: { readonly action: string; readonly fields: Readonly<Record<string, string>> };
 }
 
 /** What a login or a refresh tells about the user; the tokens stay on the server. */
@@ -26,7 +43,10 @@ export interface LoginChecks {
   readonly codeVerifier: string;
 }
 
-/** The provider refused the refresh token (revoked, expired, spent): the session must end. */
+/**
+ * The provider refused the refresh (any 4xx of the token endpoint: invalid_grant, a revoked client, or a bare 400
+ * with no `error` at all): the session must end. Only 5xx, timeouts and network errors are outages.
+ */
 export class RefreshRefused extends Error {
   constructor(readonly error: string) {
     super(`the provider refused the refresh token (${error})`);
@@ -39,10 +59,10 @@ export interface RelyingParty {
   authorizationUrl(checks: LoginChecks): Promise<URL>;
   /** Exchanges the code of the callback at `callbackUrl`; throws GatewayError 400 when the provider refuses. */
   exchange(callbackUrl: URL, checks: LoginChecks): Promise<ProviderGrant>;
-  /** Throws RefreshRefused when the provider refuses the token (invalid_grant); anything else keeps the session. */
+  /** Throws RefreshRefused when the provider answers 4xx; an outage (5xx, timeout, network) keeps the session. */
   refresh(refreshToken: string): Promise<ProviderGrant>;
-  /** The provider's end-session URL (RP-initiated logout), when it has one; never carries a token. */
-  endSessionUrl(): Promise<URL | undefined>;
+  /** The provider's end-session endpoint (RP-initiated logout), when it has one; the ID token only in the form. */
+  endSession(idToken?: string): Promise<EndSession | undefined>;
   /** Verifies a back-channel logout token with the provider's keys; the claims, or undefined when it is not valid. */
   verifyLogoutToken(token: string): Promise<JWTPayload | undefined>;
 }
@@ -71,7 +91,7 @@ export function providerTimeoutSeconds(lockTtlMs: number): number {
  */
 export function createRelyingParty(
   settings: RelyingPartySettings,
-  options: { allowHttp: boolean; lockTtlMs: number },
+  options: RelyingPartyOptions,
 ): RelyingParty {
   const configuration = discoveryOnDemand(settings, options);
   const redirectUri = `${settings.publicOrigin}${CALLBACK_PATH}`;
@@ -93,46 +113,116 @@ export function createRelyingParty(
       try {
         return grantOf(await oidc.refreshTokenGrant(config, refreshToken));
       } catch (error) {
-        // Only invalid_grant is about this session's token; invalid_client & co. are the gateway's own registration.
-        if (error instanceof oidc.ResponseBodyError && error.error === 'invalid_grant')
-          throw new RefreshRefused(error.error);
+        const refusal = refusalOf(error);
+        if (refusal) throw new RefreshRefused(refusal);
         throw error;
       }
     },
-    async endSessionUrl() {
+    async endSession(idToken) {
       const config = await configuration();
-      if (!config.serverMetadata().end_session_endpoint) return undefined;
-      return oidc.buildEndSessionUrl(config, {
-        client_id: settings.clientId,
-        post_logout_redirect_uri: `${settings.publicOrigin}/`,
-      });
+      const action = config.serverMetadata().end_session_endpoint;
+      if (!action) return undefined;
+      const fields = { client_id: settings.clientId, post_logout_redirect_uri: `${settings.publicOrigin}/` };
+      return {
+        url: oidc.buildEndSessionUrl(config, fields),
+        ...(idToken ? { form: { action, fields: { ...fields, id_token_hint: idToken } } } : {}),
+      };
     },
     verifyLogoutToken: logoutTokenVerifier(settings.clientId, configuration),
   };
 }
 
-/** The provider's configuration, discovered on first use; a failed discovery is forgotten, so the next use retries. */
+export interface RelyingPartyOptions {
+  readonly allowHttp: boolean;
+  readonly lockTtlMs: number;
+  /**
+   * A failed discovery is remembered this long, as the SSO verifier remembers its issuer's (issuer-fetch.ts): logins
+   * meanwhile fail from memory instead of each asking an unreachable provider. Default 5 s.
+   */
+  readonly discoveryFailureMemoryMs?: number;
+}
+
+/**
+ * A 4xx is a refusal, whatever its body says (or lacks), the client's own (invalid_client) included: failing closed
+ * ends a session the provider no longer vouches for. 408 and 429 say "later", not "no": outages, like 5xx.
+ */
+const NOT_A_REFUSAL = new Set([408, 429]);
+const isRefusal = (status: number) => status >= 400 && status < 500 && !NOT_A_REFUSAL.has(status);
+
+/** What a token endpoint answer that refused said, or undefined for an outage (5xx, 408, 429, timeout, network). */
+function refusalOf(error: unknown): string | undefined {
+  if (error instanceof oidc.ResponseBodyError) return isRefusal(error.status) ? error.error : undefined;
+  if (error instanceof oidc.WWWAuthenticateChallengeError)
+    return isRefusal(error.status) ? `HTTP ${error.status}` : undefined;
+  // A 4xx without an OAuth error body (a bare 400): openid-client hands over the Response as the cause.
+  const status =
+    error instanceof oidc.ClientError && error.cause instanceof Response ? error.cause.status : 0;
+  return isRefusal(status) ? `HTTP ${status}` : undefined;
+}
+
+/**
+ * The provider's configuration, discovered on first use. A failed discovery is remembered for a few seconds (then
+ * the next use retries), so a burst of logins during an outage costs the provider one discovery, not one each.
+ */
 function discoveryOnDemand(
   settings: RelyingPartySettings,
-  options: { allowHttp: boolean; lockTtlMs: number },
+  options: RelyingPartyOptions,
 ): () => Promise<oidc.Configuration> {
   const timeout = providerTimeoutSeconds(options.lockTtlMs);
+  const failures = failureMemory(options.discoveryFailureMemoryMs ?? DEFAULT_ISSUER_FAILURE_MEMORY_MS);
   let discovered: Promise<oidc.Configuration> | undefined;
   return () => {
-    discovered ??= oidc
+    if (discovered) return discovered;
+    try {
+      failures.check();
+    } catch (remembered) {
+      return Promise.reject(providerUnreachable(remembered));
+    }
+    discovered = oidc
       .discovery(
         new URL(settings.issuer),
         settings.clientId,
         undefined,
-        oidc.ClientSecretBasic(settings.clientSecret),
+        undefined,
         options.allowHttp ? { execute: [oidc.allowInsecureRequests], timeout } : { timeout },
       )
+      .then((found) => withClientAuthentication(found, settings, options, timeout))
       .catch((error: unknown) => {
         discovered = undefined;
+        failures.remember(error);
         throw providerUnreachable(error);
       });
     return discovered;
   };
+}
+
+/**
+ * The configuration again, with the client's authentication at the token endpoint: SESSION_CLIENT_AUTH_METHOD, or
+ * the provider's choice when unset. client_secret_basic is the OAuth default (and what a provider that lists
+ * nothing takes); client_secret_post when the provider lists only it: some providers do not decode the form-encoded
+ * id and secret of basic (a `-` arriving as `%2D`).
+ */
+function withClientAuthentication(
+  found: oidc.Configuration,
+  settings: RelyingPartySettings,
+  options: RelyingPartyOptions,
+  timeout: number,
+): oidc.Configuration {
+  const method = settings.clientAuthMethod ?? chosenAuthMethod(found.serverMetadata());
+  const authentication =
+    method === 'client_secret_post'
+      ? oidc.ClientSecretPost(settings.clientSecret)
+      : oidc.ClientSecretBasic(settings.clientSecret);
+  const config = new oidc.Configuration(found.serverMetadata(), settings.clientId, undefined, authentication);
+  if (options.allowHttp) oidc.allowInsecureRequests(config);
+  config.timeout = timeout;
+  return config;
+}
+
+export function chosenAuthMethod(metadata: oidc.ServerMetadata): ClientAuthMethod {
+  const supported = metadata.token_endpoint_auth_methods_supported;
+  if (!supported || supported.includes('client_secret_basic')) return 'client_secret_basic';
+  return supported.includes('client_secret_post') ? 'client_secret_post' : 'client_secret_basic';
 }
 
 /** The code of the callback exchanged for tokens; a refusal or an invalid answer is the login's (400), else 503. */

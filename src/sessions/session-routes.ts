@@ -132,17 +132,27 @@ function user(deps: SessionRoutesDeps): RequestHandler {
   };
 }
 
-/** POST /bff/logout: ends the session and names the provider's end-session URL, when it has one. */
+/**
+ * POST /bff/logout: ends the session and names the provider's end-session endpoint, when it has one: a link without
+ * a token, and the form to POST there with the session's ID token as id_token_hint (never in a URL; see README).
+ */
 function logout({ relyingParty, sessions }: SessionRoutesDeps): RequestHandler {
   return async (req, res) => {
     const refused = refuseCrossSite(req, () => relyingParty().settings.publicOrigin);
     if (refused) throw refused;
+    const current = singleCookie(req, SESSION_COOKIE);
+    // The hint is a courtesy to the provider: a store outage ends the session without it, not the logout.
+    const idToken = current ? (await sessions.peek(current).catch(() => undefined))?.idToken : undefined;
     for (const id of cookieValuesToEnd(req, SESSION_COOKIE)) await sessions.destroy(id);
     clearCookie(res, SESSION_COOKIE);
     const endSession = await relyingParty()
-      .endSessionUrl()
+      .endSession(idToken)
       .catch(() => undefined);
-    res.json({ loggedOut: true, endSessionUrl: endSession?.href ?? null });
+    res.json({
+      loggedOut: true,
+      endSessionUrl: endSession?.url.href ?? null,
+      endSessionForm: endSession?.form ?? null,
+    });
   };
 }
 

@@ -1,4 +1,5 @@
 // Creates the one ioredis connection (standalone, Sentinel or Cluster) the gateway shares between its stores.
+import type { ConnectionOptions } from 'node:tls';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { GatewayConfig, RedisTopology } from '../config/gateway-config';
 import { redisUsesTls } from '../config/production-rules';
@@ -24,6 +25,18 @@ const FAIL_FAST: RedisOptions = {
   lazyConnect: false,
 };
 
+/**
+ * The TLS options of every Redis connection (nodes and Sentinels alike): extra CAs, and the client certificate a Redis
+ * with tls-auth-clients asks for. Empty for plain TLS.
+ */
+export function redisTlsOptions(redis: GatewayConfig['redis']): ConnectionOptions {
+  const files = redis.tlsFiles ?? {};
+  return {
+    ...(files.ca ? { ca: [...files.ca] } : {}),
+    ...(files.cert && files.key ? { cert: files.cert, key: files.key } : {}),
+  };
+}
+
 /** What the three topologies share: fail-fast commands, auth and TLS (REDIS_TLS, or a rediss:// URL). */
 export function redisNodeOptions(
   redis: GatewayConfig['redis'],
@@ -35,7 +48,7 @@ export function redisNodeOptions(
     ...FAIL_FAST,
     retryStrategy: options.retry === false ? () => null : backoff,
     ...(redis.password ? { password: redis.password } : {}),
-    ...(tls ? { tls: {} } : {}),
+    ...(tls ? { tls: redisTlsOptions(redis) } : {}),
   };
 }
 
@@ -59,7 +72,7 @@ export function createRedisClient(
         // REDIS_TLS covers the Sentinels too: without sentinelTLS ioredis asks them in plaintext (refused by a
         // TLS-only Sentinel, and open to an on-path rewrite of the master's address).
         enableTLSForSentinelMode: redis.tls,
-        ...(redis.tls ? { sentinelTLS: {} } : {}),
+        ...(redis.tls ? { sentinelTLS: redisTlsOptions(redis) } : {}),
         // Sentinels with a password: REDIS_SENTINEL_PASSWORD, else the master's (Bitnami's auth.sentinel, on by default,
         // gives them the same). A Sentinel without one still answers (ioredis warns once per connection).
         ...(redis.sentinelPassword ? { sentinelPassword: redis.sentinelPassword } : {}),

@@ -33,6 +33,9 @@ export interface TestPki {
   readonly wrongHost: ServerCertificate;
   /** For 127.0.0.1, valid, signed by a CA that is not in UPSTREAM_CA_FILE. */
   readonly untrusted: ServerCertificate;
+  /** A client certificate (clientAuth) signed by the CA, for mutual TLS; and one signed by the stranger CA. */
+  readonly client: ServerCertificate;
+  readonly untrustedClient: ServerCertificate;
   /** Writes a server certificate and key to files (for SIMULATOR_TLS_CERT_FILE / SIMULATOR_TLS_KEY_FILE). */
   files(certificate: ServerCertificate): { certFile: string; keyFile: string };
 }
@@ -63,6 +66,7 @@ async function issue(
   authority: Authority,
   names: { dns: string[]; ip: string[] },
   validity: { notBefore: Date; notAfter: Date },
+  usage: x509.ExtendedKeyUsage = x509.ExtendedKeyUsage.serverAuth,
 ): Promise<ServerCertificate> {
   const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as KeyPair;
   const cert = await x509.X509CertificateGenerator.create({
@@ -75,7 +79,7 @@ async function issue(
     extensions: [
       new x509.BasicConstraintsExtension(false, undefined, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
+      new x509.ExtendedKeyUsageExtension([usage]),
       new x509.SubjectAlternativeNameExtension([
         ...names.dns.map((value) => ({ type: 'dns' as const, value })),
         ...names.ip.map((value) => ({ type: 'ip' as const, value })),
@@ -95,11 +99,14 @@ export async function createTestPki(): Promise<TestPki> {
   const now = Date.now();
   const valid = { notBefore: new Date(now - DAY_MS), notAfter: new Date(now + 7 * DAY_MS) };
   const loopback = { dns: ['localhost'], ip: ['127.0.0.1'] };
-  const [good, expired, wrongHost, untrusted] = await Promise.all([
+  const gateway = { dns: ['bff-gateway'], ip: [] };
+  const [good, expired, wrongHost, untrusted, client, untrustedClient] = await Promise.all([
     issue(ca, loopback, valid),
     issue(ca, loopback, { notBefore: new Date(now - 10 * DAY_MS), notAfter: new Date(now - DAY_MS) }),
     issue(ca, { dns: ['payments.other.example'], ip: [] }, valid),
     issue(stranger, loopback, valid),
+    issue(ca, gateway, valid, x509.ExtendedKeyUsage.clientAuth),
+    issue(stranger, gateway, valid, x509.ExtendedKeyUsage.clientAuth),
   ]);
   const dir = tempDir('bff-pki-');
   const caPem = ca.cert.toString('pem');
@@ -113,6 +120,8 @@ export async function createTestPki(): Promise<TestPki> {
     expired,
     wrongHost,
     untrusted,
+    client,
+    untrustedClient,
     files(certificate) {
       count += 1;
       const certFile = join(dir, `server-${count}.crt`);

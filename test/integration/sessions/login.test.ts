@@ -95,6 +95,15 @@ describe('login, user, operations and logout through the session cookie', () => 
     expect(body.loggedOut).toBe(true);
     expect(new URL(body.endSessionUrl).searchParams.get('client_id')).toBe('local-web-app');
     expect(body.endSessionUrl).not.toMatch(/id_token_hint|eyJ/);
+    // The ID token sealed with the session goes to the provider in the body of a form POST, never in a URL.
+    const { action, fields } = body.endSessionForm;
+    expect(action).toBe(new URL(body.endSessionUrl).origin + new URL(body.endSessionUrl).pathname);
+    expect(fields).toEqual({
+      client_id: 'local-web-app',
+      post_logout_redirect_uri: expect.any(String),
+      id_token_hint: expect.stringMatching(/^eyJ[\w-]+\.[\w-]+\.[\w-]+$/),
+    });
+    expect(out.setCookies.join()).not.toContain(fields.id_token_hint);
     expect(out.setCookies.join()).toMatch(
       /__Host-bff-session=; Path=\/; Secure; HttpOnly; SameSite=Strict; Max-Age=0/,
     );

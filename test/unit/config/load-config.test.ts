@@ -2,10 +2,14 @@ import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
+import { envSchema } from '../../../src/config/env-schema';
 import { loadConfig } from '../../../src/config/load-config';
 import { problemsOf } from '../../support/config-problems';
 import { tempDir } from '../../support/temp-dir';
+import { createTestPki, type TestPki } from '../../support/test-certificates';
 
+/** The variables documented as fractions; every other numeric variable is a whole number. */
+const RATIOS = ['CIRCUIT_FAILURE_RATIO', 'OTEL_TRACES_SAMPLER_ARG'];
 const KEY = Buffer.alloc(32, 7).toString('base64');
 const upstreamEnv = {
   UPSTREAM_BASE_URL: 'https://api.payments.example.com',
@@ -75,26 +79,74 @@ describe('loadConfig', () => {
     for (const variable of ['UPSTREAM_QUEUE_TIMEOUT_MS', 'PORT', 'METRICS_PORT', 'OTEL_TRACES_SAMPLER_ARG'])
       for (const blank of [' ', '\t', '  \n'])
         expect(problemsOf({ [variable]: blank })).toEqual([
-          { variable, message: expect.stringMatching(/must be a number/) },
+          { variable, message: expect.stringMatching(/must be a number in plain decimal digits/) },
         ]);
-    expect(loadConfig({ UPSTREAM_QUEUE_TIMEOUT_MS: ' 250 ' }).upstream.queueTimeoutMs).toBe(250);
   });
 
-  it('says "must be a number" for any value that is not one, not zod\'s "received NaN"', () => {
-    for (const value of ['abc', '80abc', '10_000', 'Infinity', '-Infinity'])
-      for (const variable of [
-        'PORT',
-        'SHUTDOWN_TIMEOUT_MS',
-        'CIRCUIT_FAILURE_RATIO',
-        'OTEL_TRACES_SAMPLER_ARG',
-      ])
-        expect(problemsOf({ [variable]: value })).toEqual([{ variable, message: 'must be a number' }]);
-    // What the environment writes for numbers is read as before: 0, an exponent, a fraction where one is allowed.
-    expect(
-      loadConfig({ PLAN_CACHE_TTL_SECONDS: '0', SHUTDOWN_TIMEOUT_MS: '1e3' }).upstream.planCacheTtlSeconds,
-    ).toBe(0);
-    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '1e3' }).server.shutdownTimeoutMs).toBe(1000);
-    expect(loadConfig({ CIRCUIT_FAILURE_RATIO: '.25' }).upstream.circuit.failureRatio).toBe(0.25);
+  const integerVariables = Object.entries(envSchema.shape)
+    // Numeric: refuses a word but takes some plain number (ranges differ, so several are tried).
+    .filter(
+      ([, schema]) =>
+        !schema.safeParse('5x').success &&
+        ['5', '100', '1000', '60000', '300000'].some((n) => schema.safeParse(n).success),
+    )
+    .map(([name]) => name)
+    .filter((name) => !RATIOS.includes(name) && name !== 'TRUST_PROXY');
+
+  it('finds every integer variable of the schema to try the spellings on', () => {
+    // The filter above is what the next test relies on: a numeric variable it missed would go untried.
+    expect(integerVariables).toEqual(expect.arrayContaining(['PORT', 'SESSION_REVALIDATE_SECONDS']));
+    expect(integerVariables.length).toBeGreaterThanOrEqual(28);
+  });
+
+  it('takes plain decimal digits only: hex, exponents, leading zeros, signs, blanks, fractions get one message', () => {
+    const spellings = [
+      '0x10',
+      '1e3',
+      '010',
+      '+5',
+      ' 5',
+      '5 ',
+      '5.0',
+      '-0',
+      '0b1',
+      '0o7',
+      '10_000',
+      'Infinity',
+      '5x',
+    ];
+    for (const variable of integerVariables)
+      for (const spelling of spellings)
+        expect([variable, problemsOf({ [variable]: spelling })]).toEqual([
+          variable,
+          [{ variable, message: 'must be a number in plain decimal digits, like 5000' }],
+        ]);
+    expect(loadConfig({ SHUTDOWN_TIMEOUT_MS: '1000' }).server.shutdownTimeoutMs).toBe(1000);
+    expect(loadConfig({ PLAN_CACHE_TTL_SECONDS: '0' }).upstream.planCacheTtlSeconds).toBe(0);
+  });
+
+  it('takes the documented ratios as plain decimals (0.5, 1), nothing else, with the same message', () => {
+    for (const variable of RATIOS)
+      for (const spelling of ['.25', '0.5e0', '5e-1', '+0.5', ' 0.5', '0x1', '00.5', '0.', '1/2', 'Infinity'])
+        expect([spelling, problemsOf({ [variable]: spelling })]).toEqual([
+          spelling,
+          [{ variable, message: 'must be a number in plain decimal digits, like 0.5' }],
+        ]);
+    expect(loadConfig({ CIRCUIT_FAILURE_RATIO: '0.25' }).upstream.circuit.failureRatio).toBe(0.25);
+    const traced = {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+      OTEL_TRACES_SAMPLER: 'traceidratio',
+    };
+    expect(loadConfig({ ...traced, OTEL_TRACES_SAMPLER_ARG: '1' }).tracing?.samplerRatio).toBe(1);
+    expect(loadConfig({ ...traced, OTEL_TRACES_SAMPLER_ARG: '0.125' }).tracing?.samplerRatio).toBe(0.125);
+  });
+
+  it('takes Redis node ports in plain digits, 1 to 65535', () => {
+    for (const nodes of ['r1:0x1a0b', 'r1:06379', 'r1:+6379', 'r1:70000', 'r1:0'])
+      expect(problemsOf({ REDIS_CLUSTER_NODES: nodes }).map((p) => p.variable)).toEqual([
+        'REDIS_CLUSTER_NODES',
+      ]);
+    expect(loadConfig({ REDIS_CLUSTER_NODES: 'r1:6379,r2:65535' }).redis.topology.kind).toBe('cluster');
   });
 
   it('never echoes a secret value in its messages', () => {
@@ -527,6 +579,153 @@ describe('loadConfig', () => {
     ]);
     expect(problemsOf({ INBOUND_ALLOW_CIDRS: '10.0.0.0/8,not-a-cidr' })).toEqual([
       expect.objectContaining({ variable: 'INBOUND_ALLOW_CIDRS' }),
+    ]);
+  });
+
+  it('refuses in production a TRUST_PROXY that trusts public address space however it is spelled, with the fix', () => {
+    const hostile = [
+      '0.0.0.0/1,128.0.0.0/1',
+      '::/1,8000::/1',
+      '::/1', // IPv4 callers are matched through ::ffff:a.b.c.d, so this trusts all of IPv4 too
+      '::ffff:0:0/96',
+      '8000::/1',
+      '2000::/3',
+      '1.0.0.0/8,2.0.0.0/8',
+      '0.0.0.0/2,64.0.0.0/2,128.0.0.0/2,192.0.0.0/2',
+      '10.0.0.0/8,0.0.0.0/1,128.0.0.0/1',
+      '4',
+      '100',
+    ];
+    for (const trustProxy of hostile)
+      expect([
+        trustProxy,
+        problemsOf({ ...upstreamEnv, ...productionReady, TRUST_PROXY: trustProxy }),
+      ]).toEqual([
+        trustProxy,
+        [
+          {
+            variable: 'TRUST_PROXY',
+            message: expect.stringMatching(
+              /is refused in production: it trusts .*Instead, name only the proxies in front: .*10\.0\.0\.0\/8.*hop count/,
+            ),
+          },
+        ],
+      ]);
+    // Outside production the same settings start (a test bench may fake any address).
+    expect(loadConfig({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }).server.trustProxy).toHaveLength(2);
+  });
+
+  it('takes in production the proxies an operator really has: private ranges, presets, a CDN, up to 3 hops', () => {
+    const real = [
+      '1',
+      '3',
+      'loopback, linklocal, uniquelocal',
+      '10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7',
+      '::ffff:10.0.0.0/104',
+      '203.0.113.7',
+      // Cloudflare's published edge ranges
+      '173.245.48.0/20,103.21.244.0/22,103.22.200.0/22,103.31.4.0/22,141.101.64.0/18,108.162.192.0/18,190.93.240.0/20,188.114.96.0/20,197.234.240.0/22,198.41.128.0/17,162.158.0.0/15,104.16.0.0/13,104.24.0.0/14,172.64.0.0/13,131.0.72.0/22',
+      '2400:cb00::/32,2606:4700::/32,2803:f800::/32,2405:b500::/32,2405:8100::/32,2a06:98c0::/29,2c0f:f248::/32',
+    ];
+    for (const trustProxy of real)
+      expect(
+        loadConfig({ ...upstreamEnv, ...productionReady, TRUST_PROXY: trustProxy }).server.trustProxy,
+      ).toBeTruthy();
+  });
+
+  it('reads hop counts in plain digits only', () => {
+    for (const spelling of ['02', '+2', '0x2', '2.0', '1e0'])
+      expect(problemsOf({ TRUST_PROXY: spelling }).map((p) => p.variable)).toEqual(['TRUST_PROXY']);
+  });
+
+  describe('Redis client certificates', () => {
+    let pki: TestPki;
+    let files: Record<'ca' | 'cert' | 'key' | 'otherKey', string>;
+    beforeAll(async () => {
+      pki = await createTestPki();
+      const dir = tempDir('bff-redis-tls-config-');
+      files = {
+        ca: pki.caFile,
+        cert: join(dir, 'client.crt'),
+        key: join(dir, 'client.key'),
+        otherKey: join(dir, 'other.key'),
+      };
+      writeFileSync(files.cert, pki.client.cert);
+      writeFileSync(files.key, pki.client.key);
+      writeFileSync(files.otherKey, pki.untrustedClient.key);
+    });
+    const tlsRedis = { REDIS_URL: 'rediss://redis:6380' };
+
+    it('reads the certificate, its key and the CA (on top of the default roots) for a TLS Redis', () => {
+      const { tlsFiles } = loadConfig({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.key,
+        REDIS_TLS_CA_FILE: files.ca,
+      }).redis;
+      expect(tlsFiles?.cert).toBe(pki.client.cert);
+      expect(tlsFiles?.key).toBe(pki.client.key);
+      expect(tlsFiles?.ca).toEqual([...rootCertificates, pki.caPem.trim()]);
+    });
+
+    it('refuses a certificate without its key, a key of another certificate, and either without TLS, never echoing the key', () => {
+      expect(problemsOf({ ...tlsRedis, REDIS_TLS_CERT_FILE: files.cert })).toEqual([
+        { variable: 'REDIS_TLS_KEY_FILE', message: 'REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE go together' },
+      ]);
+      const mismatched = problemsOf({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.otherKey,
+      });
+      expect(mismatched).toEqual([
+        {
+          variable: 'REDIS_TLS_KEY_FILE',
+          message: 'is not the private key of the certificate in REDIS_TLS_CERT_FILE',
+        },
+      ]);
+      const notAKey = problemsOf({
+        ...tlsRedis,
+        REDIS_TLS_CERT_FILE: files.cert,
+        REDIS_TLS_KEY_FILE: files.cert,
+      });
+      expect(notAKey.map((p) => p.variable)).toEqual(['REDIS_TLS_KEY_FILE']);
+      expect(
+        problemsOf({
+          REDIS_URL: 'redis://redis:6379',
+          REDIS_TLS_CERT_FILE: files.cert,
+          REDIS_TLS_KEY_FILE: files.key,
+        }),
+      ).toEqual([
+        expect.objectContaining({
+          variable: 'REDIS_TLS_CERT_FILE',
+          message: expect.stringMatching(/REDIS_TLS=true/),
+        }),
+      ]);
+      const everything = JSON.stringify([mismatched, notAKey]);
+      for (const line of [...pki.client.key.split('\n'), ...pki.untrustedClient.key.split('\n')].filter(
+        (l) => !l.startsWith('-----') && l !== '',
+      ))
+        expect(everything).not.toContain(line);
+    });
+  });
+
+  it('takes SESSION_CLIENT_AUTH_METHOD as basic or post, unset by default (the provider chooses)', () => {
+    const sessions = {
+      SESSION_ISSUER: 'http://127.0.0.1:9/',
+      SESSION_CLIENT_ID: 'web',
+      SESSION_CLIENT_SECRET: 's',
+      SESSION_PUBLIC_URL: 'http://127.0.0.1:8080',
+    };
+    expect(loadConfig({ ...testEnv, ...sessions }).sessions?.clientAuthMethod).toBeUndefined();
+    expect(
+      loadConfig({ ...testEnv, ...sessions, SESSION_CLIENT_AUTH_METHOD: 'client_secret_post' }).sessions
+        ?.clientAuthMethod,
+    ).toBe('client_secret_post');
+    expect(problemsOf({ ...testEnv, ...sessions, SESSION_CLIENT_AUTH_METHOD: 'private_key_jwt' })).toEqual([
+      expect.objectContaining({
+        variable: 'SESSION_CLIENT_AUTH_METHOD',
+        message: expect.stringMatching(/client_secret_basic or client_secret_post/),
+      }),
     ]);
   });
 

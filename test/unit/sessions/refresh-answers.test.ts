@@ -1,5 +1,5 @@
-// What the provider's token endpoint answers a revalidation, and what becomes of the session: only a refused grant
-// ends it; the gateway's own client being refused (a rotated or mistyped secret) is the operator's outage, not the user's.
+// What the provider's token endpoint answers a revalidation, and what becomes of the session: any refusal (4xx, with
+// or without an OAuth error, the client's own included) ends it; 5xx, 408 and 429 are outages that keep it.
 import type { ServerResponse } from 'node:http';
 import { parseClientRegistry } from '../../../src/callers/client-registry';
 import { CLIENT_ID, type FakeProvider, sessionsAt, startFakeProvider } from './fake-provider';
@@ -42,14 +42,29 @@ describe('revalidation answers', () => {
     [401, 'invalid_client'],
     [400, 'invalid_client'],
     [400, 'unauthorized_client'],
-    [429, 'slow_down'],
-    [503, 'temporarily_unavailable'],
   ])(
-    '%i %s keeps the session (the client or the provider is at fault, not the user)',
+    '%i %s ends the session too: the provider no longer vouches for it (fail closed)',
     async (status, error) => {
-      expect(await revalidateAgainst(answer(status, { error }))).toBeDefined();
+      expect(await revalidateAgainst(answer(status, { error }))).toBeUndefined();
     },
   );
+
+  it('a bare 400 with no error field ends the session (it was an outage, retried every 30 s, before)', async () => {
+    const bare = (_req: unknown, res: ServerResponse) => {
+      res.statusCode = 400;
+      res.end();
+    };
+    expect(await revalidateAgainst(bare)).toBeUndefined();
+  });
+
+  it.each([
+    [429, 'slow_down'],
+    [408, 'timeout'],
+    [503, 'temporarily_unavailable'],
+    [500, 'server_error'],
+  ])('%i %s keeps the session (later, not no: an outage)', async (status, error) => {
+    expect(await revalidateAgainst(answer(status, { error }))).toBeDefined();
+  });
 });
 
 describe("the refreshed ID token's claims", () => {

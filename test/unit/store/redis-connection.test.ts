@@ -1,5 +1,5 @@
 // Redis connection settings: TLS for rediss:// and REDIS_TLS, auth, and descriptions that never show a password.
-import type { GatewayConfig } from '../../../src/config/gateway-config';
+import type { GatewayConfig, RedisTopology } from '../../../src/config/gateway-config';
 import { describeRedisTopology, redisNodeOptions } from '../../../src/store/redis-connection';
 
 const redis = (overrides: Partial<GatewayConfig['redis']>): GatewayConfig['redis'] => ({
@@ -26,6 +26,23 @@ describe('redisNodeOptions', () => {
   test('REDIS_TLS turns TLS on for Sentinel and Cluster nodes too', () => {
     const cluster = redis({ tls: true, topology: { kind: 'cluster', nodes: [{ host: 'a', port: 7000 }] } });
     expect(redisNodeOptions(cluster).tls).toEqual({});
+  });
+
+  test('the client certificate and CAs go to every node of every topology (Cluster nodes take redisOptions)', () => {
+    const tlsFiles = { ca: ['CA PEM'], cert: 'CERT PEM', key: 'KEY PEM' };
+    const topologies: RedisTopology[] = [
+      { kind: 'standalone', url: 'rediss://cache:6380' },
+      { kind: 'sentinel', sentinels: [{ host: 's', port: 26379 }], name: 'mymaster' },
+      { kind: 'cluster', nodes: [{ host: 'a', port: 7000 }] },
+    ];
+    for (const topology of topologies)
+      expect(redisNodeOptions(redis({ tls: true, tlsFiles, topology })).tls).toEqual({
+        ca: ['CA PEM'],
+        cert: 'CERT PEM',
+        key: 'KEY PEM',
+      });
+    // Without TLS there is no handshake to show them in (load-config refuses the files then).
+    expect(redisNodeOptions(redis({ tlsFiles })).tls).toBeUndefined();
   });
 
   test('REDIS_PASSWORD is sent; without retry the doctor gives up after one failure', () => {

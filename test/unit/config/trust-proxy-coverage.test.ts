@@ -1,0 +1,38 @@
+// The public addresses a TRUST_PROXY list trusts, counted over addresses: spelling, overlap and IPv4-mapping aside.
+import { publicCoverage } from '../../../src/config/trust-proxy-coverage';
+
+const ALL_IPV4 = 1n << 32n;
+/** IPv4 that no Internet caller connects from (private, shared, loopback, link-local, benchmarking, 224/3, 0/8). */
+const NOT_PUBLIC_IPV4 =
+  (1n << 24n) * 3n + (1n << 22n) + (1n << 16n) + (1n << 20n) + (1n << 16n) + (1n << 17n) + (1n << 29n);
+
+describe('publicCoverage', () => {
+  it('counts nothing public in private ranges and the presets', () => {
+    expect(publicCoverage(['10.0.0.0/8', 'loopback', 'linklocal', 'uniquelocal', '100.64.0.0/10'])).toEqual({
+      ipv4: 0n,
+      ipv6: 0n,
+    });
+  });
+
+  it('counts every public IPv4 address for the two halves, once however often they overlap', () => {
+    const everyone = { ipv4: ALL_IPV4 - NOT_PUBLIC_IPV4 };
+    expect(publicCoverage(['0.0.0.0/1', '128.0.0.0/1'])).toMatchObject(everyone);
+    expect(publicCoverage(['0.0.0.0/1', '128.0.0.0/1', '0.0.0.0/2', '10.0.0.0/8'])).toMatchObject(everyone);
+  });
+
+  it('counts IPv4 trusted through an IPv6 range, as Express matches IPv4 callers (::ffff:a.b.c.d)', () => {
+    expect(publicCoverage(['::ffff:0:0/96']).ipv4).toBe(ALL_IPV4 - NOT_PUBLIC_IPV4);
+    expect(publicCoverage(['::/1']).ipv4).toBe(ALL_IPV4 - NOT_PUBLIC_IPV4);
+    expect(publicCoverage(['::ffff:203.0.113.0/120'])).toEqual({ ipv4: 256n, ipv6: 0n });
+  });
+
+  it('counts IPv6 apart from the mapped IPv4 and the unique-local, link-local and multicast ranges', () => {
+    expect(publicCoverage(['2001:db8::/32'])).toEqual({ ipv4: 0n, ipv6: 1n << 96n });
+    expect(publicCoverage(['8000::/1']).ipv6).toBe((1n << 127n) - (1n << 121n) - (1n << 118n) - (1n << 120n));
+  });
+
+  it('counts a single address, and a CIDR written with host bits, by its network', () => {
+    expect(publicCoverage(['203.0.113.7'])).toEqual({ ipv4: 1n, ipv6: 0n });
+    expect(publicCoverage(['203.0.113.7/24'])).toEqual({ ipv4: 256n, ipv6: 0n });
+  });
+});
