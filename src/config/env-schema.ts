@@ -19,6 +19,14 @@ const number = z
   .min(1, 'must be a number')
   .pipe(z.coerce.number({ error: 'must be a number' }));
 const int = (min: number, max: number) => number.pipe(z.number().int().min(min).max(max));
+/** Digits only (no sign, exponent, hex or fraction): what an operator means by a count of milliseconds or seconds. */
+const decimalInt = (min: number, max: number) =>
+  z
+    .string()
+    .trim()
+    .regex(/^\d{1,9}$/, 'must be a whole number in plain decimal digits')
+    .pipe(z.coerce.number())
+    .pipe(z.number().int().min(min).max(max));
 const list = z.string().transform((v) =>
   v
     .split(',')
@@ -129,6 +137,10 @@ export const envSchema = z.object({
   /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
   UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
+  /** Longest wait for room in an account's provider budget before 429 UPSTREAM_BUDGET_EXHAUSTED (0: never wait). */
+  UPSTREAM_BUDGET_WAIT_MS: decimalInt(0, 10_000).default(250),
+  /** The longest pause a provider's 429 Retry-After may impose on an account (longer values are capped, logged). */
+  UPSTREAM_RETRY_AFTER_MAX_SECONDS: decimalInt(1, 3600).default(120),
   CIRCUIT_FAILURE_RATIO: number
     .pipe(z.number().gt(0, 'must be above 0 and below 1').lt(1, 'must be above 0 and below 1'))
     .default(0.5),
