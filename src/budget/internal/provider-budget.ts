@@ -87,6 +87,11 @@ const PROBE_RETRY_MS = 1_000;
 /** Demand is measured over at least this long: the first exchange does not read one call as a rate. */
 const MIN_MEASURE_MS = 250;
 const NOTICED_BY = 'provider budget';
+/**
+ * Demand is reported a little above what was measured: a second's demand varies, and when the budget is short the
+ * margin of the higher priorities is taken from the lower ones, which is the order the cuts should follow anyway.
+ */
+const DEMAND_MARGIN = 1.1;
 /** At start, this many exchanges may come as soon as STARTUP_SPACING_MS apart (the demand is not known yet). */
 const STARTUP_EXCHANGES = 3;
 const STARTUP_SPACING_MS = 200;
@@ -454,9 +459,9 @@ class AccountBudgetState implements ProviderBudget {
     const seconds = Math.max(MIN_MEASURE_MS, now - this.measuredFrom) / 1000;
     return {
       demand: {
-        sheddable: this.asked[0] / seconds,
-        standard: this.asked[1] / seconds,
-        critical: this.asked[2] / seconds,
+        sheddable: (this.asked[0] * DEMAND_MARGIN) / seconds,
+        standard: (this.asked[1] * DEMAND_MARGIN) / seconds,
+        critical: (this.asked[2] * DEMAND_MARGIN) / seconds,
       },
       accepted: this.acceptedCalls / seconds,
     };
