@@ -19,6 +19,11 @@ export const MAX_REQUESTS_PER_SECOND = 1_000_000;
  * has a budget of 0.5 per second; the fleet spends it one call at a time (burst at least 1).
  */
 export const MIN_REQUESTS_PER_SECOND = 0.01;
+/**
+ * Without `burst`, the fleet may send a tenth of a second of budget at once: a provider that counts per second then
+ * never sees much above its limit in any second, however the calls bunch up.
+ */
+export const DEFAULT_BURST_SECONDS = 0.1;
 
 const share = z
   .number({ error: 'must be a number' })
@@ -63,7 +68,7 @@ export const accountBudgetSchema = z
   })
   .transform((b) => ({
     requestsPerSecond: b.requestsPerSecond,
-    burst: b.burst ?? Math.max(1, Math.ceil(b.requestsPerSecond)),
+    burst: b.burst ?? Math.max(1, Math.ceil(b.requestsPerSecond * DEFAULT_BURST_SECONDS)),
     shares: b.shares ?? { ...DEFAULT_SHARES },
   }))
   .meta({ description: "The provider's rate limit for this account, shared by every replica (SPEC §11)." });

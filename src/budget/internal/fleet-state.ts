@@ -53,6 +53,8 @@ export interface ExchangeReply {
 export const DECREASE_FACTOR = 0.85;
 /** Fleet-wide, at most one decrease a second: the 429s of calls already in flight are one signal, not many. */
 export const DECREASE_COOLDOWN_MS = 1_000;
+/** A 429 this long after the last decrease reads the fleet's allowed rate as the provider's ceiling. */
+export const CEILING_SETTLE_MS = 3_000;
 /** The additive increase climbs to this part of the rate that drew the last 429, and stops: the 429s stop. */
 export const CEILING_MARGIN = 0.9;
 /** A ceiling is forgotten after this long without a 429: the fleet then probes upward again. */
@@ -113,7 +115,9 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
     addInto(others.demand, replica.demand);
     addInto(others.allocation, replica.allocation);
   }
-  const probeWon = applyEvent(fleet, request, others.accepted + request.accepted);
+  // The others' readings may be a whole interval old: an even share of this replica's fresh one bounds them below.
+  const fleetAccepted = Math.max(others.accepted + request.accepted, request.accepted * (others.n + 1));
+  const probeWon = applyEvent(fleet, request, fleetAccepted);
   raiseAdditively(fleet, request);
   const effectiveRate = effective(request.configuredRate, fleet.learned);
   const replicas = others.n + 1;
@@ -144,13 +148,17 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
 function applyEvent(fleet: FleetRecord, request: ExchangeRequest, fleetAccepted: number): boolean {
   const { event, now } = request;
   if (event.kind === 'decrease' && now - fleet.lastDecrease >= DECREASE_COOLDOWN_MS) {
+    // The rate the fleet was allowed when the provider began refusing; with none yet (no budget, nothing learned),
+    // what the provider accepted meanwhile is the only reading of its limit.
     const current = effective(request.configuredRate, fleet.learned);
-    // What the provider accepted when it began refusing is the best reading of its limit.
-    let drew = fleetAccepted > 0 ? fleetAccepted : (current ?? 0);
-    if (current !== undefined && current < drew) drew = current;
+    const drew = current ?? fleetAccepted;
     if (drew > 0) {
       fleet.learned = Math.max(MIN_LEARNED_RATE, drew * DECREASE_FACTOR);
-      fleet.ceiling = drew;
+      // A reading of what was accepted is no ceiling (it may be taken over too short a time): the rate climbs on
+      // until the next 429, whose allowed rate is one.
+      // So is a 429 soon after the last decrease (calls sent before the fleet heard of it).
+      const settled = current !== undefined && now - fleet.lastDecrease >= CEILING_SETTLE_MS;
+      fleet.ceiling = settled ? drew : undefined;
       fleet.ceilingAt = now;
       fleet.lastDecrease = now;
       fleet.raisedAt = now;

@@ -1,7 +1,12 @@
 // One account's provider budget in this replica: admits calls from its buckets, learns from the provider's answers,
 // and exchanges its part with the fleet now and then (never once per request).
 import type { Logger } from 'pino';
-import { type AccountBudget, DEFAULT_SHARES, type Priority } from '../../config/budget-schema';
+import {
+  type AccountBudget,
+  DEFAULT_BURST_SECONDS,
+  DEFAULT_SHARES,
+  type Priority,
+} from '../../config/budget-schema';
 import type { BudgetMetrics } from '../../observability/budget-metrics';
 import type { Clock } from '../../tokens';
 import type { BudgetStore, FleetSignal } from './budget-store';
@@ -120,6 +125,10 @@ class AccountBudgetState implements ProviderBudget {
   // Demand and grants since the last exchange, by priority index.
   private readonly asked = [0, 0, 0];
   private acceptedCalls = 0;
+  // The interval before the current one: rates are read over both, never over a few ms.
+  private readonly askedBefore = [0, 0, 0];
+  private acceptedBefore = 0;
+  private measuredBefore: number;
   private exchanges = 0;
   private measuredFrom: number;
   private lastExchangeAt = Number.NEGATIVE_INFINITY;
@@ -138,11 +147,12 @@ class AccountBudgetState implements ProviderBudget {
     const now = this.clock.now();
     const settings = options.settings;
     this.shares = settings?.shares ?? DEFAULT_SHARES;
-    this.burstSeconds = settings ? settings.burst / settings.requestsPerSecond : 1;
+    this.burstSeconds = settings ? settings.burst / settings.requestsPerSecond : DEFAULT_BURST_SECONDS;
     this.buckets = new PriorityBuckets(this.burstSeconds, now);
     this.unbounded = settings === undefined;
     this.effectiveRate = settings?.requestsPerSecond;
     this.measuredFrom = now;
+    this.measuredBefore = now;
     const { decisions } = options.metrics;
     const child = (decision: string) =>
       PRIORITY_NAMES.map((priority) => decisions.labels(options.accountId, priority, decision));
@@ -371,7 +381,18 @@ class AccountBudgetState implements ProviderBudget {
     else if (signal.kind === 'resume') {
       if (this.pausedUntil !== 0 && this.probe !== 'mine') this.clearPause();
     } else if (this.effectiveRate === undefined || signal.rate < this.effectiveRate) {
-      if (this.effectiveRate !== undefined) this.buckets.scale(signal.rate / this.effectiveRate, now);
+      if (this.unbounded) {
+        // The fleet has just learned a limit where this replica knew none: its share of it, until the exchange.
+        const share = allocate(
+          signal.rate / this.replicas,
+          { shares: this.shares, ...this.demandRequest(now) },
+          noOthers(),
+          1,
+          false,
+        );
+        this.unbounded = false;
+        this.buckets.setRates(share, now, this.burstSeconds);
+      } else if (this.effectiveRate !== undefined) this.buckets.scale(signal.rate / this.effectiveRate, now);
       this.effectiveRate = signal.rate;
       this.learnedRate = signal.rate;
       this.reportRates();
@@ -425,8 +446,11 @@ class AccountBudgetState implements ProviderBudget {
     const now = this.clock.now();
     const request = this.demandRequest(now);
     if (periodic) {
+      for (let i = 0; i < 3; i += 1) this.askedBefore[i] = this.asked[i];
       this.asked.fill(0);
+      this.acceptedBefore = this.acceptedCalls;
       this.acceptedCalls = 0;
+      this.measuredBefore = this.measuredFrom;
       this.exchanges += 1;
       this.measuredFrom = now;
       this.lastExchangeAt = now;
@@ -456,14 +480,11 @@ class AccountBudgetState implements ProviderBudget {
   }
 
   private demandRequest(now: number): { demand: PriorityRates; accepted: number } {
-    const seconds = Math.max(MIN_MEASURE_MS, now - this.measuredFrom) / 1000;
+    const seconds = Math.max(MIN_MEASURE_MS, now - this.measuredBefore) / 1000;
+    const asked = (i: number) => ((this.asked[i] + this.askedBefore[i]) * DEMAND_MARGIN) / seconds;
     return {
-      demand: {
-        sheddable: (this.asked[0] * DEMAND_MARGIN) / seconds,
-        standard: (this.asked[1] * DEMAND_MARGIN) / seconds,
-        critical: (this.asked[2] * DEMAND_MARGIN) / seconds,
-      },
-      accepted: this.acceptedCalls / seconds,
+      demand: { sheddable: asked(0), standard: asked(1), critical: asked(2) },
+      accepted: (this.acceptedCalls + this.acceptedBefore) / seconds,
     };
   }
 

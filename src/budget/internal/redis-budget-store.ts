@@ -7,6 +7,7 @@ import { type BudgetStore, decodeSignal, encodeSignal } from './budget-store';
 import {
   CEILING_MARGIN,
   CEILING_MEMORY_MS,
+  CEILING_SETTLE_MS,
   DECREASE_COOLDOWN_MS,
   DECREASE_FACTOR,
   type ExchangeReply,
@@ -74,12 +75,11 @@ end
 local won = 0
 if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
   local current = effective()
-  local drew = oG + accepted
-  if drew <= 0 then drew = current or 0 end
-  if current ~= nil and current < drew then drew = current end
+  local drew = current or math.max(oG + accepted, accepted * (oN + 1))
   if drew > 0 then
     learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
-    ceiling = drew; ceilingAt = now; lastDecrease = now; raisedAt = now
+    if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then ceiling = drew else ceiling = nil end
+    ceilingAt = now; lastDecrease = now; raisedAt = now
   end
 elseif event == 'pause' then
   pause = math.max(pause, eventArg); probeUntil = 0
