@@ -94,8 +94,7 @@ export function createFaultInjector(
   now: () => number = Date.now,
 ): FaultInjector {
   let faults = NO_FAULTS;
-  let oneShot429: number | undefined;
-  const perSecond = createCallsPerSecond(now);
+  const limit: RateLimitState = { perSecond: createCallsPerSecond(now), oneShot429: undefined };
   let poisonIds = new Set<string>();
   let failuresLeft = Number.POSITIVE_INFINITY;
   const timers = new Set<NodeJS.Timeout>();
@@ -116,31 +115,12 @@ export function createFaultInjector(
     return true;
   }
 
-  /** The provider's own limit, counted as calls arrive (before any latency): true when it answered 429. */
-  function playRateLimit(res: Response, f: Faults): boolean {
-    const calls = perSecond.count();
-    let retryAfter: number | undefined;
-    if (oneShot429 !== undefined) {
-      retryAfter = oneShot429;
-      oneShot429 = undefined;
-    } else if (f.rateLimitPerSecond !== undefined && calls > f.rateLimitPerSecond)
-      retryAfter = f.rateLimitRetryAfterSeconds ?? -1;
-    else return false;
-    perSecond.rateLimited();
-    stats.increment('faultsInjected');
-    if (retryAfter >= 0) res.set('Retry-After', String(retryAfter));
-    res.status(429).json({
-      status: { code: '429', description: 'TOO_MANY_REQUESTS', detail: 'Simulated provider rate limit' },
-    });
-    return true;
-  }
-
   return {
     middleware(kind) {
       return (req, res, next) => {
         // Read once: a fault change mid-request must not mix two settings.
         const f = faults;
-        if (kind === 'operation' && playRateLimit(res, f)) return;
+        if (kind === 'operation' && playRateLimit(res, f, limit, stats)) return;
         if (kind === 'token' && !f.includeTokenEndpoints) return next();
         const act = () => {
           if (f.cachingHeaders) res.set(CACHING_HEADERS);
@@ -169,17 +149,16 @@ export function createFaultInjector(
     },
     set(input) {
       faults = faultsSchema.parse(input);
+      limit.oneShot429 = faults.next429RetryAfterSeconds;
       poisonIds = new Set(faults.failIds);
       failuresLeft = faults.maxFailures ?? Number.POSITIVE_INFINITY;
-      oneShot429 = faults.next429RetryAfterSeconds;
       return faults;
     },
     current: () => faults,
-    callsPerSecond: () => perSecond.list(),
+    callsPerSecond: () => limit.perSecond.list(),
     clear() {
       faults = NO_FAULTS;
-      oneShot429 = undefined;
-      perSecond.clear();
+      resetRateLimit(limit);
       poisonIds = new Set();
       failuresLeft = Number.POSITIVE_INFINITY;
     },
@@ -188,6 +167,36 @@ export function createFaultInjector(
       timers.clear();
     },
   };
+}
+
+interface RateLimitState {
+  readonly perSecond: CallsPerSecond;
+  /** Retry-After of the one-shot 429 still to send. */
+  oneShot429: number | undefined;
+}
+
+function resetRateLimit(limit: RateLimitState): void {
+  limit.perSecond.clear();
+  limit.oneShot429 = undefined;
+}
+
+/** The provider's own limit, counted as calls arrive (before any latency): true when it answered 429. */
+function playRateLimit(res: Response, f: Faults, limit: RateLimitState, stats: StatsRecorder): boolean {
+  const calls = limit.perSecond.count();
+  let retryAfter: number | undefined;
+  if (limit.oneShot429 !== undefined) {
+    retryAfter = limit.oneShot429;
+    limit.oneShot429 = undefined;
+  } else if (f.rateLimitPerSecond !== undefined && calls > f.rateLimitPerSecond)
+    retryAfter = f.rateLimitRetryAfterSeconds ?? -1;
+  else return false;
+  limit.perSecond.rateLimited();
+  stats.increment('faultsInjected');
+  if (retryAfter >= 0) res.set('Retry-After', String(retryAfter));
+  res.status(429).json({
+    status: { code: '429', description: 'TOO_MANY_REQUESTS', detail: 'Simulated provider rate limit' },
+  });
+  return true;
 }
 
 function sendError(res: Response, f: Faults): void {
