@@ -1,4 +1,6 @@
 // Who is calling: the identity the authentication step attaches to each request.
+import type { Priority } from '../config/budget-schema';
+
 export type Scope = 'documents:validate' | 'plans:read';
 
 export const SCOPES: readonly Scope[] = ['documents:validate', 'plans:read'];
@@ -14,6 +16,8 @@ export interface Caller {
   readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Per-client rate limit from the registry, when it sets one. */
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
+  /** Its place in an account's provider budget (registry `priority`); absent: standard. */
+  readonly priority?: Priority;
   /** Browser origins this client's web app is served from (CORS). */
   readonly origins: readonly string[];
 }

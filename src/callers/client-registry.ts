@@ -162,6 +162,7 @@ function buildSnapshot(
       scopes: new Set(entry.scopes),
       via: 'api-key' as const,
       rateLimit: entry.rateLimit ? Object.freeze({ ...entry.rateLimit }) : undefined,
+      priority: entry.priority,
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);

@@ -1,5 +1,6 @@
 // The client registry file format: one zod schema for loading, the CLI and the JSON Schema.
 import { z } from 'zod';
+import { PRIORITIES, prioritySchema } from '../config/budget-schema';
 import { SCOPES } from './caller';
 
 /** Client ids become metric labels and log fields: a short, bounded alphabet. */
@@ -49,6 +50,9 @@ export const clientEntrySchema = z
     rateLimit: limitSchema('Requests allowed per window, across all replicas.')
       .optional()
       .meta({ description: 'Per-client limit; RATE_LIMIT_DEFAULT_* applies when absent.' }),
+    priority: prioritySchema.optional().meta({
+      description: `Who is cut first when an account's provider budget is short (SPEC §11): ${PRIORITIES.join(', ')} (default standard).`,
+    }),
     origins: z
       .array(z.string().regex(ORIGIN_PATTERN, 'must be an origin like https://app.example.com (no path)'))
       .optional()

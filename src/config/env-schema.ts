@@ -136,6 +136,10 @@ export const envSchema = z.object({
   /** Send the W3C traceparent to the provider (off: the provider learns nothing of the callers' traces). */
   UPSTREAM_PROPAGATE_TRACE: bool.default(false),
   UPSTREAM_QUEUE_TIMEOUT_MS: int(0, 60_000).default(1_000),
+  /** Longest wait for room in an account's provider budget before 429 UPSTREAM_BUDGET_EXHAUSTED (0: never wait). */
+  UPSTREAM_BUDGET_WAIT_MS: int(0, 10_000).default(250),
+  /** The longest pause a provider's 429 Retry-After may impose on an account (longer values are capped, logged). */
+  UPSTREAM_RETRY_AFTER_MAX_SECONDS: int(1, 3600).default(120),
   CIRCUIT_FAILURE_RATIO: ratio
     .pipe(z.number().gt(0, 'must be above 0 and below 1').lt(1, 'must be above 0 and below 1'))
     .default(0.5),

@@ -99,6 +99,8 @@ export interface GatewayConfig {
     readonly maxSockets: number;
     /** Longest wait for a free upstream socket before answering 503 UPSTREAM_SATURATED (0: never wait). */
     readonly queueTimeoutMs: number;
+    /** The provider budget of each account (SPEC §11): the longest wait for room, the cap on a provider pause. */
+    readonly budget: { readonly waitMs: number; readonly retryAfterMaxSeconds: number };
     readonly circuit: CircuitSettings;
     readonly planCacheTtlSeconds: number;
   };

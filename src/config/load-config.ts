@@ -174,6 +174,10 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
       maxSockets: env.UPSTREAM_MAX_SOCKETS,
       queueTimeoutMs: env.UPSTREAM_QUEUE_TIMEOUT_MS,
+      budget: {
+        waitMs: env.UPSTREAM_BUDGET_WAIT_MS,
+        retryAfterMaxSeconds: env.UPSTREAM_RETRY_AFTER_MAX_SECONDS,
+      },
       circuit: {
         failureRatio: env.CIRCUIT_FAILURE_RATIO,
         windowMs: env.CIRCUIT_WINDOW_MS,

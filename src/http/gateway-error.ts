@@ -8,11 +8,15 @@ export const REASON_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** The account's provider budget had no room within UPSTREAM_BUDGET_WAIT_MS (SPEC §11): never sent. */
+  UPSTREAM_BUDGET_EXHAUSTED: 429,
   INTERNAL_ERROR: 500,
   UPSTREAM_AUTH_FAILED: 502,
   UPSTREAM_IP_NOT_WHITELISTED: 502,
   UPSTREAM_UNAVAILABLE: 502,
   UPSTREAM_SATURATED: 503,
+  /** The provider answered 429 with Retry-After: the account is paused fleet-wide until then (SPEC §11). */
+  UPSTREAM_RATE_LIMITED: 503,
   UPSTREAM_TIMEOUT: 504,
 } as const;
 

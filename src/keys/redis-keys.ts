@@ -49,6 +49,20 @@ export function authFailurePrefix(keyPrefix: string, windowSeconds: number): str
   return `${keyPrefix}authfail:${windowSeconds}:`;
 }
 
+/** One account's provider budget (SPEC §11): the fleet record and its signal channel share one hash tag. */
+export interface BudgetKeys {
+  /** Hash: each replica's demand and allocation, the learned rate, the pause and its probe. */
+  readonly fleet: string;
+  /** Pause, resume and lowered-rate signals, so replicas learn them before their next exchange. */
+  readonly channel: string;
+}
+
+/** Per account id (lower-case letters, digits, dashes): two accounts never share a budget. */
+export function budgetKeys(keyPrefix: string, accountId: string): BudgetKeys {
+  const base = `${keyPrefix}{budget:${accountId}}`;
+  return { fleet: `${base}:fleet`, channel: `${base}:signals` };
+}
+
 /** Browser sessions: names hold a session's handle (the SHA-256 of its id), never the id; one hash tag a session. */
 export interface SessionKeys {
   presence(handle: string): string;

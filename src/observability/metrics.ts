@@ -1,6 +1,7 @@
 // Prometheus metrics of the gateway (prom-client), on a registry of its own so tests and replicas never share one.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { createBudgetMetrics } from './budget-metrics';
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -117,6 +118,8 @@ export function createMetrics() {
       labelNames: ['reason'] as const,
       registers,
     }),
+    /** The provider budgets of the accounts (SPEC §11). */
+    budget: createBudgetMetrics(registers),
     registryStaleSince: new Gauge({
       name: 'client_registry_stale_since_seconds',
       help: 'Unix time since which the client registry in use no longer matches CLIENTS_FILE; 0 when it does.',

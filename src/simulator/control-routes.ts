@@ -1,6 +1,7 @@
 // Test controls under /__simulator/: counters, faults, token revocation, key rotation, reset, received requests.
 import express, { type ErrorRequestHandler, type Router } from 'express';
 import { ZodError } from 'zod';
+import type { SecondCount } from './calls-per-second';
 import type { Faults, FaultsInput } from './faults';
 import type { ReceivedRequest, ReceivedTokenRequest } from './request-log';
 import type { SimulatorStats } from './stats';
@@ -17,6 +18,8 @@ export interface SimulatorControl {
   revokeTokens(): void;
   /** Signs with a new key from now on; every token signed before fails verification. */
   rotateSigningKey(): void;
+  /** Operation calls received in each wall-clock second (last 300 s), and how many were answered 429. */
+  callsPerSecond(): SecondCount[];
   /** The last 200 operation requests as received, oldest first. */
   receivedRequests(): ReceivedRequest[];
   /** The headers of the last 200 token endpoint requests (login and refresh), oldest first; never their bodies. */
@@ -38,6 +41,9 @@ export function createControlRouter(control: SimulatorControl): Router {
   });
   router.get('/token-requests', (_req, res) => {
     res.json(control.receivedTokenRequests());
+  });
+  router.get('/calls-per-second', (_req, res) => {
+    res.json(control.callsPerSecond());
   });
   router.get('/faults', (_req, res) => {
     res.json(control.faults());

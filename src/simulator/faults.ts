@@ -1,6 +1,7 @@
 // Injected upstream misbehaviour, set through the test controls: how the gateway's tests break the provider.
 import type { Request, RequestHandler, Response } from 'express';
 import { z } from 'zod';
+import { type CallsPerSecond, createCallsPerSecond } from './calls-per-second';
 import type { StatsRecorder } from './stats';
 
 export const faultsSchema = z.strictObject({
@@ -31,6 +32,14 @@ export const faultsSchema = z.strictObject({
    * whatever `errorRate` and `maxFailures` say (a provider bug that one particular input triggers).
    */
   failIds: z.array(z.string().max(256)).max(1000).default([]),
+  /**
+   * The provider's rate limit: operation calls beyond this many in one wall-clock second are answered 429 (with
+   * `Retry-After: rateLimitRetryAfterSeconds` when set, else without Retry-After).
+   */
+  rateLimitPerSecond: z.number().int().min(1).max(1_000_000).optional(),
+  rateLimitRetryAfterSeconds: z.number().int().min(0).max(86_400).optional(),
+  /** One-shot: the next operation call is answered 429 with `Retry-After: <this>`, then the fault clears itself. */
+  next429RetryAfterSeconds: z.number().int().min(0).max(86_400).optional(),
   /** Also affect the two token endpoints; by default only the two operations are. */
   includeTokenEndpoints: z.boolean().default(false),
 });
@@ -54,6 +63,8 @@ export interface FaultInjector {
   /** Validates and replaces the current faults (throws a ZodError on bad input). */
   set(input: unknown): Faults;
   current(): Faults;
+  /** Operation calls received (and refused 429 by the played rate limit) in each second. */
+  callsPerSecond(): ReturnType<CallsPerSecond['list']>;
   clear(): void;
   /** Cancels pending latency timers so nothing keeps the process alive after close(). */
   dispose(): void;
@@ -79,8 +90,13 @@ function cutBodyShort(res: Response): void {
   }) as Response['end'];
 }
 
-export function createFaultInjector(stats: StatsRecorder, random: () => number = Math.random): FaultInjector {
+export function createFaultInjector(
+  stats: StatsRecorder,
+  random: () => number = Math.random,
+  now: () => number = Date.now,
+): FaultInjector {
   let faults = NO_FAULTS;
+  const limit: RateLimitState = { perSecond: createCallsPerSecond(now), oneShot429: undefined };
   let poisonIds = new Set<string>();
   let failuresLeft = Number.POSITIVE_INFINITY;
   const timers = new Set<NodeJS.Timeout>();
@@ -106,6 +122,7 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
       return (req, res, next) => {
         // Read once: a fault change mid-request must not mix two settings.
         const f = faults;
+        if (kind === 'operation' && playRateLimit(res, f, limit, stats)) return;
         if (kind === 'token' && !f.includeTokenEndpoints) return next();
         const act = () => {
           if (f.cachingHeaders) res.set(CACHING_HEADERS);
@@ -134,13 +151,16 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
     },
     set(input) {
       faults = faultsSchema.parse(input);
+      limit.oneShot429 = faults.next429RetryAfterSeconds;
       poisonIds = new Set(faults.failIds);
       failuresLeft = faults.maxFailures ?? Number.POSITIVE_INFINITY;
       return faults;
     },
     current: () => faults,
+    callsPerSecond: () => limit.perSecond.list(),
     clear() {
       faults = NO_FAULTS;
+      resetRateLimit(limit);
       poisonIds = new Set();
       failuresLeft = Number.POSITIVE_INFINITY;
     },
@@ -149,6 +169,36 @@ export function createFaultInjector(stats: StatsRecorder, random: () => number =
       timers.clear();
     },
   };
+}
+
+interface RateLimitState {
+  readonly perSecond: CallsPerSecond;
+  /** Retry-After of the one-shot 429 still to send. */
+  oneShot429: number | undefined;
+}
+
+function resetRateLimit(limit: RateLimitState): void {
+  limit.perSecond.clear();
+  limit.oneShot429 = undefined;
+}
+
+/** The provider's own limit, counted as calls arrive (before any latency): true when it answered 429. */
+function playRateLimit(res: Response, f: Faults, limit: RateLimitState, stats: StatsRecorder): boolean {
+  const calls = limit.perSecond.count();
+  let retryAfter: number | undefined;
+  if (limit.oneShot429 !== undefined) {
+    retryAfter = limit.oneShot429;
+    limit.oneShot429 = undefined;
+  } else if (f.rateLimitPerSecond !== undefined && calls > f.rateLimitPerSecond)
+    retryAfter = f.rateLimitRetryAfterSeconds ?? -1;
+  else return false;
+  limit.perSecond.rateLimited();
+  stats.increment('faultsInjected');
+  if (retryAfter >= 0) res.set('Retry-After', String(retryAfter));
+  res.status(429).json({
+    status: { code: '429', description: 'TOO_MANY_REQUESTS', detail: 'Simulated provider rate limit' },
+  });
+  return true;
 }
 
 function sendError(res: Response, f: Faults): void {

@@ -45,7 +45,7 @@ export function createSimulatorApp(
   deps: SimulatorDependencies = {},
 ): SimulatorApp {
   const stats = createStats();
-  const faults = createFaultInjector(stats, deps.random);
+  const faults = createFaultInjector(stats, deps.random, deps.now);
   const requestLog = createRequestLog();
   const tokenRequestLog = createTokenRequestLog();
   const issuer = createTokenIssuer({
@@ -64,6 +64,7 @@ export function createSimulatorApp(
     },
     setFaults: (input) => faults.set(input),
     faults: () => faults.current(),
+    callsPerSecond: () => faults.callsPerSecond(),
     revokeTokens: () => issuer.revokeAll(),
     rotateSigningKey: () => issuer.rotateSigningKey(),
     receivedRequests: () => requestLog.list(),

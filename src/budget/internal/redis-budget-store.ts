@@ -1,0 +1,197 @@
+// The budget store shared by the fleet: the state of fleet-state.ts in one Redis hash per account, changed by one
+// Lua script per exchange (HGETALL, HSET, PEXPIRE: four commands with the EVAL), and signals on a channel.
+
+import type { RedisClient } from '../../store/redis-connection';
+import type { ChannelListener } from '../../tokens';
+import { type BudgetStore, decodeSignal, encodeSignal } from './budget-store';
+import {
+  CEILING_MARGIN,
+  CEILING_MEMORY_MS,
+  CEILING_SETTLE_MS,
+  DECREASE_COOLDOWN_MS,
+  DECREASE_FACTOR,
+  type ExchangeReply,
+  FAR_INTERVAL_MS,
+  INCREASE_PER_SECOND,
+  MIN_LEARNED_RATE,
+  MIN_STEP,
+  NEAR_INTERVAL_MS,
+  NEAR_SHARE,
+  RECORD_TTL_MS,
+} from './fleet-state';
+
+/**
+ * exchangeWithFleet (fleet-state.ts), step for step. Fields: `r:<replica>` = "expiresAt dc ds dh ac as ah accepted"
+ * (demand and allocation by priority: critical, standard, sheddable); `@…` the shared state. Whatever else a field
+ * holds (written by hand) reads as absent: an unreadable replica is dropped, an unreadable number is unset.
+ */
+const EXCHANGE_SCRIPT = `
+local now = tonumber(ARGV[1])
+local me = 'r:' .. ARGV[2]
+local configured = tonumber(ARGV[3])
+if configured ~= nil and configured <= 0 then configured = nil end
+local shS, shT, shC = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local dC, dT, dS = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local accepted = tonumber(ARGV[10])
+local event, eventArg = ARGV[11], tonumber(ARGV[12])
+local flat = redis.call('HGETALL', KEYS[1])
+local st = {}
+local oN, oDC, oDT, oDS, oAC, oAT, oAS, oG = 0, 0, 0, 0, 0, 0, 0, 0
+local gone = {}
+local pat = '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$'
+for i = 1, #flat, 2 do
+  local f, v = flat[i], flat[i + 1]
+  if string.sub(f, 1, 1) == '@' then
+    st[f] = tonumber(v)
+  elseif f ~= me then
+    local e, a, b, c, d, x, y, g = string.match(v, pat)
+    local n = {tonumber(e) or -1, tonumber(a) or -1, tonumber(b) or -1, tonumber(c) or -1, tonumber(d) or -1,
+      tonumber(x) or -1, tonumber(y) or -1, tonumber(g) or -1}
+    local ok = n[1] > now and n[1] <= now + ${RECORD_TTL_MS}
+    for j = 2, 8 do ok = ok and n[j] >= 0 end
+    if ok then
+      oN = oN + 1; oDC = oDC + n[2]; oDT = oDT + n[3]; oDS = oDS + n[4]
+      oAC = oAC + n[5]; oAT = oAT + n[6]; oAS = oAS + n[7]; oG = oG + n[8]
+    else
+      gone[#gone + 1] = f
+    end
+  end
+end
+if #gone > 0 then redis.call('HDEL', KEYS[1], unpack(gone)) end
+local learned = st['@learned']
+if learned ~= nil and learned <= 0 then learned = nil end
+local ceiling = st['@ceiling']
+if ceiling ~= nil and ceiling <= 0 then ceiling = nil end
+local ceilingAt = st['@ceilingAt'] or 0
+local lastDecrease = st['@lastDecrease'] or 0
+local raisedAt = st['@raisedAt'] or 0
+local pause = st['@pause'] or 0
+local probeUntil = st['@probeUntil'] or 0
+local function effective()
+  if learned == nil then return configured end
+  if configured == nil then return learned end
+  return math.min(configured, learned)
+end
+local won = 0
+if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
+  local current = effective()
+  local drew = current or math.max(oG + accepted, accepted * (oN + 1))
+  if drew > 0 then
+    learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
+    if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then ceiling = drew else ceiling = nil end
+    ceilingAt = now; lastDecrease = now; raisedAt = now
+  end
+elseif event == 'pause' then
+  pause = math.max(pause, eventArg); probeUntil = 0
+elseif event == 'resume' then
+  if pause <= now then pause = 0 end
+  probeUntil = 0
+elseif event == 'probe' then
+  if pause > 0 and now >= pause and probeUntil <= now then probeUntil = now + eventArg; won = 1 end
+end
+if learned ~= nil and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} and now > raisedAt then
+  local cap = configured or math.huge
+  local known = ceiling ~= nil and now - ceilingAt < ${CEILING_MEMORY_MS}
+  if known then cap = math.min(cap, ceiling * ${CEILING_MARGIN}) end
+  local step = math.max(${MIN_STEP}, ${INCREASE_PER_SECOND} * (known and ceiling or learned))
+  if learned < cap then learned = math.min(cap, learned + step * (now - raisedAt) / 1000) end
+  raisedAt = now
+  if configured ~= nil and learned >= configured then learned = nil; ceiling = nil end
+end
+local rate = effective()
+local replicas = oN + 1
+local near = rate ~= nil and (oDC + oDT + oDS + dC + dT + dS >= ${NEAR_SHARE} * rate or learned ~= nil or pause > 0)
+local interval = ${FAR_INTERVAL_MS}
+if near then interval = ${NEAR_INTERVAL_MS} end
+local gC, gT, gS = 0, 0, 0
+if rate ~= nil then
+  local tC, tT, tS = oDC + dC, oDT + dT, oDS + dS
+  local fC = math.min(tC, shC * rate)
+  local fT = math.min(tT, shT * rate, rate - fC)
+  local fS = math.min(tS, shS * rate, math.max(0, rate - fC - fT))
+  local spare = math.max(0, rate - fC - fT - fS)
+  local head = spare / (2 * replicas)
+  local weight = dC + dT + dS + 3
+  local function part(f, mine, all) if all > 0 then return f * mine / all end return 0 end
+  local wC = part(fC, dC, tC) + head * (dC + 1) / weight
+  local wT = part(fT, dT, tT) + math.min(head * (dT + 1) / weight, math.max(0, shT * rate - fT) / replicas)
+  local wS = part(fS, dS, tS) + math.min(head * (dS + 1) / weight, math.max(0, shS * rate - fS) / replicas)
+  local free = math.max(0, rate - oAC - oAT - oAS)
+  gC = math.min(wC, free); free = free - gC
+  gT = math.min(wT, free, math.max(0, shT * rate - oAT)); free = free - gT
+  gS = math.min(wS, free, math.max(0, shS * rate - oAS))
+end
+local function s(n) if n == nil then return '' end return string.format('%.17g', n) end
+redis.call('HSET', KEYS[1], me, table.concat({s(now + 2 * interval + 1000), s(dC), s(dT), s(dS), s(gC), s(gT), s(gS), s(accepted)}, ' '),
+  '@learned', s(learned or 0), '@ceiling', s(ceiling or 0), '@ceilingAt', s(ceilingAt), '@lastDecrease', s(lastDecrease),
+  '@raisedAt', s(raisedAt), '@pause', s(pause), '@probeUntil', s(probeUntil))
+redis.call('PEXPIRE', KEYS[1], ${RECORD_TTL_MS})
+if rate == nil then return {'', '', '', '', s(learned), s(pause), won, replicas, interval} end
+return {s(gC), s(gT), s(gS), s(rate), s(learned), s(pause), won, replicas, interval}`;
+
+export interface RedisBudgetStoreOptions {
+  readonly redis: RedisClient;
+  /** The account's fleet record (budgetKeys(...).fleet) and its signal channel. */
+  readonly key: string;
+  readonly channel: string;
+  /** Publishing and subscribing as the token store does (one subscriber connection for the process). */
+  readonly channels: {
+    publish(channel: string, message: string): Promise<void>;
+    subscribe(channel: string, listener: ChannelListener): () => void;
+  };
+}
+
+export function createRedisBudgetStore(options: RedisBudgetStoreOptions): BudgetStore {
+  const { redis, key, channel, channels } = options;
+  return {
+    kind: 'redis',
+    async exchange(request) {
+      const { demand, event } = request;
+      const eventArg = event.kind === 'pause' ? event.until : event.kind === 'probe' ? event.leaseMs : 0;
+      const reply = (await redis.eval(
+        EXCHANGE_SCRIPT,
+        1,
+        key,
+        request.now,
+        request.replicaId,
+        request.configuredRate ?? 0,
+        request.shares.sheddable,
+        request.shares.standard,
+        request.shares.critical,
+        demand.critical,
+        demand.standard,
+        demand.sheddable,
+        request.accepted,
+        event.kind,
+        eventArg,
+      )) as [string, string, string, string, string, string, number, number, number];
+      return readReply(reply);
+    },
+    publish: (signal) => channels.publish(channel, encodeSignal(signal)),
+    subscribe(listener) {
+      return channels.subscribe(channel, (message) => {
+        const signal = decodeSignal(message);
+        if (signal) listener(signal);
+      });
+    },
+  };
+}
+
+function readReply(
+  reply: [string, string, string, string, string, string, number, number, number],
+): ExchangeReply {
+  const [critical, standard, sheddable, rate, learned, pause, won, replicas, interval] = reply;
+  const optional = (text: string) => (text === '' || Number(text) <= 0 ? undefined : Number(text));
+  return {
+    allocation:
+      rate === ''
+        ? undefined
+        : { critical: Number(critical), standard: Number(standard), sheddable: Number(sheddable) },
+    effectiveRate: optional(rate),
+    learnedRate: optional(learned),
+    pausedUntil: Number(pause) || 0,
+    probeWon: Number(won) === 1,
+    replicas: Number(replicas),
+    intervalMs: Number(interval),
+  };
+}

@@ -1,0 +1,224 @@
+// The provider budget on a fake clock: the fleet's rate held, priorities cut in order, pauses, AIMD, Redis down.
+import { createMemoryBudgetStore } from '../../../src/budget/internal/memory-budget-store';
+import { GRANTED } from '../../../src/budget/internal/provider-budget';
+import type { Priority } from '../../../src/config/budget-schema';
+import { budgetOf, FakeClock, failingStore, replica, Tally } from './budget-fakes';
+
+const TICK = 10;
+
+/** Runs `seconds` of load: each tick, each replica asks for its calls per second / 100 (fractions carried). */
+async function load(
+  clock: FakeClock,
+  tally: Tally,
+  plan: { budget: import('../../../src/budget').ProviderBudget; priority: Priority; perSecond: number }[],
+  seconds: number,
+  onGranted?: (second: number) => void,
+): Promise<void> {
+  const carry = plan.map(() => 0);
+  for (let t = 0; t < (seconds * 1000) / TICK; t += 1) {
+    plan.forEach((p, i) => {
+      carry[i] += (p.perSecond * TICK) / 1000;
+      while (carry[i] >= 1) {
+        carry[i] -= 1;
+        tally.ask(p.budget, p.priority, onGranted);
+      }
+    });
+    await clock.advance(TICK);
+  }
+  await tally.done();
+}
+
+describe('provider budget', () => {
+  test('room in the local buckets is granted synchronously, with the one shared grant object', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, budgetOf(100));
+    await clock.advance(1_000); // the first exchange has given this replica its part, the bucket has filled
+    const admission = a.budget.admit('standard');
+    expect(admission).toBe(GRANTED);
+    await a.budget.close();
+  });
+
+  test('three replicas at 4x the budget, spread unevenly: each second after the first stays within budget + 5 %, critical is served', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const settings = budgetOf(50);
+    const [a, b, c] = [1, 2, 3].map((n) => replica(store, clock, settings, { replicaId: `r${n}` }));
+    const tally = new Tally(clock);
+    const origin = clock.now();
+    await load(
+      clock,
+      tally,
+      [
+        { budget: a.budget, priority: 'sheddable', perSecond: 120 },
+        { budget: b.budget, priority: 'sheddable', perSecond: 40 },
+        { budget: b.budget, priority: 'critical', perSecond: 15 },
+        { budget: c.budget, priority: 'critical', perSecond: 25 },
+      ],
+      12,
+    );
+    const perSecond = tally.seconds(origin, 2, 12);
+    for (const granted of perSecond) expect(granted).toBeLessThanOrEqual(50 * 1.05);
+    expect(perSecond.reduce((x, y) => x + y, 0) / perSecond.length).toBeGreaterThan(40);
+    expect(tally.granted.critical / tally.asked.critical).toBeGreaterThanOrEqual(0.95);
+    expect(tally.refusals.every((r) => !r.granted && r.reason === 'UPSTREAM_BUDGET_EXHAUSTED')).toBe(true);
+    for (const r of [a, b, c]) await r.budget.close();
+  });
+
+  test('sheddable alone never gets more than its share; standard gets its 80 %', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const a = replica(store, clock, budgetOf(40), { replicaId: 'a' });
+    const shed = new Tally(clock);
+    const origin = clock.now();
+    await load(clock, shed, [{ budget: a.budget, priority: 'sheddable', perSecond: 200 }], 8);
+    for (const granted of shed.seconds(origin, 3, 8)) expect(granted).toBeLessThanOrEqual(20 * 1.1);
+    const standard = new Tally(clock);
+    const origin2 = clock.now();
+    await load(clock, standard, [{ budget: a.budget, priority: 'standard', perSecond: 200 }], 8);
+    const perSecond = standard.seconds(origin2, 3, 8);
+    for (const granted of perSecond) expect(granted).toBeLessThanOrEqual(32 * 1.1);
+    expect(Math.min(...perSecond)).toBeGreaterThanOrEqual(32 * 0.8);
+    await a.budget.close();
+  });
+
+  test('a 429 with Retry-After: 3 pauses every replica; callers get the time left; one probe fleet-wide ends it', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const replicas = [1, 2, 3].map((n) => replica(store, clock, budgetOf(100), { replicaId: `r${n}` }));
+    await clock.advance(1_500);
+    replicas[0].budget.observe(429, '3');
+    await clock.advance(10); // the signal reaches the others
+    for (const r of replicas) {
+      const refused = r.budget.admit('critical');
+      expect(refused).toEqual({ granted: false, reason: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 3 });
+    }
+    // For 3 s, nothing goes; then exactly one call of the fleet (the probe) until its answer comes back.
+    const tally = new Tally(clock);
+    const origin = clock.now();
+    await load(
+      clock,
+      tally,
+      replicas.map((r) => ({ budget: r.budget, priority: 'critical' as Priority, perSecond: 30 })),
+      4,
+    );
+    const sent = tally.seconds(origin, 0, 4).reduce((x, y) => x + y, 0);
+    expect(sent).toBe(1);
+    expect(tally.refusals.every((r) => !r.granted && r.reason === 'UPSTREAM_RATE_LIMITED')).toBe(true);
+    const prober = replicas.find((r) => r.budget.snapshot().probing);
+    expect(prober).toBeDefined();
+    prober?.budget.observe(200);
+    await clock.advance(1_100);
+    for (const r of replicas) expect(r.budget.snapshot().pausedUntil).toBeUndefined();
+    expect(replicas[1].metrics.budget.pauses.get()).toBeDefined();
+    for (const r of replicas) await r.budget.close();
+  });
+
+  test.each([
+    ['garbage', 'soon'],
+    ['negative', '-5'],
+    ['a date already past', 'Wed, 21 Oct 2015 07:28:00 GMT'],
+  ])(
+    'a Retry-After that is %s is ignored and logged: the rate falls instead of pausing',
+    async (_what, value) => {
+      const clock = new FakeClock();
+      const a = replica(createMemoryBudgetStore(), clock, budgetOf(100));
+      await clock.advance(1_500);
+      a.budget.observe(429, value);
+      await clock.advance(10);
+      expect(a.budget.snapshot().pausedUntil).toBeUndefined();
+      expect(a.budget.snapshot().learnedRate).toBeDefined();
+      expect(a.lines()).toContain('provider Retry-After not taken as given');
+      await a.budget.close();
+    },
+  );
+
+  test('a huge Retry-After is capped at UPSTREAM_RETRY_AFTER_MAX_SECONDS and logged', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, budgetOf(100));
+    await clock.advance(1_500);
+    a.budget.observe(429, '999999');
+    expect(a.budget.snapshot().pausedUntil).toBe(clock.now() + 120_000);
+    expect(a.lines()).toContain('capped at 120 s');
+    await a.budget.close();
+  });
+
+  test('a Retry-After as an HTTP date pauses until that date', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, budgetOf(100));
+    await clock.advance(1_000);
+    const until = new Date(Math.ceil(clock.now() / 1000) * 1000 + 7_000);
+    a.budget.observe(429, until.toUTCString());
+    const refused = a.budget.admit();
+    expect(refused).toMatchObject({ reason: 'UPSTREAM_RATE_LIMITED', retryAfterSeconds: 7 });
+    await a.budget.close();
+  });
+
+  test('without Retry-After and without a configured budget, the fleet learns the provider limit and its 429s stop', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const replicas = [1, 2].map((n) => replica(store, clock, undefined, { replicaId: `r${n}` }));
+    const limit = 40;
+    const seen = new Map<number, number>();
+    const tooMany = new Map<number, number>();
+    const provider = (r: (typeof replicas)[number]) => (second: number) => {
+      const n = (seen.get(second) ?? 0) + 1;
+      seen.set(second, n);
+      // The answer comes back a few ms later, like a real call.
+      clock.setTimeout(() => {
+        if (n > limit) tooMany.set(second, (tooMany.get(second) ?? 0) + 1);
+        r.budget.observe(n > limit ? 429 : 200);
+      }, 5);
+    };
+    // The load above asks without playing the provider; now play it for real.
+    const played = new Tally(clock);
+    const origin2 = clock.now();
+    const carry = [0, 0];
+    for (let t = 0; t < 40_000 / TICK; t += 1) {
+      replicas.forEach((r, i) => {
+        carry[i] += (60 * TICK) / 1000;
+        while (carry[i] >= 1) {
+          carry[i] -= 1;
+          played.ask(r.budget, 'critical', provider(r));
+        }
+      });
+      await clock.advance(TICK);
+    }
+    await played.done();
+    const first = Math.floor(origin2 / 1000);
+    const lastTen = Array.from({ length: 10 }, (_, i) => first + 30 + i);
+    for (const second of lastTen) expect(tooMany.get(second) ?? 0).toBe(0);
+    // Critical callers may use the whole rate: what the provider receives is the learned rate.
+    for (const second of lastTen) expect(seen.get(second) ?? 0).toBeGreaterThanOrEqual(limit * 0.8);
+    const learned = replicas[0].budget.snapshot().effectiveRate ?? Number.POSITIVE_INFINITY;
+    expect(learned).toBeLessThanOrEqual(limit);
+    expect(learned).toBeGreaterThanOrEqual(limit * 0.8);
+    expect(tooMany.size).toBeGreaterThan(0); // it did have to learn
+    for (const r of replicas) await r.budget.close();
+  }, 60_000);
+
+  test('Redis down: each replica keeps to budget / replicas last seen, logs it, and rejoins when it answers', async () => {
+    const clock = new FakeClock();
+    const store = failingStore(createMemoryBudgetStore());
+    const replicas = [1, 2, 3].map((n) => replica(store, clock, budgetOf(30), { replicaId: `r${n}` }));
+    const plan = replicas.map((r) => ({ budget: r.budget, priority: 'critical' as Priority, perSecond: 60 }));
+    await load(clock, new Tally(clock), plan, 3);
+    store.down = true;
+    const tally = new Tally(clock);
+    const origin = clock.now();
+    await load(clock, tally, plan, 6);
+    for (const granted of tally.seconds(origin, 2, 6)) expect(granted).toBeLessThanOrEqual(30 * 1.5);
+    for (const r of replicas) {
+      expect(r.budget.snapshot().degraded).toBe(true);
+      expect(r.lines()).toContain('keeping to budget / replicas last seen');
+    }
+    store.down = false;
+    const after = new Tally(clock);
+    const origin2 = clock.now();
+    await load(clock, after, plan, 6);
+    for (const r of replicas) expect(r.budget.snapshot().degraded).toBe(false);
+    const perSecond = after.seconds(origin2, 3, 6);
+    for (const granted of perSecond) expect(granted).toBeLessThanOrEqual(30 * 1.05);
+    expect(Math.min(...perSecond)).toBeGreaterThanOrEqual(30 * 0.8);
+    for (const r of replicas) await r.budget.close();
+  });
+});
