@@ -14,6 +14,15 @@ export interface Caller {
   readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Per-client rate limit from the registry, when it sets one. */
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
+  /** Billable provider calls per calendar day/month in its timezone, per account (the registry entry's `quota`). */
+  readonly quota?: CallerQuota;
   /** Browser origins this client's web app is served from (CORS). */
   readonly origins: readonly string[];
+}
+
+/** A registry quota, validated: whole numbers of calls, a timezone Intl knows (UTC when the entry names none). */
+export interface CallerQuota {
+  readonly day?: number;
+  readonly month?: number;
+  readonly timeZone: string;
 }

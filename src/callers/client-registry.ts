@@ -162,6 +162,13 @@ function buildSnapshot(
       scopes: new Set(entry.scopes),
       via: 'api-key' as const,
       rateLimit: entry.rateLimit ? Object.freeze({ ...entry.rateLimit }) : undefined,
+      quota: entry.quota
+        ? Object.freeze({
+            day: entry.quota.day,
+            month: entry.quota.month,
+            timeZone: entry.quota.timezone ?? 'UTC',
+          })
+        : undefined,
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);
