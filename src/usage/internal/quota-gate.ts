@@ -65,8 +65,8 @@ export interface QuotaGateOptions {
 
 /** Thresholds that warn, as shares of the quota. */
 export const QUOTA_THRESHOLDS = [0.8, 1] as const;
-/** A lease lasts about this long at the rate seen since the last claim: one claim per ~10 s of a busy client. */
-const LEASE_SECONDS = 10;
+/** A lease lasts about this long at the rate seen since the last claim: one claim per ~15 s of a busy client (refilled at half). */
+const LEASE_SECONDS = 30;
 /** Never more than this share of what the fleet has left: leases shrink to one unit near the end. */
 const LEASE_SHARE_OF_REMAINING = 1 / 8;
 /** A quota the fleet has used up is asked again at most this often (units given back by stopped replicas). */
