@@ -12,13 +12,25 @@ export interface UsageMetrics {
   webhook(result: 'delivered' | 'retried' | 'dropped'): void;
 }
 
-export function registerUsageMetrics(registry: Registry): UsageMetrics {
+export function registerUsageMetrics(registry: Registry, now: () => number = Date.now): UsageMetrics {
   const registers = [registry];
-  const usedRatio = new Gauge({
+  // The last claim of each client, account and period, read when scraped: a period that has ended reads 0 even when
+  // the client has not called since (no alert stays firing over a quota that has renewed).
+  const lastClaims = new Map<string, QuotaEvent>();
+  new Gauge({
     name: 'gateway_quota_used_ratio',
     help: 'Share of the quota the fleet has claimed in the current period (1 = used up), per client, account and period.',
     labelNames: ['client', 'account', 'period'] as const,
     registers,
+    collect() {
+      this.reset();
+      const at = now();
+      for (const event of lastClaims.values())
+        this.set(
+          { client: event.clientId, account: event.accountId, period: event.period },
+          at >= event.periodEndsAt ? 0 : event.limit === 0 ? 1 : Math.min(1, event.used / event.limit),
+        );
+    },
   });
   const warnings = new Counter({
     name: 'gateway_quota_warnings_total',
@@ -52,11 +64,9 @@ export function registerUsageMetrics(registry: Registry): UsageMetrics {
   });
   for (const result of ['delivered', 'retried', 'dropped']) deliveries.inc({ result }, 0);
   return {
-    quotaClaimed: (event) =>
-      usedRatio.set(
-        { client: event.clientId, account: event.accountId, period: event.period },
-        event.limit === 0 ? 1 : Math.min(1, event.used / event.limit),
-      ),
+    quotaClaimed: (event) => {
+      lastClaims.set(`${event.clientId}\n${event.accountId}\n${event.period}`, event);
+    },
     quotaWarning: (event, percent) =>
       warnings.inc({
         client: event.clientId,
