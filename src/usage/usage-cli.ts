@@ -11,7 +11,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     config = loadConfig(process.env);
   } catch (error) {
-    process.stderr.write(`usage: ${(error as Error).message}\n`);
+    process.stderr.write(`npm run usage: ${(error as Error).message}\n`);
     return 2;
   }
   let args: ReturnType<typeof parseUsageArgs>;
@@ -19,20 +19,20 @@ async function main(argv: string[]): Promise<number> {
     args = parseUsageArgs(argv, new Date().toISOString().slice(0, 10), config.usage.retentionDays);
   } catch (error) {
     if (!(error instanceof UsageArgsError)) throw error;
-    process.stderr.write(`${error.message ? `usage: ${error.message}\n\n` : ''}${USAGE_HELP}\n`);
+    process.stderr.write(`${error.message ? `npm run usage: ${error.message}\n\n` : ''}${USAGE_HELP}\n`);
     return error.message ? 2 : 0;
   }
   const redis = createRedisClient(config.redis, { retry: false });
   if (!redis) {
     process.stderr.write(
-      'usage: no Redis is configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES): without it each gateway keeps its ledger in its own memory, which only that process can read\n',
+      'npm run usage: no Redis is configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES): without it each gateway keeps its ledger in its own memory, which only that process can read\n',
     );
     return 2;
   }
   redis.on('error', () => undefined);
   try {
     if (!(await whenRedisReady(redis, 5_000))) {
-      process.stderr.write('usage: the ledger could not be read: Redis did not answer within 5 s\n');
+      process.stderr.write('npm run usage: the ledger could not be read: Redis did not answer within 5 s\n');
       return 1;
     }
     const report = await readUsage(usageLedgerStore(redis, config.redis.keyPrefix), args);
@@ -48,7 +48,9 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (error: unknown) => {
-    process.stderr.write(`usage: the ledger could not be read (${(error as Error)?.name ?? 'error'})\n`);
+    process.stderr.write(
+      `npm run usage: the ledger could not be read (${(error as Error)?.name ?? 'error'})\n`,
+    );
     process.exitCode = 1;
   },
 );
