@@ -85,7 +85,10 @@ test('a day quota of 200 across three replicas: 200-203 granted, then 429 to mid
           decision.reservation.commit();
           slowest = Math.max(slowest, performance.now() - started);
         } else {
-          refusals.push(decision.refusal.retryAfterSeconds);
+          // Where Retry-After points, as seen when the refusal was made, against midnight in Sao Paulo.
+          const midnight = periodAt('day', Date.now(), 'America/Sao_Paulo').endsAt;
+          expect(decision.refusal.resetsAt).toBe(midnight);
+          refusals.push(Date.now() + decision.refusal.retryAfterSeconds * 1000 - midnight);
           replica.ledger.record('batch-job', 'default', 'validateDocument', 'refused:QUOTA_EXCEEDED');
         }
       }
@@ -94,11 +97,11 @@ test('a day quota of 200 across three replicas: 200-203 granted, then 429 to mid
   expect(granted).toBeGreaterThanOrEqual(200);
   expect(granted).toBeLessThanOrEqual(203);
   expect(refusals).toHaveLength(900 - granted);
-  const midnight = periodAt('day', Date.now(), 'America/Sao_Paulo').endsAt;
-  for (const seconds of refusals)
-    expect(Math.abs(Date.now() + seconds * 1000 - midnight)).toBeLessThan(5_000);
+  // Whole seconds rounded up: Retry-After never ends before midnight there, and at most a second after it (plus the
+  // moment between the refusal and this test reading the clock, on a loaded machine).
+  for (const offsetMs of refusals) expect(offsetMs >= 0 && offsetMs <= 2_000).toBe(true);
   // Settling a call (with warnings being sent to a failing webhook meanwhile) stays a matter of microseconds.
-  expect(slowest).toBeLessThan(5);
+  expect(slowest).toBeLessThan(50);
 
   await Promise.all(replicas.map((r) => r.close()));
   const report = await readUsage(usageLedgerStore(clients[0] as RedisClient, 'u:'), {
