@@ -18,6 +18,15 @@ export interface Caller {
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Its place in an account's provider budget (registry `priority`); absent: standard. */
   readonly priority?: Priority;
+  /** Billable provider calls per calendar day/month in its timezone, per account (the registry entry's `quota`). */
+  readonly quota?: CallerQuota;
   /** Browser origins this client's web app is served from (CORS). */
   readonly origins: readonly string[];
+}
+
+/** A registry quota, validated: whole numbers of calls, a timezone Intl knows (UTC when the entry names none). */
+export interface CallerQuota {
+  readonly day?: number;
+  readonly month?: number;
+  readonly timeZone: string;
 }

@@ -163,6 +163,13 @@ function buildSnapshot(
       via: 'api-key' as const,
       rateLimit: entry.rateLimit ? Object.freeze({ ...entry.rateLimit }) : undefined,
       priority: entry.priority,
+      quota: entry.quota
+        ? Object.freeze({
+            day: entry.quota.day,
+            month: entry.quota.month,
+            timeZone: entry.quota.timezone ?? 'UTC',
+          })
+        : undefined,
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);

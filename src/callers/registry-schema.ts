@@ -20,6 +20,45 @@ function limitSchema(limitDescription: string) {
   });
 }
 
+/** A count of billable provider calls: whole, 0 or more (0 refuses every call that would reach the provider). */
+const quotaCount = (period: string) =>
+  z
+    .int({ error: 'must be a whole number of calls' })
+    .min(0, 'must be 0 or more (0 refuses every call that would reach the provider)')
+    .max(1_000_000_000_000)
+    .optional()
+    .meta({
+      description: `Billable provider calls allowed per calendar ${period}, per account the client uses.`,
+    });
+
+/** Whether Intl knows the IANA name (the quota's periods are computed with it). */
+function isKnownTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const quotaSchema = z
+  .strictObject({
+    day: quotaCount('day'),
+    month: quotaCount('month'),
+    timezone: z
+      .string()
+      .refine(isKnownTimeZone, 'must be a known IANA timezone such as "America/Sao_Paulo" or "UTC"')
+      .optional()
+      .meta({ description: 'IANA timezone of the calendar days and months (default UTC).' }),
+  })
+  .refine((quota) => quota.day !== undefined || quota.month !== undefined, {
+    message: 'must set "day", "month" or both',
+  })
+  .meta({
+    description:
+      'Billable provider calls per calendar day and/or month, counted separately for each provider account the client uses; over it, 429 QUOTA_EXCEEDED.',
+  });
+
 export const clientEntrySchema = z
   .strictObject({
     id: z
@@ -53,6 +92,7 @@ export const clientEntrySchema = z
     priority: prioritySchema.optional().meta({
       description: `Who is cut first when an account's provider budget is short (SPEC §11): ${PRIORITIES.join(', ')} (default standard).`,
     }),
+    quota: quotaSchema.optional(),
     origins: z
       .array(z.string().regex(ORIGIN_PATTERN, 'must be an origin like https://app.example.com (no path)'))
       .optional()

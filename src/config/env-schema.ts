@@ -52,6 +52,7 @@ export const SECRET_VARIABLES = [
   'REDIS_PASSWORD',
   'REDIS_SENTINEL_PASSWORD',
   'SESSION_CLIENT_SECRET',
+  'QUOTA_WEBHOOK_SECRET',
 ] as const;
 
 /** Secrets that may also be given as a path to a file (`<NAME>_FILE`), e.g. a Kubernetes or Docker secret mount. */
@@ -209,6 +210,13 @@ export const envSchema = z.object({
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),
+
+  /** Usage ledger and quotas (src/usage). */
+  USAGE_RETENTION_DAYS: int(1, 3650).default(400),
+  QUOTA_WEBHOOK_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
+  /** The HMAC key signing each webhook call; required with QUOTA_WEBHOOK_URL. */
+  QUOTA_WEBHOOK_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  QUOTA_WEBHOOK_SECRET_FILE: z.string().min(1).optional(),
 });
 
 export type RawEnv = z.infer<typeof envSchema>;

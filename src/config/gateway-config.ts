@@ -137,4 +137,13 @@ export interface GatewayConfig {
   };
   /** Absent when browser sessions are off (no SESSION_ISSUER outside local mode). */
   readonly sessions?: SessionSettings;
+  readonly usage: UsageSettings;
+}
+
+/** The usage ledger and the quota warnings (src/usage). */
+export interface UsageSettings {
+  /** Ledger days are kept this long after they end (USAGE_RETENTION_DAYS). */
+  readonly retentionDays: number;
+  /** QUOTA_WEBHOOK_URL and the key that signs each call; absent when no webhook is set. */
+  readonly webhook?: { readonly url: string; readonly secret: string };
 }

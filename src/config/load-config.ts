@@ -138,6 +138,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (badOrigin !== undefined)
     fail('CORS_ORIGINS', 'must be a comma list of origins like https://app.example.com');
   checkSessionSettings(env, mode, production, fail, why);
+  checkQuotaWebhook(env, production, fail, why);
   const tracing = tracingSettings(env);
   if (tracing) {
     if (!env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) checkOtlpEndpoint(env.OTEL_EXPORTER_OTLP_ENDPOINT, fail);
@@ -231,7 +232,28 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
           : undefined,
     },
     sessions: sessionSettings(env, mode),
+    usage: {
+      retentionDays: env.USAGE_RETENTION_DAYS,
+      webhook:
+        env.QUOTA_WEBHOOK_URL && env.QUOTA_WEBHOOK_SECRET
+          ? { url: env.QUOTA_WEBHOOK_URL, secret: env.QUOTA_WEBHOOK_SECRET }
+          : undefined,
+    },
   };
+}
+
+/** QUOTA_WEBHOOK_URL: signed, so its key is required; https in production (the body names clients and quotas). */
+function checkQuotaWebhook(
+  env: RawEnv,
+  production: boolean,
+  fail: (variable: string, message: string) => void,
+  why: string,
+) {
+  if (env.QUOTA_WEBHOOK_URL === undefined) return;
+  if (!env.QUOTA_WEBHOOK_SECRET)
+    fail('QUOTA_WEBHOOK_SECRET', 'is required with QUOTA_WEBHOOK_URL (or QUOTA_WEBHOOK_SECRET_FILE)');
+  if (production && !env.QUOTA_WEBHOOK_URL.startsWith('https:'))
+    fail('QUOTA_WEBHOOK_URL', `must be https in production${why}`);
 }
 
 /** The development client of local mode, registered with the development identity provider. */

@@ -63,6 +63,37 @@ export function budgetKeys(keyPrefix: string, accountId: string): BudgetKeys {
   return { fleet: `${base}:fleet`, channel: `${base}:signals` };
 }
 
+/**
+ * Quota counters of one client and provider account, one per period (`day`/`month` and its id in the client's
+ * timezone). One hash tag per client and account: the day and month claim is one script on one Cluster slot.
+ */
+export function quotaCounterKey(
+  keyPrefix: string,
+  clientId: string,
+  accountId: string,
+  period: string,
+  periodId: string,
+): string {
+  return `${keyPrefix}{quota:${clientId}:${accountId}}:${period}:${periodId}`;
+}
+
+/** Set once (SET NX) by the replica that logs a quota threshold first: one warning for the fleet. */
+export function quotaWarningKey(
+  keyPrefix: string,
+  clientId: string,
+  accountId: string,
+  period: string,
+  periodId: string,
+  percent: number,
+): string {
+  return `${keyPrefix}{quota:${clientId}:${accountId}}:warned:${period}:${periodId}:${percent}`;
+}
+
+/** The usage ledger of one UTC day: a hash with one field per replica start (its whole count of the day). */
+export function usageDayKey(keyPrefix: string, day: string): string {
+  return `${keyPrefix}usage:${day}`;
+}
+
 /** Browser sessions: names hold a session's handle (the SHA-256 of its id), never the id; one hash tag a session. */
 export interface SessionKeys {
   presence(handle: string): string;

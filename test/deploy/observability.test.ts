@@ -118,10 +118,13 @@ describe('the Prometheus alert rules', () => {
       'PaymentsBffLatencyBudgetBurnFast',
       'PaymentsBffLatencyBudgetBurnSlow',
       'PaymentsBffLoginBackoffActive',
+      'PaymentsBffQuotaExhausted',
+      'PaymentsBffQuotaNearlyUsed',
       'PaymentsBffRedisDown',
       'PaymentsBffTokenRefreshFailing',
       'PaymentsBffUpstreamRefusesCredentials',
       'PaymentsBffUpstreamRefusesIp',
+      'PaymentsBffUsageLedgerNotWritten',
     ]);
     for (const alert of alerts) {
       expect({ [alert.alert as string]: alert.labels?.severity }).toEqual({

@@ -49,7 +49,9 @@ const OWNERS: readonly Owner[] = [
     // The simulator has no Redis.
     owners: [/^src\/keys\/redis-keys\.ts$/, /^src\/simulator\//],
     literal: (text) =>
-      /^(\$\{\})?(\{token:|cache:|rl:|authfail:|plan:)|\}:(pair|lock|failure|transient|changed)$/.test(text),
+      /^(\$\{\})?(\{token:|\{quota:|usage:|cache:|rl:|authfail:|plan:)|\}:(pair|lock|failure|transient|changed)$/.test(
+        text,
+      ),
   },
   {
     rule: 'SHA-256 taken outside keys/hash',

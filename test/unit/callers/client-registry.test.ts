@@ -48,6 +48,35 @@ describe('client registry file validation', () => {
     expect(snapshot.byId.size).toBe(2);
   });
 
+  test('a quota: whole numbers of calls per day and/or month, a known timezone (UTC by default)', () => {
+    const snapshot = parseClientRegistry(
+      registryText([
+        { ...mobile, quota: { day: 200, timezone: 'America/Sao_Paulo' } },
+        { ...checkout, quota: { month: 0 } },
+      ]),
+      'clients.json',
+    );
+    expect(snapshot.byId.get('mobile-backend')?.quota).toEqual({
+      day: 200,
+      month: undefined,
+      timeZone: 'America/Sao_Paulo',
+    });
+    expect(snapshot.byId.get(checkout.id)?.quota).toEqual({ day: undefined, month: 0, timeZone: 'UTC' });
+  });
+
+  test.each([
+    [{ day: -1 }, 'quota.day: must be 0 or more'],
+    [{ day: 1.5 }, 'quota.day: must be a whole number of calls'],
+    [{ month: '100' }, 'quota.month: must be a whole number of calls'],
+    [{ day: 10, timezone: 'Mars/Olympus_Mons' }, 'quota.timezone: must be a known IANA timezone'],
+    [{ timezone: 'UTC' }, 'quota: must set "day", "month" or both'],
+    [{ day: 10, week: 50 }, 'quota'],
+  ])('a bad quota %j is refused naming the client and the field', (quota, expected) => {
+    const message = problemsOf([{ ...mobile, quota }]);
+    expect(message).toContain('client "mobile-backend" (clients[0])');
+    expect(message).toContain(expected);
+  });
+
   test('an unknown scope is refused naming the client', () => {
     const message = problemsOf([{ ...mobile, scopes: ['plans:write'] }]);
     expect(message).toContain('client "mobile-backend"');

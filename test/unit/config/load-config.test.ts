@@ -775,3 +775,49 @@ describe('server keep-alive', () => {
     expect(loadConfig({ SERVER_KEEP_ALIVE_TIMEOUT_MS: '125000' }).server.keepAliveTimeoutMs).toBe(125_000);
   });
 });
+
+describe('usage and quota settings', () => {
+  test('USAGE_RETENTION_DAYS: 400 by default, decimal digits only', () => {
+    expect(loadConfig({}).usage.retentionDays).toBe(400);
+    expect(loadConfig({ USAGE_RETENTION_DAYS: '30' }).usage.retentionDays).toBe(30);
+    for (const value of ['0', '-5', '1e3', '0x10', '7.5', 'forever', '3651'])
+      expect(problemsOf({ USAGE_RETENTION_DAYS: value }).map((p) => p.variable)).toEqual([
+        'USAGE_RETENTION_DAYS',
+      ]);
+  });
+
+  test('QUOTA_WEBHOOK_URL needs its signing key (from the variable or a file) and is never echoed', () => {
+    expect(problemsOf({ QUOTA_WEBHOOK_URL: 'https://hooks.example.com/q' })).toEqual([
+      expect.objectContaining({ variable: 'QUOTA_WEBHOOK_SECRET' }),
+    ]);
+    const dir = tempDir('cfg-webhook-');
+    const secretFile = join(dir, 'webhook-secret');
+    writeFileSync(secretFile, 'a-long-enough-webhook-key\n');
+    const config = loadConfig({
+      QUOTA_WEBHOOK_URL: 'https://hooks.example.com/q',
+      QUOTA_WEBHOOK_SECRET_FILE: secretFile,
+    });
+    expect(config.usage.webhook).toEqual({
+      url: 'https://hooks.example.com/q',
+      secret: 'a-long-enough-webhook-key',
+    });
+    const short = problemsOf({
+      QUOTA_WEBHOOK_URL: 'https://hooks.example.com/q',
+      QUOTA_WEBHOOK_SECRET: 'short-key',
+    });
+    expect(JSON.stringify(short)).not.toContain('short-key');
+  });
+
+  test('production refuses a plain-http webhook', () => {
+    const problems = problemsOf({
+      ...upstreamEnv,
+      ...productionReady,
+      NODE_ENV: 'production',
+      QUOTA_WEBHOOK_URL: 'http://hooks.example.com/q',
+      QUOTA_WEBHOOK_SECRET: 'a-long-enough-webhook-key',
+    });
+    expect(problems).toEqual([
+      expect.objectContaining({ variable: 'QUOTA_WEBHOOK_URL', message: expect.stringMatching(/https/) }),
+    ]);
+  });
+});

@@ -1,0 +1,126 @@
+// Provider usage (SPEC §11): quotas per client and account (reserve before the provider, commit when billable),
+// the usage ledger (counted in memory, written in batches) and the quota warnings. The public surface of src/usage/.
+import type { Registry } from 'prom-client';
+import type { UsageSettings } from '../config/gateway-config';
+import { quotaCounterKey, quotaWarningKey, usageDayKey } from '../keys/redis-keys';
+import type { RedisClient } from '../store/redis-connection';
+import { type LedgerStore, memoryLedgerStore, redisLedgerStore } from './internal/ledger-store';
+import { memoryQuotaCounters, redisQuotaCounters } from './internal/quota-counters';
+import { QuotaGate, type QuotaLimits } from './internal/quota-gate';
+import { memoryClaimOnce, quotaWarnings, redisClaimOnce } from './internal/quota-warnings';
+import { QuotaWebhook } from './internal/quota-webhook';
+import { UsageLedger } from './internal/usage-ledger';
+import { registerUsageMetrics } from './internal/usage-metrics';
+
+export { answerColumn, isBillableStatus } from './internal/billable';
+export { assertTimeZone, type PeriodKind, periodAt, UnknownTimeZoneError } from './internal/calendar';
+export type { LedgerStore } from './internal/ledger-store';
+export type {
+  QuotaDecision,
+  QuotaGate,
+  QuotaLimits,
+  QuotaRefusal,
+  QuotaReservation,
+} from './internal/quota-gate';
+export { signatureHeader } from './internal/quota-webhook';
+export type { UsageColumn, UsageLedger } from './internal/usage-ledger';
+export { USAGE_COLUMNS } from './internal/usage-ledger';
+export { daysBetween, readUsage, type UsageQuery, type UsageReport } from './internal/usage-report';
+
+type LogFn = (fields: Record<string, unknown>, message: string) => void;
+
+export interface UsageOptions {
+  /** The shared Redis; absent in local mode (and with ALLOW_MEMORY_STORE): counters and ledger in memory. */
+  readonly redis?: RedisClient;
+  readonly keyPrefix: string;
+  readonly settings: UsageSettings;
+  /** The client's quota now (the registry's entry; it may be reloaded). */
+  readonly limitsOf: (clientId: string) => QuotaLimits | undefined;
+  readonly logger: { info: LogFn; warn: LogFn };
+  /** Metrics registry (the gateway's); none in the CLI and some tests. */
+  readonly registry?: Registry;
+  readonly now?: () => number;
+  readonly flushIntervalMs?: number;
+  readonly replicaId?: string;
+}
+
+export interface Usage {
+  readonly quotas: QuotaGate;
+  readonly ledger: UsageLedger;
+  /** Where the ledger is kept (the report reads it: `npm run usage`, the local web app). */
+  readonly ledgerStore: LedgerStore;
+  /** Gives leased units back, writes the ledger a last time, stops the webhook. */
+  close(): Promise<void>;
+}
+
+/** The ledger as `npm run usage` reads it, from the same Redis as the gateway. */
+export function usageLedgerStore(redis: RedisClient, keyPrefix: string): LedgerStore {
+  return redisLedgerStore(redis, (day) => usageDayKey(keyPrefix, day));
+}
+
+export function createUsage(options: UsageOptions): Usage {
+  const { redis, keyPrefix, logger } = options;
+  const metrics = options.registry ? registerUsageMetrics(options.registry) : undefined;
+  const webhook = options.settings.webhook
+    ? new QuotaWebhook({
+        ...options.settings.webhook,
+        onResult: (result, detail) => {
+          metrics?.webhook(result);
+          if (result !== 'delivered') logger.warn({ result, detail }, `quota webhook call ${result}`);
+        },
+      })
+    : undefined;
+  const onThreshold = quotaWarnings({
+    claimOnce: redis ? redisClaimOnce(redis) : memoryClaimOnce(),
+    warningKey: (event, percent) =>
+      quotaWarningKey(keyPrefix, event.clientId, event.accountId, event.period, event.periodId, percent),
+    logger,
+    webhook,
+    onWarning: (event, percent) => metrics?.quotaWarning(event, percent),
+  });
+  const quotas = new QuotaGate({
+    counters: redis ? redisQuotaCounters(redis) : memoryQuotaCounters(options.now),
+    keyOf: (client, account, period, periodId) =>
+      quotaCounterKey(keyPrefix, client, account, period, periodId),
+    limitsOf: options.limitsOf,
+    now: options.now,
+    onClaim: (event) => metrics?.quotaClaimed(event),
+    onThreshold,
+    onOutage: () => {
+      metrics?.quotaLocalShare();
+      logger.warn({}, "quota claims fall back to each replica's own share (the shared store did not answer)");
+    },
+    onRecovery: () => logger.info({}, 'quota claims are shared by the fleet again'),
+  });
+  const ledgerStore = redis ? usageLedgerStore(redis, keyPrefix) : memoryLedgerStore();
+  let failing = false;
+  const ledger = new UsageLedger({
+    store: ledgerStore,
+    retentionDays: options.settings.retentionDays,
+    flushIntervalMs: options.flushIntervalMs,
+    now: options.now,
+    replicaId: options.replicaId,
+    onFlush: (result, error) => {
+      metrics?.ledgerFlush(result);
+      if (result === 'failed' && !failing)
+        logger.warn(
+          { err: (error as Error)?.message },
+          'usage ledger write failed; counts kept, written again at the next flush',
+        );
+      if (result === 'ok' && failing) logger.info({}, 'usage ledger written again');
+      failing = result === 'failed';
+    },
+    onCounted: metrics ? (_day, row, column, delta) => metrics.counted(row, column, delta) : undefined,
+  });
+  ledger.start();
+  return {
+    quotas,
+    ledger,
+    ledgerStore,
+    async close() {
+      await quotas.close();
+      await ledger.close();
+      webhook?.close();
+    },
+  };
+}

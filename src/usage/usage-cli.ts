@@ -1,0 +1,56 @@
+// `npm run usage`: the usage ledger for a range of UTC days, per client, account and operation, with totals; read
+// from the gateway's Redis (loadConfig, the same variables). Exit 0 printed, 1 the ledger could not be read, 2 bad
+// arguments or configuration.
+import { loadConfig } from '../config/load-config';
+import { createRedisClient, whenRedisReady } from '../store/redis-connection';
+import { readUsage, usageLedgerStore } from '.';
+import { formatUsage, parseUsageArgs, USAGE_HELP, UsageArgsError } from './internal/usage-format';
+
+async function main(argv: string[]): Promise<number> {
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig(process.env);
+  } catch (error) {
+    process.stderr.write(`npm run usage: ${(error as Error).message}\n`);
+    return 2;
+  }
+  let args: ReturnType<typeof parseUsageArgs>;
+  try {
+    args = parseUsageArgs(argv, new Date().toISOString().slice(0, 10), config.usage.retentionDays);
+  } catch (error) {
+    if (!(error instanceof UsageArgsError)) throw error;
+    process.stderr.write(`${error.message ? `npm run usage: ${error.message}\n\n` : ''}${USAGE_HELP}\n`);
+    return error.message ? 2 : 0;
+  }
+  const redis = createRedisClient(config.redis, { retry: false });
+  if (!redis) {
+    process.stderr.write(
+      'npm run usage: no Redis is configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES): without it each gateway keeps its ledger in its own memory, which only that process can read\n',
+    );
+    return 2;
+  }
+  redis.on('error', () => undefined);
+  try {
+    if (!(await whenRedisReady(redis, 5_000))) {
+      process.stderr.write('npm run usage: the ledger could not be read: Redis did not answer within 5 s\n');
+      return 1;
+    }
+    const report = await readUsage(usageLedgerStore(redis, config.redis.keyPrefix), args);
+    process.stdout.write(formatUsage(report, args.format));
+    return 0;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    process.stderr.write(
+      `npm run usage: the ledger could not be read (${(error as Error)?.name ?? 'error'})\n`,
+    );
+    process.exitCode = 1;
+  },
+);

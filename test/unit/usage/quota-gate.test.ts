@@ -1,0 +1,249 @@
+import { memoryQuotaCounters, type QuotaCounters } from '../../../src/usage/internal/quota-counters';
+import {
+  type QuotaDecision,
+  type QuotaEvent,
+  QuotaGate,
+  type QuotaLimits,
+} from '../../../src/usage/internal/quota-gate';
+
+const keyOf = (client: string, account: string, period: string, id: string) =>
+  `q:${client}:${account}:${period}:${id}`;
+
+function fleet(limits: QuotaLimits | undefined, replicas = 1, start = Date.parse('2026-11-25T12:00:00Z')) {
+  const clock = { now: start };
+  const counters = memoryQuotaCounters(() => clock.now);
+  const thresholds: [QuotaEvent, number][] = [];
+  const claims: number[] = [];
+  const counted: QuotaCounters = {
+    claim: (c) => {
+      claims.push(c.length);
+      return counters.claim(c);
+    },
+    giveBack: (r) => counters.giveBack(r),
+  };
+  const gates = Array.from(
+    { length: replicas },
+    () =>
+      new QuotaGate({
+        counters: counted,
+        keyOf,
+        limitsOf: () => limits,
+        now: () => clock.now,
+        onThreshold: (event, threshold) => thresholds.push([event, threshold]),
+      }),
+  );
+  return { clock, gates, counters, thresholds, claims };
+}
+
+async function decide(gate: QuotaGate, client = 'app', account = 'default'): Promise<QuotaDecision> {
+  return gate.reserve(client, account);
+}
+
+describe('quota gate', () => {
+  test('a client without a quota is allowed synchronously, with nothing to settle', () => {
+    const { gates, claims } = fleet(undefined);
+    const decision = gates[0]?.reserve('app', 'default') as QuotaDecision;
+    expect(decision.allowed).toBe(true);
+    expect(claims).toEqual([]);
+  });
+
+  test('a day quota of 10: ten billable calls, then QUOTA_EXCEEDED with Retry-After to midnight in its timezone', async () => {
+    const { gates, clock } = fleet({ day: 10, timeZone: 'America/Sao_Paulo' });
+    const gate = gates[0] as QuotaGate;
+    for (let i = 0; i < 10; i++) {
+      const decision = await decide(gate);
+      expect(decision.allowed).toBe(true);
+      if (decision.allowed) decision.reservation.commit();
+    }
+    const refused = await decide(gate);
+    expect(refused.allowed).toBe(false);
+    if (refused.allowed) return;
+    // 12:00 UTC is 09:00 in Sao Paulo; its midnight is 03:00 UTC the next day: 15 hours.
+    expect(refused.refusal.retryAfterSeconds).toBe(15 * 3600);
+    expect(new Date(refused.refusal.resetsAt).toISOString()).toBe('2026-11-26T03:00:00.000Z');
+    expect(refused.refusal.period).toBe('day');
+    // The next day in Sao Paulo, the quota is whole again.
+    clock.now = Date.parse('2026-11-26T03:00:00Z');
+    expect((await decide(gate)).allowed).toBe(true);
+  });
+
+  test('released units (calls that were not billable) are not spent', async () => {
+    const { gates } = fleet({ day: 3, timeZone: 'UTC' });
+    const gate = gates[0] as QuotaGate;
+    for (let i = 0; i < 50; i++) {
+      const decision = await decide(gate);
+      expect(decision.allowed).toBe(true);
+      if (decision.allowed) decision.reservation.release();
+    }
+    let granted = 0;
+    for (let i = 0; i < 10; i++) {
+      const decision = await decide(gate);
+      if (decision.allowed) {
+        granted += 1;
+        decision.reservation.commit();
+        decision.reservation.release(); // a second settle is ignored
+      }
+    }
+    expect(granted).toBe(3);
+  });
+
+  test('three replicas under concurrent load never grant more than the quota together', async () => {
+    const { gates } = fleet({ day: 200, timeZone: 'UTC' }, 3);
+    let granted = 0;
+    let refused = 0;
+    await Promise.all(
+      Array.from({ length: 900 }, async (_, i) => {
+        const decision = await decide(gates[i % 3] as QuotaGate);
+        if (decision.allowed) {
+          granted += 1;
+          decision.reservation.commit();
+        } else refused += 1;
+      }),
+    );
+    expect(granted).toBe(200);
+    expect(refused).toBe(700);
+  });
+
+  test('both periods must have room: a month quota refuses when the day quota still would not', async () => {
+    const { gates } = fleet({ day: 100, month: 5, timeZone: 'UTC' });
+    const results: boolean[] = [];
+    for (let i = 0; i < 7; i++) {
+      const decision = await decide(gates[0] as QuotaGate);
+      results.push(decision.allowed);
+      if (decision.allowed) decision.reservation.commit();
+      else {
+        expect(decision.refusal.period).toBe('month');
+        expect(new Date(decision.refusal.resetsAt).toISOString()).toBe('2026-12-01T00:00:00.000Z');
+      }
+    }
+    expect(results).toEqual([true, true, true, true, true, false, false]);
+  });
+
+  test('a steady client claims leases sized by its rate: about one claim per ten seconds, not one per call', async () => {
+    const { gates, clock, claims } = fleet({ month: 10_000_000, timeZone: 'UTC' });
+    const gate = gates[0] as QuotaGate;
+    let synchronous = 0;
+    for (let second = 0; second < 60; second++) {
+      for (let i = 0; i < 100; i++) {
+        const decision = gate.reserve('app', 'default');
+        if (!(decision instanceof Promise)) synchronous += 1;
+        const settled = await decision;
+        if (settled.allowed) settled.reservation.commit();
+      }
+      clock.now += 1000;
+    }
+    expect(claims.length).toBeLessThan(20);
+    expect(synchronous).toBeGreaterThan(5_950);
+  });
+
+  test('warnings at 80 % and 100 %, once each per period', async () => {
+    const { gates, thresholds } = fleet({ day: 10, timeZone: 'UTC' });
+    for (let i = 0; i < 15; i++) {
+      const decision = await decide(gates[0] as QuotaGate);
+      if (decision.allowed) decision.reservation.commit();
+    }
+    expect(thresholds.map(([event, threshold]) => [threshold, event.used, event.periodId])).toEqual([
+      [0.8, 8, '2026-11-25'],
+      [1, 10, '2026-11-25'],
+    ]);
+  });
+
+  test('each account the client uses has its own quota', async () => {
+    const { gates } = fleet({ day: 2, timeZone: 'UTC' });
+    const gate = gates[0] as QuotaGate;
+    const allowed = async (account: string) => {
+      const decision = await decide(gate, 'app', account);
+      if (decision.allowed) decision.reservation.commit();
+      return decision.allowed;
+    };
+    expect([await allowed('a'), await allowed('a'), await allowed('a')]).toEqual([true, true, false]);
+    expect([await allowed('b'), await allowed('b'), await allowed('b')]).toEqual([true, true, false]);
+  });
+
+  test('Redis unreachable: the replica grants from its own share (what the fleet had left), and catches up after', async () => {
+    const clock = { now: Date.parse('2026-11-25T12:00:00Z') };
+    const memory = memoryQuotaCounters(() => clock.now);
+    let down = false;
+    const outages: unknown[] = [];
+    const gate = new QuotaGate({
+      counters: {
+        claim: (c) => (down ? Promise.reject(new Error('Connection is closed.')) : memory.claim(c)),
+        giveBack: (r) => memory.giveBack(r),
+      },
+      keyOf,
+      limitsOf: () => ({ day: 20, timeZone: 'UTC' }),
+      now: () => clock.now,
+      onOutage: (error) => outages.push(error),
+    });
+    const spend = async (n: number) => {
+      let granted = 0;
+      for (let i = 0; i < n; i++) {
+        const decision = await gate.reserve('app', 'default');
+        if (decision.allowed) {
+          granted += 1;
+          decision.reservation.commit();
+        }
+      }
+      return granted;
+    };
+    expect(await spend(5)).toBe(5);
+    down = true;
+    expect(await spend(30)).toBe(15);
+    expect(outages).toHaveLength(1);
+    down = false;
+    clock.now += 60_000;
+    expect(await spend(5)).toBe(0);
+    const [state] = await memory.claim([
+      {
+        key: keyOf('app', 'default', 'day', '2026-11-25'),
+        want: 0,
+        limit: 20,
+        unsynced: 0,
+        expireAt: clock.now + 1e6,
+      },
+    ]);
+    expect(state?.total).toBe(20);
+  });
+
+  test('a graceful stop gives unused leased units back to the fleet', async () => {
+    const { gates, counters, clock } = fleet({ month: 1_000_000, timeZone: 'UTC' });
+    const gate = gates[0] as QuotaGate;
+    for (let second = 0; second < 3; second++) {
+      for (let i = 0; i < 50; i++) {
+        const decision = await decide(gate);
+        if (decision.allowed) decision.reservation.commit();
+      }
+      clock.now += 1000;
+    }
+    await gate.close();
+    const [state] = await counters.claim([
+      {
+        key: keyOf('app', 'default', 'month', '2026-11'),
+        want: 0,
+        limit: 1_000_000,
+        unsynced: 0,
+        expireAt: clock.now + 1e6,
+      },
+    ]);
+    expect(state?.total).toBe(150);
+  });
+
+  test('a reloaded registry that raises the quota lets calls through again at once', async () => {
+    let limits: QuotaLimits = { day: 2, timeZone: 'UTC' };
+    const clock = { now: Date.parse('2026-11-25T12:00:00Z') };
+    const gate = new QuotaGate({
+      counters: memoryQuotaCounters(() => clock.now),
+      keyOf,
+      limitsOf: () => limits,
+      now: () => clock.now,
+    });
+    const allowed = async () => {
+      const decision = await gate.reserve('app', 'default');
+      if (decision.allowed) decision.reservation.commit();
+      return decision.allowed;
+    };
+    expect([await allowed(), await allowed(), await allowed()]).toEqual([true, true, false]);
+    limits = { day: 3, timeZone: 'UTC' };
+    expect([await allowed(), await allowed()]).toEqual([true, false]);
+  });
+});
