@@ -14,6 +14,11 @@ export interface Caller {
   readonly userRateLimit?: { readonly limit: number; readonly windowSeconds: number };
   /** Per-client rate limit from the registry, when it sets one. */
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
+  /**
+   * Provider accounts this client may use (SPEC §10), its default first; absent when its entry lists none (it may
+   * then use the only account, when exactly one is configured).
+   */
+  readonly accounts?: readonly string[];
   /** Browser origins this client's web app is served from (CORS). */
   readonly origins: readonly string[];
 }

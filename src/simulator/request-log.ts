@@ -12,10 +12,12 @@ export interface ReceivedRequest {
   headers: Record<string, string | string[] | undefined>;
   /** Parsed JSON body; null when there was none or it was not valid JSON. */
   body: unknown;
+  /** The merchant account (username) whose token the call carried, read from its `user_id`; absent when none. */
+  account?: string;
 }
 
 export interface RequestLog {
-  record(req: Request, body: unknown): void;
+  record(req: Request, body: unknown, account?: string): void;
   list(): ReceivedRequest[];
   clear(): void;
 }
@@ -25,13 +27,14 @@ export const REQUEST_LOG_CAPACITY = 200;
 export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
   let entries: ReceivedRequest[] = [];
   return {
-    record(req, body) {
+    record(req, body, account) {
       entries.push({
         method: req.method,
         path: req.path,
         query: { ...(req.query as Record<string, unknown>) },
         headers: { ...req.headers },
         body: body === undefined ? null : structuredClone(body),
+        ...(account !== undefined && { account }),
       });
       if (entries.length > capacity) entries = entries.slice(-capacity);
     },
