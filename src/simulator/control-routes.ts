@@ -3,11 +3,11 @@ import express, { type ErrorRequestHandler, type Router } from 'express';
 import { ZodError } from 'zod';
 import type { Faults, FaultsInput } from './faults';
 import type { ReceivedRequest, ReceivedTokenRequest } from './request-log';
-import type { SimulatorStats } from './stats';
+import type { StatsSnapshot } from './stats';
 
 /** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
 export interface SimulatorControl {
-  stats(): SimulatorStats;
+  stats(): StatsSnapshot;
   /** Zeroes the counters, clears faults and the received-requests logs. Issued tokens stay valid. */
   reset(): void;
   /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */

@@ -34,11 +34,14 @@ export interface AccountStats {
   calls: number;
 }
 
+/** The counters, and each merchant account's own (by username). */
+export type StatsSnapshot = SimulatorStats & { accounts: Record<string, AccountStats> };
+
 export interface StatsRecorder {
   increment(name: CounterName): void;
   /** Counts for one account (by username; usernames are not secrets). */
   incrementFor(username: string, name: keyof AccountStats): void;
-  snapshot(): SimulatorStats & { accounts: Record<string, AccountStats> };
+  snapshot(): StatsSnapshot;
   reset(): void;
 }
 
