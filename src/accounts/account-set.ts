@@ -1,7 +1,6 @@
 // The accounts this replica serves, by id: built from an AccountSpecSource, swapped whole when the source changes
 // (unchanged accounts keep their unit, new and changed ones are built, replaced and removed ones drained and closed).
 import { isDeepStrictEqual } from 'node:util';
-import type { Logger } from 'pino';
 import type { AccountSpec, AccountSpecSource } from '../config/account-spec';
 import type { Account } from './account';
 
@@ -39,7 +38,10 @@ export interface AccountSet {
 export interface AccountSetOptions {
   readonly source: AccountSpecSource;
   readonly build: (spec: AccountSpec) => Promise<Account>;
-  readonly logger: Pick<Logger, 'info' | 'warn' | 'error'>;
+  readonly logger: Record<
+    'info' | 'warn' | 'error',
+    (fields: Record<string, unknown>, message: string) => void
+  >;
   readonly metrics?: AccountSetMetrics;
   /** Longest wait for a replaced or removed account's calls in flight before it is closed anyway. */
   readonly drainMs: number;
