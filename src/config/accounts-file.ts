@@ -22,6 +22,8 @@ const absolutePath = (what: string) =>
     .refine(isAbsolute, 'must be an absolute path (a relative one would depend on the working directory)')
     .meta({ description: `Absolute path of the file holding ${what}.` });
 
+const share = z.number().gt(0, 'must be above 0 and at most 1').max(1, 'must be above 0 and at most 1');
+
 export const accountEntrySchema = z
   .strictObject({
     id: z
@@ -66,6 +68,26 @@ export const accountEntrySchema = z
       .max(120_000)
       .optional()
       .meta({ description: 'Upstream call timeout of this account; UPSTREAM_TIMEOUT_MS when absent.' }),
+    budget: z
+      .strictObject({
+        requestsPerSecond: z.number().positive().max(1_000_000),
+        burst: z.int().min(1).max(1_000_000),
+        shares: z
+          .strictObject({
+            sheddable: share.optional(),
+            standard: share.optional(),
+            critical: share.optional(),
+          })
+          .optional()
+          .meta({
+            description: 'Share of the budget each caller priority may use, e.g. {"sheddable": 0.5}.',
+          }),
+      })
+      .optional()
+      .meta({
+        description:
+          "The provider's request limit for this account across the whole fleet: requestsPerSecond with a burst.",
+      }),
   })
   .meta({ description: 'One provider account: where the provider is and where its credentials are.' });
 
@@ -187,6 +209,7 @@ async function specOf(
     ...(entry.localAddress && { localAddress: entry.localAddress }),
     maxSockets: entry.maxSockets ?? options.defaults.maxSockets,
     timeoutMs: entry.timeoutMs ?? options.defaults.timeoutMs,
+    ...(entry.budget && { budget: entry.budget }),
   };
 }
 

@@ -75,6 +75,18 @@ describe('UPSTREAM_ACCOUNTS_FILE', () => {
     });
   });
 
+  test('carries a budget for the budget module, and refuses a malformed one', async () => {
+    const budget = { requestsPerSecond: 50, burst: 100, shares: { sheddable: 0.5, critical: 1 } };
+    expect((await read({ accounts: [account('sandbox', { budget })] }))[0]?.budget).toEqual(budget);
+    const refused = await problems({
+      accounts: [account('sandbox', { budget: { requestsPerSecond: 0, burst: 1, shares: { standard: 2 } } })],
+    });
+    expect(refused).toEqual([
+      expect.stringContaining('account "sandbox" (accounts[0]) budget.requestsPerSecond:'),
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.shares.standard: must be above 0 and at most 1',
+    ]);
+  });
+
   test('reads caFile as PEM certificates, and refuses one that holds none', async () => {
     const ca = join(dir, 'ca.pem');
     writeFileSync(ca, (await createTestPki()).caPem);
