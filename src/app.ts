@@ -3,7 +3,6 @@ import express, { type Express, type RequestHandler } from 'express';
 import type { Logger } from 'pino';
 import type { CallerGuards } from './callers/caller-guards';
 import type { GatewayConfig } from './config/gateway-config';
-import type { Forwarder, PlanReader } from './forwarding';
 import { errorEnvelopeHandler } from './http/error-envelope';
 import { jsonBody } from './http/json-body';
 import { rememberClientIp, requestContext } from './http/request-context';
@@ -26,8 +25,6 @@ export interface AppDeps {
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly guards: CallerGuards;
-  readonly forwarder: Forwarder;
-  readonly plans: PlanReader;
   readonly readiness: Readiness;
   /** How the request log names a validated document (never by its id). */
   readonly documentReference: DocumentReference;
@@ -73,8 +70,9 @@ export function createApp(deps: AppDeps): Express {
     authenticate,
     guards.requireScope('documents:validate'),
     guards.rateLimit,
+    guards.chooseAccount,
     jsonBody(config.server.bodyLimitBytes),
-    validateDocumentHandler(deps.forwarder, deps.documentReference),
+    validateDocumentHandler(deps.documentReference),
   );
   app.get(
     PLAN_PATH,
@@ -82,7 +80,8 @@ export function createApp(deps: AppDeps): Express {
     authenticate,
     guards.requireScope('plans:read'),
     guards.rateLimit,
-    getPlanHandler(deps.plans),
+    guards.chooseAccount,
+    getPlanHandler(),
   );
   if (deps.sessionRoutes) {
     // Logins and logout tokens arrive without a credential: limited per client address like any anonymous call.

@@ -1,9 +1,10 @@
 // Builds a running gateway from a config, one builder per concern, and closes what it built in reverse order.
 import type { Express } from 'express';
 import type { DestinationStream, Logger } from 'pino';
+import type { AccountSet } from './accounts/account-set';
 import { createApp } from './app';
+import { buildAccounts } from './assembly/accounts';
 import { buildCallerGuards, type Callers } from './assembly/caller-guards';
-import { buildForwarding, type Forwarding } from './assembly/forwarding';
 import { createLifecycle, type Lifecycle } from './assembly/lifecycle';
 import {
   type LocalIdentityProvider,
@@ -12,7 +13,7 @@ import {
 } from './assembly/local-sessions';
 import { buildObservability, type Observability } from './assembly/observability';
 import { buildRedis } from './assembly/redis';
-import { buildTokens } from './assembly/tokens';
+import { buildSharedTokens } from './assembly/tokens';
 import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
 import type { GatewayConfig } from './config/gateway-config';
 import { createDocumentReference } from './observability/document-reference';
@@ -21,7 +22,7 @@ import type { Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { type GatewayServers, startServers } from './server';
-import type { CredentialSource, TokenProvider } from './tokens';
+import type { TokenProvider } from './tokens';
 
 export type { LocalIdentityProvider, LocalSessions } from './assembly/local-sessions';
 export type { LocalUpstream } from './assembly/upstream';
@@ -46,12 +47,15 @@ export interface RunningGateway {
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly readiness: Readiness;
+  /** The provider accounts this replica serves (SPEC §10). */
+  readonly accounts: AccountSet;
+  /** The token provider of the first account (the only one of a single-account deployment). */
   readonly tokens: TokenProvider;
   /** The simulator URL in local mode. */
   readonly simulatorUrl?: string;
   /** Local mode: the development identity provider and the user who can log in there. */
   readonly identityProvider?: LocalIdentityProvider;
-  /** SIGHUP: re-read the credential files and the client registry. */
+  /** SIGHUP: re-read the accounts file, every account's credential files and the client registry. */
   reload(): Promise<void>;
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
   shutdown(): Promise<void>;
@@ -69,22 +73,17 @@ export async function startGateway(
     await life.use({ made: tracing, closers: [() => tracing.shutdown()] });
     const upstream = await life.use(resolveUpstream(config, options.localUpstream, observability));
     const redis = await life.use(buildRedis(config, observability));
-    const { tokens, credentials, store, seal } = await life.use(
-      buildTokens(config, upstream, redis, observability),
-    );
-    const forwarding = await life.use(
-      buildForwarding(config, upstream.baseUrl, tokens, redis.client, seal, observability),
-    );
-    const callers = await life.use(buildCallerGuards(config, redis, { store, seal }, observability));
+    const shared = await life.use(buildSharedTokens(config, redis, observability));
+    const accounts = await life.use(buildAccounts(config, upstream.source, redis, shared, observability));
+    const callers = await life.use(buildCallerGuards(config, redis, shared, accounts, observability));
     const { guards, registry, browser } = callers;
     const readiness = createReadiness({
-      tokens,
+      accounts,
       storeKind: redis.client ? 'redis' : 'memory',
-      circuitStates: forwarding.circuitStates,
       storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
     });
-    const app = gatewayApp(config, observability, { guards, forwarding, readiness, browser }, options);
+    const app = gatewayApp(config, observability, { guards, accounts, readiness, browser }, options);
     const servers = await life.use(startServers(config, app, metrics));
     const identityProvider = await life.use(
       startLocalIdentityProvider(config, servers.url, browser, options),
@@ -93,8 +92,7 @@ export async function startGateway(
       logger,
       metrics,
       readiness,
-      tokens,
-      credentials,
+      accounts,
       registry,
       servers,
       life,
@@ -113,7 +111,7 @@ function gatewayApp(
   config: GatewayConfig,
   { logger, metrics, tracing }: Observability,
   made: Pick<Callers, 'guards' | 'browser'> & {
-    readonly forwarding: Forwarding;
+    readonly accounts: AccountSet;
     readonly readiness: Readiness;
   },
   options: GatewayOptions,
@@ -123,8 +121,6 @@ function gatewayApp(
     logger,
     metrics,
     guards: made.guards,
-    forwarder: made.forwarding.forwarder,
-    plans: made.forwarding.plans,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
     openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, {
@@ -142,8 +138,7 @@ interface GatewayParts {
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly readiness: Readiness;
-  readonly tokens: TokenProvider;
-  readonly credentials: CredentialSource;
+  readonly accounts: AccountSet;
   readonly registry: { reload(): void };
   readonly servers: GatewayServers;
   readonly life: Lifecycle;
@@ -160,11 +155,19 @@ function runningGateway(config: GatewayConfig, parts: GatewayParts, simulatorUrl
     logger,
     metrics: parts.metrics,
     readiness,
-    tokens: parts.tokens,
+    accounts: parts.accounts,
+    get tokens() {
+      const first = parts.accounts.all()[0];
+      if (!first) throw new Error('no provider account is running');
+      return first.tokens;
+    },
     simulatorUrl,
     identityProvider: parts.identityProvider,
     async reload() {
-      await parts.credentials.reload();
+      // The accounts first: an account added to the file and to the registry at once is known when the registry
+      // checks its entries.
+      await parts.accounts.reload();
+      await Promise.all(parts.accounts.all().map((account) => account.credentials.reload()));
       parts.registry.reload();
     },
     shutdown() {

@@ -8,12 +8,27 @@ import { startSimulator } from './simulator/simulator';
 import { SIMULATOR_DEFAULT_PASSWORD, SIMULATOR_DEFAULT_USERNAME } from './simulator/simulator-config';
 import { staticCredentialSource } from './tokens';
 
-/** Starts the simulator on loopback, with the development credentials it accepts. */
+/** The second merchant account local mode shows (SPEC §10): its own username and a password new at every start. */
+const PRODUCTION_USERNAME = 'production-merchant';
+
+/**
+ * Starts the simulator on loopback holding two merchant accounts with different credentials, `sandbox` (the
+ * simulator's development pair) and `production`: local mode serves both, as a fleet with an accounts file would.
+ */
 export async function startLocalUpstream(): Promise<LocalUpstream> {
-  const simulator = await startSimulator({ host: '127.0.0.1', port: 0 });
+  const productionPassword = randomBytes(18).toString('base64url');
+  const simulator = await startSimulator({
+    host: '127.0.0.1',
+    port: 0,
+    extraAccounts: [{ username: PRODUCTION_USERNAME, password: productionPassword }],
+  });
   return {
     baseUrl: simulator.url,
     credentials: staticCredentialSource(SIMULATOR_DEFAULT_USERNAME, SIMULATOR_DEFAULT_PASSWORD),
+    accounts: [
+      { id: 'sandbox', username: SIMULATOR_DEFAULT_USERNAME, password: SIMULATOR_DEFAULT_PASSWORD },
+      { id: 'production', username: PRODUCTION_USERNAME, password: productionPassword },
+    ],
     close: () => simulator.close(),
   };
 }

@@ -25,7 +25,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', stop);
   process.on('SIGHUP', () => {
     if (!gateway) return;
-    gateway.logger.info('SIGHUP: re-reading credentials and the client registry');
+    gateway.logger.info('SIGHUP: re-reading the accounts, their credentials and the client registry');
     void gateway.reload();
   });
   process.on('unhandledRejection', (reason) => {
@@ -71,6 +71,7 @@ function isLoopback(listenAddress: string): boolean {
 
 function printLocalModeHelp(gateway: RunningGateway, exposed: boolean): void {
   const port = new URL(gateway.url).port;
+  const ids = gateway.accounts.all().map((account) => account.id);
   process.stdout.write(
     [
       '',
@@ -81,8 +82,11 @@ function printLocalModeHelp(gateway: RunningGateway, exposed: boolean): void {
             'Unset HOST (local mode then listens on 127.0.0.1 only).',
           ]
         : []),
-      'Try it:',
-      `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' localhost:${port}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
+      `Try it (provider accounts: ${ids.join(', ')}; X-Upstream-Account picks one, the answer names it):`,
+      ...ids.map(
+        (id) =>
+          `  curl -i -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' -H 'X-Upstream-Account: ${id}' localhost:${port}/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
+      ),
       `  curl -H 'X-API-Key: ${DEVELOPMENT_API_KEY}' -H 'Content-Type: application/json' \\`,
       `       -d '{"country":"ARG","document":{"id":"20-17254359-7","type":"CUIT"}}' localhost:${port}/api/validation/document`,
       ...(gateway.identityProvider

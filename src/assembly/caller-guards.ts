@@ -1,5 +1,7 @@
 // Builds what stands between a caller and an operation: the client registry, authentication (API keys, SSO tokens,
 // browser sessions), limits, CORS, CIDRs.
+import type { AccountSet } from '../accounts/account-set';
+import { chooseAccount } from '../accounts/choose-account';
 import { authFailureLimit } from '../callers/auth-failure-limit';
 import { authenticate, requireScope } from '../callers/authenticate';
 import type { CallerGuards } from '../callers/caller-guards';
@@ -27,6 +29,7 @@ export function buildCallerGuards(
   config: GatewayConfig,
   redis: Redis,
   shared: { readonly store: TokenStore; readonly seal: RecordSeal },
+  accounts: AccountSet,
   observability: Observability,
 ): Promise<Built<Callers>> {
   const { logger, metrics } = observability;
@@ -36,8 +39,10 @@ export function buildCallerGuards(
       watch: true,
       metrics,
       refuseDevelopmentKey: config.production,
+      configuredAccounts: () => accounts.ids(),
     });
     closers.push(() => registry.close());
+    closers.push(accounts.onSwap((ids) => warnClientsWithoutAccounts(registry, ids, logger)));
     const failureLog = createAuthFailureLog({ logger });
     // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
     closers.push(() => failureLog.close());
@@ -50,7 +55,7 @@ export function buildCallerGuards(
       logger,
     });
     return {
-      guards: callerGuards(config, registry, redis, observability, failureLog, browser),
+      guards: callerGuards(config, registry, redis, observability, failureLog, browser, accounts),
       registry,
       browser,
     };
@@ -64,6 +69,7 @@ function callerGuards(
   { logger, metrics }: Observability,
   failureLog: AuthFailureLog,
   browser: BuiltSessions | undefined,
+  accounts: AccountSet,
 ): CallerGuards {
   const { oidc } = config.callers;
   const counting = { redis, health, keyPrefix: config.redis.keyPrefix, metrics, logger };
@@ -78,5 +84,26 @@ function callerGuards(
     }),
     requireScope,
     rateLimit: rateLimit({ ...counting, defaultLimit: config.callers.defaultRateLimit }),
+    chooseAccount: chooseAccount(accounts),
   };
+}
+
+/**
+ * The accounts changed at run time (SPEC §10) and now number several: a registry entry without `accounts` is an
+ * error the registry refuses at its next load, but the registry in use was valid when it was loaded. It is kept (a
+ * reload must not stop every client), its callers without `accounts` get 403 (never an account by accident), and
+ * this line names them so the operator fixes the registry.
+ */
+function warnClientsWithoutAccounts(
+  registry: ClientRegistry,
+  ids: ReadonlySet<string>,
+  logger: Observability['logger'],
+): void {
+  if (ids.size < 2) return;
+  const clients = registry.clientsWithoutAccounts();
+  if (clients.length > 0)
+    logger.error(
+      { clients, accounts: [...ids] },
+      'several provider accounts are configured and these clients list no "accounts": they are refused 403 until CLIENTS_FILE names the accounts each may use',
+    );
 }

@@ -9,4 +9,6 @@ export interface CallerGuards {
   readonly authenticate: RequestHandler;
   requireScope(scope: Scope): RequestHandler;
   readonly rateLimit: RequestHandler;
+  /** Which provider account the request uses (X-Upstream-Account, else the caller's default): req.account. */
+  readonly chooseAccount: RequestHandler;
 }

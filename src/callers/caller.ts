@@ -20,6 +20,11 @@ export interface Caller {
   readonly priority?: Priority;
   /** Billable provider calls per calendar day/month in its timezone, per account (the registry entry's `quota`). */
   readonly quota?: CallerQuota;
+  /**
+   * Provider accounts this client may use (SPEC §10), its default first; absent when its entry lists none (it may
+   * then use the only account, when exactly one is configured).
+   */
+  readonly accounts?: readonly string[];
   /** Browser origins this client's web app is served from (CORS). */
   readonly origins: readonly string[];
 }

@@ -1,8 +1,8 @@
 // The API-key client registry (CLIENTS_FILE): validated at load, looked up by key hash in constant time, reloaded on change.
 import { timingSafeEqual } from 'node:crypto';
-import { type FSWatcher, readFileSync, statSync, watch } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { readFileSync } from 'node:fs';
 import type { z } from 'zod';
+import { watchFile } from '../config/watch-file';
 import { sha256Hex } from '../keys/hash';
 import type { Caller } from './caller';
 import { DEVELOPMENT_KEY_HASH } from './development-key';
@@ -19,6 +19,8 @@ export interface ClientRegistry {
   allOrigins(): ReadonlySet<string>;
   originsOf(clientId: string): readonly string[];
   readonly size: number;
+  /** Ids of the clients whose entry lists no `accounts` (an error once several accounts are configured). */
+  clientsWithoutAccounts(): readonly string[];
   /** Re-reads the file now (SIGHUP); false when the new content was refused and the previous registry stays. */
   reload(): boolean;
   /** Whether the registry in use is the file's current content, or a last good version kept since a failure. */
@@ -70,10 +72,13 @@ export interface LoadClientRegistryOptions {
   readonly now?: () => number;
   /** Production: a registry holding the public development key is refused, at start and on every reload. */
   readonly refuseDevelopmentKey?: boolean;
+  /** The provider accounts configured now (SPEC §10): with several, every entry must list its `accounts`. */
+  readonly configuredAccounts?: () => ReadonlySet<string>;
 }
 
 export interface ParseRegistryOptions {
   readonly refuseDevelopmentKey?: boolean;
+  readonly configuredAccounts?: () => ReadonlySet<string>;
 }
 
 /** Invalid registry content; the message names the file, the client and the field, never a key or hash. */
@@ -151,11 +156,17 @@ function buildSnapshot(
   const byId = new Map<string, Caller>();
   const origins = new Set<string>();
   const webApps = new Map<string, WebApp>();
+  const accounts = options.configuredAccounts?.();
   for (const entry of registry.clients) {
     if (byId.has(entry.id)) {
       problems.push(`client "${entry.id}" appears more than once`);
       continue;
     }
+    if (!entry.accounts && accounts && accounts.size > 1)
+      problems.push(
+        `client "${entry.id}" lists no "accounts" while several provider accounts are configured ` +
+          `(${[...accounts].join(', ')}): name the ones it may use, its default first`,
+      );
     const clientOrigins = [...new Set((entry.origins ?? []).map(normalizeOrigin))];
     const caller: Caller = Object.freeze({
       id: entry.id,
@@ -170,6 +181,7 @@ function buildSnapshot(
             timeZone: entry.quota.timezone ?? 'UTC',
           })
         : undefined,
+      accounts: entry.accounts ? Object.freeze([...entry.accounts]) : undefined,
       origins: Object.freeze(clientOrigins),
     });
     byId.set(entry.id, caller);
@@ -223,7 +235,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
   const { logger, metrics } = options;
   const now = options.now ?? Date.now;
   let lastText = readFileSync(file, 'utf8');
-  const parseOptions = { refuseDevelopmentKey: options.refuseDevelopmentKey };
+  const parseOptions: ParseRegistryOptions = options;
   let snapshot = parseClientRegistry(lastText, file, parseOptions);
   let refusedText: string | undefined;
   let health: RegistryHealth = {};
@@ -291,12 +303,17 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     get size() {
       return snapshot.byId.size;
     },
+    clientsWithoutAccounts: () => withoutAccounts(snapshot),
     reload: reloadIfChanged,
     health: () => health,
     close() {
       stopWatching?.();
     },
   };
+}
+
+function withoutAccounts(snapshot: RegistrySnapshot): string[] {
+  return [...snapshot.byId.values()].filter((caller) => !caller.accounts).map((caller) => caller.id);
 }
 
 function findByKey(snapshot: RegistrySnapshot, key: unknown): Caller | undefined {
@@ -309,53 +326,4 @@ function findByKey(snapshot: RegistrySnapshot, key: unknown): Caller | undefined
   const record = snapshot.byHash.get(digest);
   if (!record || !timingSafeEqual(record.hexHash, Buffer.from(digest, 'latin1'))) return undefined;
   return record.caller;
-}
-
-/** Calls `changed` (debounced) when the file may have changed; returns how to stop watching. */
-function watchFile(file: string, pollIntervalMs: number, changed: () => void): () => void {
-  let watcher: FSWatcher | undefined;
-  let debounce: NodeJS.Timeout | undefined;
-  const schedule = () => {
-    clearTimeout(debounce);
-    debounce = setTimeout(changed, 50);
-    debounce.unref();
-  };
-  // Watch the directory, not the file: editors replace files and Kubernetes ConfigMaps swap a `..data`
-  // symlink, both of which end a watch on the file itself. Any event there just triggers a content compare.
-  const name = basename(file);
-  try {
-    watcher = watch(dirname(file), { persistent: false }, (_event, changedName) => {
-      if (!changedName || changedName === name || changedName.startsWith('..')) schedule();
-    });
-    watcher.on('error', () => {
-      watcher?.close();
-      watcher = undefined;
-    });
-  } catch {
-    // Some file systems do not support watching; the poll below still notices changes.
-  }
-  let signature = statSignature(file);
-  const poller = setInterval(() => {
-    const current = statSignature(file);
-    if (current !== signature) {
-      signature = current;
-      schedule();
-    }
-  }, pollIntervalMs);
-  poller.unref();
-  return () => {
-    watcher?.close();
-    clearInterval(poller);
-    clearTimeout(debounce);
-  };
-}
-
-/** Inode, size and mtime of the file the path resolves to (stat follows symlinks, so a swap changes it). */
-function statSignature(file: string): string {
-  try {
-    const stat = statSync(file);
-    return `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-  } catch {
-    return 'missing';
-  }
 }

@@ -13,9 +13,22 @@ export interface CorsOptions {
 }
 
 export const CORS_ALLOWED_METHODS = ['GET', 'POST'];
-export const CORS_ALLOWED_HEADERS = ['content-type', 'authorization', 'x-api-key', 'x-request-id'];
+/** X-Upstream-Account: a browser app picks one of its provider accounts (SPEC §10). */
+export const CORS_ALLOWED_HEADERS = [
+  'content-type',
+  'authorization',
+  'x-api-key',
+  'x-request-id',
+  'x-upstream-account',
+];
 /** Response headers a page's script may read besides the CORS-safelisted ones. */
-export const CORS_EXPOSED_HEADERS = ['X-Request-Id', 'RateLimit', 'RateLimit-Policy', 'Retry-After'];
+export const CORS_EXPOSED_HEADERS = [
+  'X-Request-Id',
+  'RateLimit',
+  'RateLimit-Policy',
+  'Retry-After',
+  'X-Upstream-Account',
+];
 
 /**
  * An allowed origin gets its own origin echoed (never `*`) with `Vary: Origin`; a foreign origin gets no CORS

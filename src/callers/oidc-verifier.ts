@@ -129,6 +129,7 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
         scopes: scopesOf(payload),
         via: 'oidc' as const,
         rateLimit: known?.rateLimit,
+        accounts: known?.accounts,
         origins: known?.origins ?? [],
       });
     },

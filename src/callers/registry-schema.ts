@@ -1,5 +1,6 @@
 // The client registry file format: one zod schema for loading, the CLI and the JSON Schema.
 import { z } from 'zod';
+import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import { PRIORITIES, prioritySchema } from '../config/budget-schema';
 import { SCOPES } from './caller';
 
@@ -86,6 +87,18 @@ export const clientEntrySchema = z
       .array(scopeSchema)
       .min(1, 'must list at least one scope')
       .meta({ description: 'Routes this client may call.' }),
+    accounts: z
+      .array(
+        z.string().regex(ACCOUNT_ID_PATTERN, 'must be an account id: lower-case letters, digits and dashes'),
+      )
+      .min(1, 'must list at least one account (or leave "accounts" out while only one is configured)')
+      .refine((ids) => new Set(ids).size === ids.length, 'must not list an account twice')
+      .optional()
+      .meta({
+        description:
+          'Provider accounts (ids of UPSTREAM_ACCOUNTS_FILE) this client may use; the first is its default, X-Upstream-Account picks another. Required when more than one account is configured.',
+        examples: [['sandbox', 'production']],
+      }),
     rateLimit: limitSchema('Requests allowed per window, across all replicas.')
       .optional()
       .meta({ description: 'Per-client limit; RATE_LIMIT_DEFAULT_* applies when absent.' }),

@@ -22,6 +22,15 @@ export interface AccountSpec {
   readonly localAddress?: string;
   readonly maxSockets: number;
   readonly timeoutMs: number;
+  /** The provider's limit for this account, fleet-wide (SPEC §11); carried for the budget module, absent = none. */
+  readonly budget?: AccountBudget;
+}
+
+/** `requestsPerSecond` with `burst`; `shares`: the part of it each caller priority may use (0..1]. */
+export interface AccountBudget {
+  readonly requestsPerSecond: number;
+  readonly burst: number;
+  readonly shares?: Readonly<Partial<Record<'sheddable' | 'standard' | 'critical', number>>>;
 }
 
 /** Where the set of accounts comes from: the accounts file (watched), or the fixed single account. */

@@ -125,6 +125,8 @@ export const envSchema = z.object({
   /** Read in canonical form by load-config (scheme and host lower-case): HTTP:// meets the https rule as http. */
   UPSTREAM_BASE_URL: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
   UPSTREAM_ALLOW_HTTP: bool.default(false),
+  /** The provider accounts file (SPEC §10); replaces UPSTREAM_BASE_URL and the credential variables. */
+  UPSTREAM_ACCOUNTS_FILE: z.string().min(1).optional(),
   UPSTREAM_USERNAME: z.string().min(1).optional(),
   UPSTREAM_PASSWORD: z.string().min(1).optional(),
   UPSTREAM_USERNAME_FILE: z.string().min(1).optional(),

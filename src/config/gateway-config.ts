@@ -68,7 +68,7 @@ export interface SessionSettings {
 }
 
 export interface GatewayConfig {
-  /** `local`: no UPSTREAM_BASE_URL outside production, so the bundled simulator is the upstream. */
+  /** `local`: no UPSTREAM_BASE_URL nor UPSTREAM_ACCOUNTS_FILE outside production: the bundled simulator is the upstream. */
   readonly mode: GatewayMode;
   readonly production: boolean;
   readonly server: {
@@ -90,8 +90,12 @@ export interface GatewayConfig {
   /** OpenTelemetry traces; absent when off (no OTLP endpoint, or OTEL_SDK_DISABLED). */
   readonly tracing?: TracingSettings;
   readonly upstream: {
-    /** Absent in local mode until the simulator has started and its URL is known. */
+    /** Absent in local mode until the simulator has started and its URL is known, and with an accounts file. */
     readonly baseUrl?: string;
+    /** UPSTREAM_ACCOUNTS_FILE, absolute: several provider accounts (SPEC §10) instead of `baseUrl` + credentials. */
+    readonly accountsFile?: string;
+    /** UPSTREAM_ALLOW_HTTP: outside production, plain http upstreams are accepted (tests). */
+    readonly allowHttp: boolean;
     readonly timeoutMs: number;
     /** PEM certificates of UPSTREAM_CA_FILE, trusted for the upstream on top of the default roots. */
     readonly extraCa?: readonly string[];

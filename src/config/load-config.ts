@@ -66,19 +66,20 @@ function withFileSecrets(
 
 function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): GatewayConfig | undefined {
   const production = isProduction(env);
-  const mode = env.UPSTREAM_BASE_URL ? 'upstream' : 'local';
+  const mode = env.UPSTREAM_BASE_URL || env.UPSTREAM_ACCOUNTS_FILE ? 'upstream' : 'local';
   const fail = (variable: string, message: string) => problems.push({ variable, message });
   const why = production ? productionNote(env) : '';
 
   if (mode === 'local' && production) {
     fail(
       'UPSTREAM_BASE_URL',
-      'is required when NODE_ENV=production (local mode with the simulator is for development)',
+      'is required when NODE_ENV=production, or UPSTREAM_ACCOUNTS_FILE (local mode with the simulator is for development)',
     );
   }
+  checkAccountsFileAlone(env, fail);
   if (env.UPSTREAM_BASE_URL !== undefined)
     checkUpstreamUrl(env.UPSTREAM_BASE_URL, env, production, why, fail);
-  if (mode === 'upstream') {
+  if (mode === 'upstream' && !env.UPSTREAM_ACCOUNTS_FILE) {
     if (!env.UPSTREAM_USERNAME) fail('UPSTREAM_USERNAME', 'is required (or UPSTREAM_USERNAME_FILE)');
     if (!env.UPSTREAM_PASSWORD) fail('UPSTREAM_PASSWORD', 'is required (or UPSTREAM_PASSWORD_FILE)');
   }
@@ -170,6 +171,8 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     upstream: {
       // Canonical (lower-case scheme and host, no default port or trailing slash): what every consumer compares.
       baseUrl: env.UPSTREAM_BASE_URL && new URL(env.UPSTREAM_BASE_URL).href.replace(/\/+$/, ''),
+      accountsFile: env.UPSTREAM_ACCOUNTS_FILE && resolve(cwd, env.UPSTREAM_ACCOUNTS_FILE),
+      allowHttp: env.UPSTREAM_ALLOW_HTTP,
       timeoutMs: env.UPSTREAM_TIMEOUT_MS,
       extraCa: upstreamCa,
       staticHeaders: env.UPSTREAM_STATIC_HEADERS,
@@ -284,6 +287,38 @@ function checkUpstreamUrl(
       "must be the provider's base URL only (scheme, host, port, path), without user, password, query or fragment: the credentials are UPSTREAM_USERNAME and UPSTREAM_PASSWORD",
     );
 }
+
+/**
+ * The single-account variables describe one account; the accounts file describes each account itself (SPEC §10).
+ * Both at once would leave it unclear which one a caller gets: refused, naming every variable to remove.
+ */
+function checkAccountsFileAlone(env: RawEnv, fail: (variable: string, message: string) => void): void {
+  if (!env.UPSTREAM_ACCOUNTS_FILE) return;
+  for (const variable of SINGLE_ACCOUNT_VARIABLES)
+    if (
+      env[variable] !== undefined &&
+      !(variable === 'UPSTREAM_STATIC_HEADERS' && isEmpty(env[variable])) &&
+      // A secret read from its *_FILE is named once, by the *_FILE variable.
+      !((variable === 'UPSTREAM_USERNAME' || variable === 'UPSTREAM_PASSWORD') && env[`${variable}_FILE`])
+    )
+      fail(
+        variable,
+        'is a single-account variable and UPSTREAM_ACCOUNTS_FILE is set: describe each account in the accounts file (baseUrl, usernameFile, passwordFile, caFile, staticHeaders) and remove this variable',
+      );
+}
+
+const SINGLE_ACCOUNT_VARIABLES = [
+  'UPSTREAM_BASE_URL',
+  'UPSTREAM_USERNAME',
+  'UPSTREAM_PASSWORD',
+  'UPSTREAM_USERNAME_FILE',
+  'UPSTREAM_PASSWORD_FILE',
+  'UPSTREAM_CA_FILE',
+  'UPSTREAM_STATIC_HEADERS',
+] as const;
+
+const isEmpty = (value: unknown) =>
+  typeof value === 'object' && value !== null && Object.keys(value).length === 0;
 
 function checkSessionSettings(
   env: RawEnv,

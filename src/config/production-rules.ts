@@ -31,9 +31,12 @@ const TRUST_PROXY_FIX =
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;
  * only an explicit `development` or `test` opts out. Local mode (no upstream) stays a development mode.
  */
-export function isProduction(env: Pick<RawEnv, 'NODE_ENV' | 'UPSTREAM_BASE_URL'>): boolean {
+export function isProduction(
+  env: Pick<RawEnv, 'NODE_ENV' | 'UPSTREAM_BASE_URL'> & Partial<Pick<RawEnv, 'UPSTREAM_ACCOUNTS_FILE'>>,
+): boolean {
   if (env.NODE_ENV === 'production') return true;
-  return env.UPSTREAM_BASE_URL !== undefined && env.NODE_ENV === undefined;
+  const upstream = env.UPSTREAM_BASE_URL !== undefined || env.UPSTREAM_ACCOUNTS_FILE !== undefined;
+  return upstream && env.NODE_ENV === undefined;
 }
 
 /** Why production applies, appended to each refusal so an operator who never set NODE_ENV understands it. */

@@ -1,4 +1,5 @@
-// Local mode's small web app at /: logs in through the gateway, shows the user, calls both operations with the cookie.
+// Local mode's small web app at /: logs in through the gateway, shows the user, calls both operations with the cookie
+// on the provider account chosen (X-Upstream-Account), and shows which account answered.
 import express, { type Router } from 'express';
 import { routeName } from '../observability/request-log';
 
@@ -16,6 +17,8 @@ const PAGE = `<!doctype html>
 <section id="signed-in" hidden>
   <p>Signed in as <strong id="user-name"></strong> &lt;<span id="user-email"></span>&gt; with scopes <code id="user-scopes"></code>
   <button id="logout" type="button">Log out</button></p>
+  <label>Provider account <select id="account"><option value="">the app's default</option>
+    <option value="sandbox">sandbox</option><option value="production">production</option></select></label>
   <form id="validate"><h2>Validate a document</h2>
     <label>Country <input name="country" value="ARG" size="4"></label>
     <label>Type <input name="type" value="CUIT" size="6"></label>
@@ -24,7 +27,7 @@ const PAGE = `<!doctype html>
   <form id="plan"><h2>Read a plan</h2>
     <label>Plan id <input name="planId" value="b8546575-5d4f-4a56-9e21-522d01cf5992" size="38"></label>
     <button type="submit">Read</button></form>
-  <h2>Answer</h2><pre id="answer">–</pre>
+  <h2>Answer <small>from account <code id="answered-by">–</code></small></h2><pre id="answer">–</pre>
 </section>
 </main></body></html>`;
 
@@ -33,8 +36,11 @@ const csrf = { 'X-CSRF': '1' };
 const $ = (id) => document.getElementById(id);
 const show = (status, body) => { $('answer').textContent = status + '\\n' + JSON.stringify(body, null, 2); $('answer').dataset.status = String(status); };
 async function call(path, init) {
-  const response = await fetch(path, { ...init, headers: { ...csrf, ...(init && init.headers) } });
+  const account = $('account') && $('account').value;
+  const chosen = account ? { 'X-Upstream-Account': account } : {};
+  const response = await fetch(path, { ...init, headers: { ...csrf, ...chosen, ...(init && init.headers) } });
   const body = await response.json().catch(() => null);
+  if ($('answered-by')) $('answered-by').textContent = response.headers.get('X-Upstream-Account') || '–';
   if (response.status === 401) location.href = '/bff/login?returnTo=%2F';
   return { status: response.status, body };
 }

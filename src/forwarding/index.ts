@@ -5,3 +5,13 @@ export { createForwarder, type Forwarder, sendAnswer } from './internal/forwarde
 export { createPlanReader, type PlanReader } from './internal/plan-reader';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
 export { createUpstreamSlots } from './internal/upstream-slots';
+
+import type { Forwarder } from './internal/forwarder';
+import type { PlanReader } from './internal/plan-reader';
+
+/** What a request uses of the provider account it was given (SPEC §10): the account's forwarder and plan reads. */
+export interface AccountForwarding {
+  readonly id: string;
+  readonly forwarder: Forwarder;
+  readonly plans: PlanReader;
+}

@@ -24,9 +24,14 @@ export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: 
   };
 }
 
-/** Cached answers are namespaced by upstream, like tokens: sandbox and production never share a plan. */
-export function planCachePrefix(keyPrefix: string, upstreamBaseUrl: string): string {
-  return `${keyPrefix}cache:${shortHash(upstreamBaseUrl)}:`;
+/**
+ * Cached answers are namespaced by upstream and account: sandbox and production never share a plan, and neither do
+ * two merchant accounts at the same base URL (a plan answer is the merchant's own). The `default` account keeps the
+ * key it had before accounts existed, so a rollout finds its warm cache.
+ */
+export function planCachePrefix(keyPrefix: string, upstreamBaseUrl: string, account = 'default'): string {
+  const scope = account === 'default' ? upstreamBaseUrl : `${upstreamBaseUrl}\naccount:${account}`;
+  return `${keyPrefix}cache:${shortHash(scope)}:`;
 }
 
 /** One plan's answer under planCachePrefix; the id is the route's lower-cased UUID. */

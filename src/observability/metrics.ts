@@ -14,7 +14,11 @@ const TOKEN_CALL_RESULTS = [
   'upstream_timeout',
 ];
 
-/** Every label value is bounded: route templates, methods, status codes, client ids from the registry. */
+/**
+ * Every label value is bounded: route templates, methods, status codes, client ids from the registry, account ids
+ * from the accounts file (SPEC §10). The metrics of what an account owns (token calls, upstream calls, circuits, the
+ * socket pool, the back-offs) carry `account`; src/accounts/account-metrics.ts hands each account a view that adds it.
+ */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
@@ -29,44 +33,52 @@ export function createMetrics() {
   registerAnsweredRequestsCounter(httpDuration, registers);
   const tokenRequests = new Counter({
     name: 'upstream_token_requests_total',
-    help: 'Calls to the upstream token endpoints, by kind (login, refresh) and result.',
-    labelNames: ['kind', 'result'] as const,
+    help: 'Calls to the upstream token endpoints, by account, kind (login, refresh) and result.',
+    labelNames: ['kind', 'result', 'account'] as const,
     registers,
   });
-  // Exported at 0 from the start: increase() then sees the first refusal, which a series born at 1 would hide.
-  for (const kind of ['login', 'refresh'])
-    for (const result of TOKEN_CALL_RESULTS) tokenRequests.inc({ kind, result }, 0);
-  // Read when metrics are scraped, never per request; zero until the upstream pool is wired (local mode starts late).
-  const upstreamPool: UpstreamPoolReading = { socketsInUse: () => 0, waiting: () => 0 };
+  // Read when metrics are scraped, never per request: one reading per account, removed with the account.
+  const upstreamPools = new Map<string, UpstreamPoolReading>();
   new Gauge({
     name: 'upstream_sockets_in_use',
-    help: 'Upstream sockets carrying a call right now (at most UPSTREAM_MAX_SOCKETS).',
+    help: "Upstream sockets carrying a call right now, by account (at most the account's maxSockets).",
+    labelNames: ['account'] as const,
     registers,
     collect() {
-      this.set(upstreamPool.socketsInUse());
+      this.reset();
+      for (const [account, pool] of upstreamPools) this.set({ account }, pool.socketsInUse());
     },
   });
   new Gauge({
     name: 'upstream_requests_waiting',
-    help: 'Calls waiting for a free upstream socket (each for at most UPSTREAM_QUEUE_TIMEOUT_MS).',
+    help: 'Calls waiting for a free upstream socket, by account (each for at most UPSTREAM_QUEUE_TIMEOUT_MS).',
+    labelNames: ['account'] as const,
     registers,
     collect() {
-      this.set(upstreamPool.waiting());
+      this.reset();
+      for (const [account, pool] of upstreamPools) this.set({ account }, pool.waiting());
     },
   });
   return {
     registry,
-    /** Wires the upstream pool gauges to the running pool. */
-    watchUpstreamPool(reading: UpstreamPoolReading): void {
-      upstreamPool.socketsInUse = reading.socketsInUse;
-      upstreamPool.waiting = reading.waiting;
+    /** Wires an account's upstream pool gauges to its running pool; returns how to stop (the account closed). */
+    watchUpstreamPool(account: string, reading: UpstreamPoolReading): () => void {
+      upstreamPools.set(account, reading);
+      return () => {
+        if (upstreamPools.get(account) === reading) upstreamPools.delete(account);
+      };
+    },
+    /** Exports an account's token call results at 0 from the start: increase() then sees the first refusal. */
+    zeroTokenRequests(account: string): void {
+      for (const kind of ['login', 'refresh'])
+        for (const result of TOKEN_CALL_RESULTS) tokenRequests.inc({ kind, result, account }, 0);
     },
     /** One observation per answered request; it also gives http_requests_total. */
     httpDuration,
     upstreamDuration: new Histogram({
       name: 'upstream_request_duration_seconds',
-      help: 'Upstream call latency, in seconds.',
-      labelNames: ['route', 'status'] as const,
+      help: 'Upstream call latency, in seconds, by account.',
+      labelNames: ['route', 'status', 'account'] as const,
       buckets: LATENCY_BUCKETS,
       registers,
     }),
@@ -74,7 +86,7 @@ export function createMetrics() {
     tokenSource: new Counter({
       name: 'upstream_token_source_total',
       help: 'Where the access token used for a forwarded call came from (memory, redis, upstream).',
-      labelNames: ['source'] as const,
+      labelNames: ['source', 'account'] as const,
       registers,
     }),
     rateLimitRejections: new Counter({
@@ -90,8 +102,8 @@ export function createMetrics() {
     }),
     circuitState: new Gauge({
       name: 'upstream_circuit_state',
-      help: 'Upstream circuit breaker of each operation: 0 closed, 1 half-open, 2 open.',
-      labelNames: ['operation'] as const,
+      help: 'Upstream circuit breaker of each account and operation: 0 closed, 1 half-open, 2 open.',
+      labelNames: ['operation', 'account'] as const,
       registers,
     }),
     storeHealthy: new Gauge({
@@ -120,6 +132,17 @@ export function createMetrics() {
     }),
     /** The provider budgets of the accounts (SPEC §11). */
     budget: createBudgetMetrics(registers),
+    accountsReloadFailures: new Counter({
+      name: 'upstream_accounts_reload_failures_total',
+      help: 'Reloads of the provider accounts refused (UPSTREAM_ACCOUNTS_FILE invalid, an account that would not start); the last good set kept serving.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    accountsStaleSince: new Gauge({
+      name: 'upstream_accounts_stale_since_seconds',
+      help: 'Unix time since which the provider accounts in use no longer match UPSTREAM_ACCOUNTS_FILE; 0 when they do.',
+      registers,
+    }),
     registryStaleSince: new Gauge({
       name: 'client_registry_stale_since_seconds',
       help: 'Unix time since which the client registry in use no longer matches CLIENTS_FILE; 0 when it does.',
@@ -133,24 +156,38 @@ export type Metrics = ReturnType<typeof createMetrics>;
 /** Milliseconds left of each token-endpoint back-off, read when metrics are scraped. */
 export type BackoffReader = () => { refusal: number; transient: number };
 
-/** upstream_token_backoff_seconds{kind}: computed at scrape time, since it falls with every passing second. */
+/**
+ * upstream_token_backoff_seconds{kind,account}: computed at scrape time, since it falls with every passing second.
+ * Each account's token manager says where to read its back-off (through its account view); a closed account's
+ * reader is dropped.
+ */
 function backoffGauge(registers: Registry[]) {
-  let read: BackoffReader = () => ({ refusal: 0, transient: 0 });
+  const readers = new Map<string, BackoffReader>();
   new Gauge({
     name: 'upstream_token_backoff_seconds',
-    help: 'Seconds before the token endpoints may be called again: after a refused login (refusal) or a transient failure (transient).',
-    labelNames: ['kind'] as const,
+    help: 'Seconds before the token endpoints may be called again, by account: after a refused login (refusal) or a transient failure (transient).',
+    labelNames: ['kind', 'account'] as const,
     registers,
     collect() {
-      const left = read();
-      this.set({ kind: 'refusal' }, left.refusal / 1000);
-      this.set({ kind: 'transient' }, left.transient / 1000);
+      this.reset();
+      for (const [account, read] of readers) {
+        const left = read();
+        this.set({ kind: 'refusal', account }, left.refusal / 1000);
+        this.set({ kind: 'transient', account }, left.transient / 1000);
+      }
     },
   });
   return {
-    /** The token manager tells the gauge where to read its back-off. */
+    /** A token manager without an account view (tests of the manager alone) reads as the `default` account. */
     readFrom(reader: BackoffReader): void {
-      read = reader;
+      readers.set('default', reader);
+    },
+    /** The account's token manager tells the gauge where to read its back-off; returns how to stop. */
+    readFromAccount(account: string, reader: BackoffReader): () => void {
+      readers.set(account, reader);
+      return () => {
+        if (readers.get(account) === reader) readers.delete(account);
+      };
     },
   };
 }
@@ -184,24 +221,44 @@ function registerAnsweredRequestsCounter(
 }
 
 /**
- * upstream_access_token_remaining_seconds: seconds left on the access token this replica holds, read from the token
- * manager when metrics are scraped (nothing on the request path); 0 when it holds none or it has expired.
+ * upstream_access_token_remaining_seconds{account}: seconds left on each account's access token this replica holds,
+ * read from the token managers when metrics are scraped (nothing on the request path); 0 when it holds none or it
+ * has expired. One gauge per registry; each call adds (or replaces) an account's reading and returns how to drop it.
  */
 export function registerAccessTokenTimeLeft(
   metrics: Metrics,
   accessExpiresAt: () => number | undefined,
   now: () => number = Date.now,
-): void {
-  new Gauge({
-    name: 'upstream_access_token_remaining_seconds',
-    help: 'Seconds left before the upstream access token held by this replica expires (0 when none is held).',
-    registers: [metrics.registry],
-    collect() {
-      const expiresAt = accessExpiresAt();
-      this.set(expiresAt === undefined ? 0 : Math.max(0, (expiresAt - now()) / 1000));
-    },
-  });
+  account = 'default',
+): () => void {
+  let readings = tokenTimeLeftReadings.get(metrics.registry);
+  if (!readings) {
+    const perAccount = new Map<string, () => number | undefined>();
+    readings = perAccount;
+    tokenTimeLeftReadings.set(metrics.registry, perAccount);
+    new Gauge({
+      name: 'upstream_access_token_remaining_seconds',
+      help: 'Seconds left before the upstream access token held by this replica expires, by account (0 when none is held).',
+      labelNames: ['account'] as const,
+      registers: [metrics.registry],
+      collect() {
+        this.reset();
+        for (const [name, expiresAtOf] of perAccount) {
+          const expiresAt = expiresAtOf();
+          this.set({ account: name }, expiresAt === undefined ? 0 : Math.max(0, (expiresAt - now()) / 1000));
+        }
+      },
+    });
+  }
+  const owned = readings;
+  owned.set(account, accessExpiresAt);
+  return () => {
+    if (owned.get(account) === accessExpiresAt) owned.delete(account);
+  };
 }
+
+/** The per-account readings of each registry's access-token gauge (a registry holds one gauge of a name). */
+const tokenTimeLeftReadings = new WeakMap<Registry, Map<string, () => number | undefined>>();
 
 /** GET /metrics, for the main app or the METRICS_PORT server: the Prometheus text format. */
 export function metricsEndpoint(metrics: Metrics) {

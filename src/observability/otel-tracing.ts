@@ -288,7 +288,8 @@ function endServerSpan(span: Span, req: Request, res: Response, method: string):
   }
   span.setAttribute('http.response.status_code', status);
   if (req.caller) span.setAttribute('gateway.client', req.caller.id);
-  const { coalesced, cache } = res.locals;
+  const { coalesced, cache, account } = res.locals;
+  if (account !== undefined) span.setAttribute('gateway.account', account);
   if (typeof coalesced === 'boolean') span.setAttribute('gateway.coalesced', coalesced);
   if (typeof cache === 'string') span.setAttribute('gateway.cache', cache);
   if (status >= 500) failed(span, String(status));

@@ -44,6 +44,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
           traceId: res.locals.traceId,
           client,
           user: req.caller?.user,
+          account: res.locals.account,
           clientIp,
           route,
           method: req.method,

@@ -1,5 +1,6 @@
 // `npm run doctor [-- --force-login]`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails.
 import { type AccountSpec, defaultAccountSpec } from '../config/account-spec';
+import { accountsFileOptionsOf, readAccountsFile } from '../config/accounts-file';
 import type { GatewayConfig } from '../config/gateway-config';
 import { loadConfig } from '../config/load-config';
 import { type AccountList, formatReport, runDoctor } from './doctor';
@@ -15,23 +16,21 @@ const USAGE = `usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
 `;
 
 /**
- * The accounts the doctor checks in upstream mode.
- * ACCOUNTS FILE HOOK (issue 28): with UPSTREAM_ACCOUNTS_FILE set, return the accounts file's set here, read once
- * (e.g. `await createAccountsFileSource(...).read()`): its ConfigError on an invalid file becomes the doctor's failed
- * "provider accounts" step and a non-zero exit. Without the file, the single-account variables' account `default`.
+ * The accounts the doctor checks in upstream mode: the accounts file's set, read once (its ConfigError on an invalid
+ * file becomes the doctor's failed "provider accounts" step and a non-zero exit), or without the file the
+ * single-account variables' account `default`.
  */
-export async function configuredAccounts(
-  config: GatewayConfig,
-  baseUrl: string,
-): Promise<readonly AccountSpec[]> {
-  return [defaultAccountSpec(config, baseUrl)];
+export async function configuredAccounts(config: GatewayConfig): Promise<readonly AccountSpec[]> {
+  if (config.upstream.accountsFile)
+    return readAccountsFile(accountsFileOptionsOf(config, config.upstream.accountsFile));
+  return config.upstream.baseUrl ? [defaultAccountSpec(config, config.upstream.baseUrl)] : [];
 }
 
 /** The accounts, or in local mode the bundled simulator's (started here, as the gateway would; loaded only then). */
 async function listAccounts(config: GatewayConfig): Promise<AccountList> {
-  if (config.mode === 'upstream' && config.upstream.baseUrl)
+  if (config.mode === 'upstream')
     return {
-      accounts: await configuredAccounts(config, config.upstream.baseUrl),
+      accounts: await configuredAccounts(config),
       close: async () => undefined,
     };
   const simulator = await (await import('../local-mode.js')).startLocalUpstream();

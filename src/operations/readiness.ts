@@ -4,14 +4,24 @@ import type { TokenProvider } from '../tokens';
 
 export type CheckState = 'ok' | 'degraded' | 'failing';
 
+export interface AccountCheck {
+  readonly state: CheckState;
+  readonly detail: string;
+  /** Each operation's upstream circuit of this account. */
+  readonly circuits: Readonly<Record<string, { readonly state: string }>>;
+}
+
 export interface ReadinessReport {
   readonly status: 'ready' | 'degraded' | 'not-ready';
   readonly checks: {
     readonly draining: boolean;
     readonly store: { readonly state: CheckState; readonly kind: 'redis' | 'memory' };
+    /** All accounts' tokens in one: `failing` only when no account can serve. */
     readonly upstreamToken: { readonly state: CheckState; readonly detail: string };
-    /** Each operation's upstream circuit. */
+    /** Each operation's circuit; with several accounts keyed `account/operation`. */
     readonly circuits: Readonly<Record<string, { readonly state: string }>>;
+    /** Each provider account (SPEC §10): its token and its circuits. */
+    readonly accounts: Readonly<Record<string, AccountCheck>>;
     readonly clientRegistry?: {
       readonly state: CheckState;
       readonly detail: string;
@@ -27,12 +37,18 @@ export interface Readiness {
   readonly draining: boolean;
 }
 
-export interface ReadinessDeps {
-  /** `getAccessToken`, when given, lets a failing replica retry on its own (see below). */
+/** What readiness reads of one account: its token manager and its circuits. */
+export interface ReadinessAccount {
+  readonly id: string;
+  /** `getAccessToken`, when given, lets a failing account retry on its own (see below). */
   readonly tokens: Pick<TokenProvider, 'status'> & Partial<Pick<TokenProvider, 'getAccessToken'>>;
+  circuitStates(): Readonly<Record<string, string>>;
+}
+
+export interface ReadinessDeps {
+  /** The accounts running now (the set may change between two probes). */
+  readonly accounts: { all(): readonly ReadinessAccount[] };
   readonly storeKind: 'redis' | 'memory';
-  /** The upstream circuit state of each operation. */
-  readonly circuitStates: () => Readonly<Record<string, string>>;
   /** Live store health: the token manager learns of a recovered Redis only on its next store call. */
   readonly storeHealthy?: () => boolean;
   readonly clientRegistry?: Pick<ClientRegistry, 'health'>;
@@ -43,25 +59,21 @@ const GATEWAY_REFUSALS = new Set(['UPSTREAM_AUTH_FAILED', 'UPSTREAM_IP_NOT_WHITE
 
 export function createReadiness(deps: ReadinessDeps): Readiness {
   let draining = false;
-  let retrying = false;
+  const retrying = new WeakSet<object>();
 
   /**
-   * A replica that is not ready gets no traffic, so nothing would ever ask for a token again: the probe itself
-   * starts one token request at a time. The token manager's fleet-wide login back-off (after a 401/403) bounds
-   * how often that reaches the upstream. A healthy replica is never made to log in by a probe.
+   * An account that is not ready gets no traffic on a replica taken out, so nothing would ever ask for its token
+   * again: the probe itself starts one token request at a time per account. The token manager's fleet-wide login
+   * back-off (after a 401/403) bounds how often that reaches the upstream. A healthy account is never made to log in
+   * by a probe.
    */
-  const retryInBackground = () => {
-    const get = deps.tokens.getAccessToken;
-    if (retrying || draining || !get) return;
-    retrying = true;
-    get.call(deps.tokens).then(
-      () => {
-        retrying = false;
-      },
-      () => {
-        retrying = false;
-      },
-    );
+  const retryInBackground = (account: ReadinessAccount) => {
+    const tokens = account.tokens;
+    const get = tokens.getAccessToken;
+    if (retrying.has(tokens) || draining || !get) return;
+    retrying.add(tokens);
+    const done = () => retrying.delete(tokens);
+    get.call(tokens).then(done, done);
   };
 
   return {
@@ -72,46 +84,92 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
       draining = true;
     },
     report() {
-      const token = deps.tokens.status();
-      const storeOk = deps.storeHealthy ? deps.storeHealthy() : token.storeHealthy;
+      const all = deps.accounts.all();
+      const storeOk = deps.storeHealthy
+        ? deps.storeHealthy()
+        : all.every((account) => account.tokens.status().storeHealthy);
       const storeState: CheckState = deps.storeKind === 'memory' || storeOk ? 'ok' : 'degraded';
-      // Only a refusal of the gateway itself (credentials, IP) takes a replica out: a passing upstream outage
-      // would take the whole fleet out at once and turn envelopes into load-balancer errors.
-      const refused = token.lastFailure !== undefined && GATEWAY_REFUSALS.has(token.lastFailure);
-      const tokenState: CheckState = token.hasValidToken
-        ? 'ok'
-        : refused
-          ? 'failing'
-          : token.lastFailure
-            ? 'degraded'
-            : 'ok';
-      const tokenDetail = token.hasValidToken
-        ? 'a valid upstream token is held'
-        : token.lastFailure
-          ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
-          : 'no token yet; one is fetched on the first call';
-      if (tokenState !== 'ok') retryInBackground();
+      const accounts: Record<string, AccountCheck> = {};
       const circuits: Record<string, { state: string }> = {};
       let circuitsClosed = true;
-      for (const [operation, state] of Object.entries(deps.circuitStates())) {
-        circuits[operation] = { state };
-        if (state !== 'closed') circuitsClosed = false;
+      for (const account of all) {
+        const check = accountCheck(account);
+        if (check.state !== 'ok') retryInBackground(account);
+        accounts[account.id] = check;
+        for (const [operation, { state }] of Object.entries(check.circuits)) {
+          circuits[all.length === 1 ? operation : `${account.id}/${operation}`] = { state };
+          if (state !== 'closed') circuitsClosed = false;
+        }
       }
+      const upstreamToken = tokenSummary(all, accounts);
       const registry = deps.clientRegistry && registryCheck(deps.clientRegistry);
-      const notReady = draining || tokenState === 'failing';
+      // Ready while at least one account can serve: a refused sandbox password never takes production out.
+      const notReady = draining || upstreamToken.state === 'failing';
       const degraded =
-        storeState !== 'ok' || tokenState !== 'ok' || !circuitsClosed || registry?.state === 'degraded';
+        storeState !== 'ok' ||
+        upstreamToken.state !== 'ok' ||
+        !circuitsClosed ||
+        registry?.state === 'degraded';
       return {
         status: notReady ? 'not-ready' : degraded ? 'degraded' : 'ready',
         checks: {
           draining,
           store: { state: storeState, kind: deps.storeKind },
-          upstreamToken: { state: tokenState, detail: tokenDetail },
+          upstreamToken,
           circuits,
+          accounts,
           ...(registry && { clientRegistry: registry }),
         },
       };
     },
+  };
+}
+
+/** One account: `failing` when the provider refuses its credentials or address, `degraded` on a passing failure. */
+function accountCheck(account: ReadinessAccount): AccountCheck {
+  const token = account.tokens.status();
+  // Only a refusal of the gateway itself (credentials, IP) fails an account: a passing upstream outage would take
+  // the whole fleet out at once and turn envelopes into load-balancer errors.
+  const refused = token.lastFailure !== undefined && GATEWAY_REFUSALS.has(token.lastFailure);
+  const state: CheckState = token.hasValidToken
+    ? 'ok'
+    : refused
+      ? 'failing'
+      : token.lastFailure
+        ? 'degraded'
+        : 'ok';
+  const detail = token.hasValidToken
+    ? 'a valid upstream token is held'
+    : token.lastFailure
+      ? `the last upstream token request failed (${token.lastFailure}); retrying in the background`
+      : 'no token yet; one is fetched on the first call';
+  const circuits: Record<string, { state: string }> = {};
+  for (const [operation, circuit] of Object.entries(account.circuitStates()))
+    circuits[operation] = { state: circuit };
+  return { state, detail, circuits };
+}
+
+/** The accounts' tokens in one check: the one account's own, or which accounts are failing or degraded. */
+function tokenSummary(
+  all: readonly ReadinessAccount[],
+  accounts: Readonly<Record<string, AccountCheck>>,
+): { state: CheckState; detail: string } {
+  const checks = Object.values(accounts);
+  if (all.length === 1 && checks[0]) return { state: checks[0].state, detail: checks[0].detail };
+  const named = (state: CheckState) => Object.keys(accounts).filter((id) => accounts[id]?.state === state);
+  const failing = named('failing');
+  const degraded = named('degraded');
+  if (checks.length > 0 && failing.length === checks.length)
+    return { state: 'failing', detail: `every provider account is refused (${failing.join(', ')})` };
+  if (failing.length + degraded.length === 0)
+    return { state: 'ok', detail: 'every provider account can serve' };
+  const parts = [
+    ...(failing.length > 0 ? [`refused: ${failing.join(', ')}`] : []),
+    ...(degraded.length > 0 ? [`retrying: ${degraded.join(', ')}`] : []),
+  ];
+  return {
+    state: 'degraded',
+    detail: `some provider accounts cannot serve (${parts.join('; ')}); the others serve`,
   };
 }
 

@@ -124,6 +124,18 @@ export const readinessAnswer = z
       store: z.object({ state: checkState, kind: z.enum(['redis', 'memory']) }),
       upstreamToken: z.object({ state: checkState, detail: z.string() }),
       circuits: z.record(z.string(), z.object({ state: z.string() })),
+      accounts: z
+        .record(
+          z.string(),
+          z.object({
+            state: checkState,
+            detail: z.string(),
+            circuits: z.record(z.string(), z.object({ state: z.string() })),
+          }),
+        )
+        .meta({
+          description: 'Each provider account (SPEC §10): its token and its circuits, keyed by account id.',
+        }),
       clientRegistry: z
         .object({ state: checkState, detail: z.string(), staleSince: z.string().optional() })
         .optional(),

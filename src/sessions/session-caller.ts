@@ -60,6 +60,7 @@ export function createSessionCaller(deps: SessionCallerDeps): SessionCaller {
         scopes: app.scopesFor(record.claimValues),
         via: 'session',
         rateLimit: app.caller.rateLimit,
+        accounts: app.caller.accounts,
         origins: app.caller.origins,
         user: userRef(record.sub),
         userRateLimit: app.userRateLimit,

@@ -4,11 +4,11 @@ import { ZodError } from 'zod';
 import type { SecondCount } from './calls-per-second';
 import type { Faults, FaultsInput } from './faults';
 import type { ReceivedRequest, ReceivedTokenRequest } from './request-log';
-import type { SimulatorStats } from './stats';
+import type { StatsSnapshot } from './stats';
 
 /** The test controls, in process; `/__simulator/*` exposes the same over HTTP. */
 export interface SimulatorControl {
-  stats(): SimulatorStats;
+  stats(): StatsSnapshot;
   /** Zeroes the counters, clears faults and the received-requests logs. Issued tokens stay valid. */
   reset(): void;
   /** Validates and replaces the faults (throws on bad input); `{}` clears them. Returns the effective faults. */

@@ -8,6 +8,12 @@ export interface SimulatorOptions {
   /** The one credential pair `POST /api/token/` accepts. */
   readonly username: string;
   readonly password: string;
+  /**
+   * Further merchant accounts, each its own credential pair, user id and tokens (a provider holds many): the
+   * stats count each account's logins, refreshes and calls by username, and the request log names whose token a
+   * call carried. In process only (tests, local mode).
+   */
+  readonly extraAccounts?: readonly { readonly username: string; readonly password: string }[];
   /** Lifetime of access tokens (the provider's: 5 min). */
   readonly accessTtlSeconds: number;
   /** Lifetime of refresh tokens (the provider's: 24 h). */

@@ -15,10 +15,12 @@ export interface ReceivedRequest {
   body: unknown;
   /** The TCP peer's address (normalised as the IP allow-list sees it): the egress address the caller used. */
   remoteAddress: string;
+  /** The merchant account (username) whose token the call carried, read from its `user_id`; absent when none. */
+  account?: string;
 }
 
 export interface RequestLog {
-  record(req: Request, body: unknown): void;
+  record(req: Request, body: unknown, account?: string): void;
   list(): ReceivedRequest[];
   clear(): void;
 }
@@ -28,7 +30,7 @@ export const REQUEST_LOG_CAPACITY = 200;
 export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
   let entries: ReceivedRequest[] = [];
   return {
-    record(req, body) {
+    record(req, body, account) {
       entries.push({
         method: req.method,
         path: req.path,
@@ -36,6 +38,7 @@ export function createRequestLog(capacity = REQUEST_LOG_CAPACITY): RequestLog {
         headers: { ...req.headers },
         body: body === undefined ? null : structuredClone(body),
         remoteAddress: normaliseIp(req.socket.remoteAddress ?? ''),
+        ...(account !== undefined && { account }),
       });
       if (entries.length > capacity) entries = entries.slice(-capacity);
     },

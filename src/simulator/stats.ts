@@ -25,9 +25,23 @@ export interface SimulatorStats {
 
 export type CounterName = keyof SimulatorStats;
 
+/** What one merchant account (by username) was asked: logins, refreshes, and calls made with its tokens. */
+export interface AccountStats {
+  logins: number;
+  loginFailures: number;
+  refreshes: number;
+  /** Operation calls whose access token was this account's and valid. */
+  calls: number;
+}
+
+/** The counters, and each merchant account's own (by username). */
+export type StatsSnapshot = SimulatorStats & { accounts: Record<string, AccountStats> };
+
 export interface StatsRecorder {
   increment(name: CounterName): void;
-  snapshot(): SimulatorStats;
+  /** Counts for one account (by username; usernames are not secrets). */
+  incrementFor(username: string, name: keyof AccountStats): void;
+  snapshot(): StatsSnapshot;
   reset(): void;
 }
 
@@ -48,13 +62,19 @@ function zero(): SimulatorStats {
 
 export function createStats(): StatsRecorder {
   let counters = zero();
+  let accounts: Record<string, AccountStats> = {};
   return {
     increment(name) {
       counters[name] += 1;
     },
-    snapshot: () => ({ ...counters }),
+    incrementFor(username, name) {
+      accounts[username] ??= { logins: 0, loginFailures: 0, refreshes: 0, calls: 0 };
+      accounts[username][name] += 1;
+    },
+    snapshot: () => ({ ...counters, accounts: structuredClone(accounts) }),
     reset() {
       counters = zero();
+      accounts = {};
     },
   };
 }

@@ -1,6 +1,7 @@
 // The provider's four endpoints, behind its IP allow-list, with faults and bearer authentication.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler, type Router } from 'express';
+import { decodeJwt } from 'jose';
 import { z } from 'zod';
 import { validateDocument } from './document-rules';
 import type { FaultInjector } from './faults';
@@ -39,8 +40,40 @@ const documentRequestSchema = z.object({
   document: z.object({ id: z.string(), type: z.string() }),
 });
 
+/** The merchant accounts the simulator holds: the main pair is user 1, each extra pair the next id. */
+function merchantAccounts(options: SimulatorOptions) {
+  const accounts = [
+    { username: options.username, password: options.password },
+    ...(options.extraAccounts ?? []),
+  ].map((account, index) => ({ ...account, userId: SIMULATOR_USER_ID + index }));
+  const byUserId = new Map(accounts.map((account) => [account.userId, account.username]));
+  return {
+    /** The account these credentials log in to; every pair is compared (no early exit on the username). */
+    find(username: string, password: string) {
+      let found: (typeof accounts)[number] | undefined;
+      for (const account of accounts)
+        if (constantTimeEqual(username, account.username) && constantTimeEqual(password, account.password))
+          found ??= account;
+      return found;
+    },
+    usernameOf: (userId: unknown) => (typeof userId === 'number' ? byUserId.get(userId) : undefined),
+    /** Whose token a request carries, for the request log (read, not verified: the log shows what arrived). */
+    accountOf(authorization: string | undefined) {
+      const token = /^Bearer\s+(\S+)$/.exec(authorization ?? '')?.[1];
+      if (!token) return undefined;
+      try {
+        return byUserId.get(decodeJwt(token).user_id as number);
+      } catch {
+        return undefined;
+      }
+    },
+    isKnown: (username: string) => accounts.some((account) => account.username === username),
+  };
+}
+
 export function createUpstreamRouter(deps: UpstreamDependencies): Router {
   const { options, issuer, stats, faults, requestLog, tokenRequestLog } = deps;
+  const merchants = merchantAccounts(options);
   // The provider (Django) routes by exact path: `/api/token` without the slash is not `/api/token/`.
   const router = express.Router({ strict: true, caseSensitive: true });
   const jsonBody = express.json({ limit: BODY_LIMIT });
@@ -48,7 +81,7 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
   /** Parses the body, logs the request as received, and sets the upstream's session cookie. */
   const operationEntry: RequestHandler = (req, res, next) => {
     jsonBody(req, res, (err?: unknown) => {
-      requestLog.record(req, err ? null : req.body);
+      requestLog.record(req, err ? null : req.body, merchants.accountOf(req.get('authorization')));
       res.cookie('upstream_session', randomBytes(12).toString('hex'), { httpOnly: true, path: '/' });
       next(err);
     });
@@ -74,10 +107,13 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
         code: 'bad_authorization_header',
       });
     }
-    if (!(await issuer.verify(parts[1]!, 'access'))) {
+    const claims = await issuer.verify(parts[1]!, 'access');
+    if (!claims) {
       stats.increment('unauthorized');
       return sendUnauthorized(res, ACCESS_NOT_VALID);
     }
+    const username = merchants.usernameOf(claims.user_id);
+    if (username !== undefined) stats.incrementFor(username, 'calls');
     next();
   };
 
@@ -88,15 +124,16 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
       res.status(400).json(errors);
       return;
     }
-    if (
-      !constantTimeEqual(values.username!, options.username) ||
-      !constantTimeEqual(values.password!, options.password)
-    ) {
+    const account = merchants.find(values.username!, values.password!);
+    if (!account) {
       stats.increment('loginFailures');
+      // A known username with a wrong password is counted for that account (usernames are no secret).
+      if (merchants.isKnown(values.username!)) stats.incrementFor(values.username!, 'loginFailures');
       return sendUnauthorized(res, BAD_CREDENTIALS);
     }
     stats.increment('logins');
-    res.json(await issuer.issuePair(SIMULATOR_USER_ID));
+    stats.incrementFor(account.username, 'logins');
+    res.json(await issuer.issuePair(account.userId));
   };
 
   const refresh: RequestHandler = async (req, res) => {
@@ -112,6 +149,8 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
       return sendUnauthorized(res, REFRESH_NOT_VALID);
     }
     stats.increment('refreshes');
+    const username = merchants.usernameOf(claims.user_id);
+    if (username !== undefined) stats.incrementFor(username, 'refreshes');
     const access = await issuer.issueAccess(claims.user_id);
     if (!options.rotateRefresh) {
       res.json({ access });

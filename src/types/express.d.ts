@@ -1,6 +1,7 @@
 // What the gateway's middleware attaches to Express requests, and what handlers leave for the request log.
 import type { Logger } from 'pino';
 import type { Caller } from '../callers/caller';
+import type { AccountForwarding } from '../forwarding';
 import type { TokenSource } from '../tokens';
 
 declare global {
@@ -10,6 +11,8 @@ declare global {
       id: string;
       log: Logger;
       caller?: Caller;
+      /** The provider account this request uses (SPEC §10), chosen once after authentication. */
+      account?: AccountForwarding;
     }
 
     /** Request-scoped values `res.locals` carries to the request log line and the metric labels. */
@@ -20,6 +23,8 @@ declare global {
       quiet?: boolean;
       /** Time the upstream took to answer, in ms (one decimal). */
       upstreamMs?: number;
+      /** The id of the provider account the request used (X-Upstream-Account), for the log line and the trace. */
+      account?: string;
       /** Where the upstream token of this call came from. */
       tokenSource?: TokenSource;
       /** The plan read shared another caller's upstream call. */

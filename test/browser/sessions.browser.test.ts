@@ -96,6 +96,13 @@ describe('browser sessions in a real browser (Chromium)', () => {
     await page.click('#plan button');
     await page.waitForSelector('#answer[data-status="200"]');
     expect(await page.textContent('#answer')).toContain(PLAN_ID);
+    // Local mode serves two provider accounts: the web app's default answers, then the one picked.
+    expect(await page.textContent('#answered-by')).toBe('sandbox');
+    await page.evaluate("delete document.getElementById('answer').dataset.status");
+    await page.selectOption('#account', 'production');
+    await page.click('#plan button');
+    await page.waitForSelector('#answer[data-status="200"]');
+    expect(await page.textContent('#answered-by')).toBe('production');
     await page.screenshot({ path: SCREENSHOT });
 
     // The page's script sees no cookie and no token.

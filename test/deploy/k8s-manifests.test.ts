@@ -23,6 +23,7 @@ import {
 } from 'kubernetes-models/v1';
 import { parseAllDocuments } from 'yaml';
 import { ACCOUNT_ID_PATTERN } from '../../src/config/account-spec';
+import { accountsFileOptionsOf, readAccountsFile } from '../../src/config/accounts-file';
 import { loadConfig } from '../../src/config/load-config';
 import { tempDir } from '../support/temp-dir';
 
@@ -553,7 +554,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     expect([...allowed].sort()).toEqual(['dns', 'provider', 'redis']);
   });
 
-  test("passes the gateway's own configuration loader in production mode", () => {
+  test("passes the gateway's own configuration loader in production mode", async () => {
     const { env } = get(overlay);
     // The Secret's files, faked in a temporary directory (the loader reads them, as the gateway would).
     const secrets = tempDir('bff-k8s-secret-');
@@ -570,31 +571,24 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       writeFileSync(path, content);
       local[name] = path;
     }
-    // ACCOUNTS FILE HOOK (issue 28): until loadConfig reads UPSTREAM_ACCOUNTS_FILE itself, each account is loaded as
-    // the single account it would be (its base URL and credential files through the production rules); once it
-    // does, load `local` with UPSTREAM_ACCOUNTS_FILE pointing at a copy of the ConfigMap's file instead.
-    delete local.UPSTREAM_ACCOUNTS_FILE;
-    for (const account of accountsOf(overlay)) {
-      const config = loadConfig(
-        {
-          ...local,
-          UPSTREAM_BASE_URL: account.baseUrl,
-          UPSTREAM_USERNAME_FILE: secretFile(secrets, `${account.id}-username`, 'gateway-user'),
-          UPSTREAM_PASSWORD_FILE: secretFile(
-            secrets,
-            `${account.id}-password`,
-            randomBytes(12).toString('hex'),
-          ),
-        },
-        { cwd: '/app' },
-      );
-      expect(config.production).toBe(true);
-      expect(config.mode).toBe('upstream');
-      expect(config.upstream.baseUrl).toMatch(/^https:\/\//);
-      expect(config.redis.topology.kind).not.toBe('none');
-      expect(config.tokens.encryptionKey).toBeDefined();
-      expect(config.callers.clientsFile).toBe(env.CLIENTS_FILE);
-    }
+    // The ConfigMap's accounts file, its credential paths pointed at the faked Secret files.
+    const accounts = accountsOf(overlay).map((account) => ({
+      ...account,
+      usernameFile: secretFile(secrets, `${account.id}-username`, 'gateway-user'),
+      passwordFile: secretFile(secrets, `${account.id}-password`, randomBytes(12).toString('hex')),
+    }));
+    expect(accounts.length).toBeGreaterThan(0);
+    local.UPSTREAM_ACCOUNTS_FILE = join(secrets, 'accounts.json');
+    writeFileSync(local.UPSTREAM_ACCOUNTS_FILE, JSON.stringify({ accounts }));
+    const config = loadConfig(local, { cwd: '/app' });
+    expect(config.production).toBe(true);
+    expect(config.mode).toBe('upstream');
+    expect(config.redis.topology.kind).not.toBe('none');
+    expect(config.tokens.encryptionKey).toBeDefined();
+    expect(config.callers.clientsFile).toBe(env.CLIENTS_FILE);
+    const specs = await readAccountsFile(accountsFileOptionsOf(config, local.UPSTREAM_ACCOUNTS_FILE));
+    expect(specs.map((spec) => spec.id)).toEqual(accounts.map((account) => account.id));
+    for (const spec of specs) expect(spec.baseUrl).toMatch(/^https:\/\//);
   });
 });
 

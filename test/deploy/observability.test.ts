@@ -109,6 +109,7 @@ describe('the Prometheus alert rules', () => {
 
   test('cover every alert the issue asks for, each with a severity, a summary and a description', () => {
     expect(alerts.map((a) => a.alert).sort()).toEqual([
+      'PaymentsBffAccountsReloadFailing',
       'PaymentsBffBudgetPausedLong',
       'PaymentsBffBudgetShedding',
       'PaymentsBffCircuitOpen',

@@ -10,6 +10,8 @@ export interface TestClient {
   readonly scopes: readonly string[];
   readonly rateLimit?: { readonly limit: number; readonly windowSeconds: number };
   readonly origins?: readonly string[];
+  /** Provider accounts the client may use, its default first. */
+  readonly accounts?: readonly string[];
 }
 
 export const keyHash = (key: string) => `sha256:${sha256Hex(key)}`;

@@ -57,8 +57,25 @@ describe('local mode', () => {
     expect(res.headers.get('x-upstream')).toBe('simulator');
   });
 
-  it('prints a ready-to-paste curl with the development key', () => {
-    expect(gateway.logs()).toContain(`curl -H 'X-API-Key: local-dev-key' localhost:${gateway.port}`);
+  it('prints a ready-to-paste curl with the development key for each of its two provider accounts', () => {
+    for (const account of ['sandbox', 'production'])
+      expect(gateway.logs()).toContain(
+        `curl -i -H 'X-API-Key: local-dev-key' -H 'X-Upstream-Account: ${account}' localhost:${gateway.port}`,
+      );
+  });
+
+  it('serves two provider accounts with different credentials; the development key may use both', async () => {
+    const answeredBy = async (account?: string) => {
+      const res = await fetch(`${gateway.url}/api/subscriptions/plan/${PLAN_ID}`, {
+        headers: { 'x-api-key': 'local-dev-key', ...(account && { 'x-upstream-account': account }) },
+      });
+      expect(res.status).toBe(200);
+      return res.headers.get('x-upstream-account');
+    };
+    expect(await answeredBy()).toBe('sandbox');
+    expect(await answeredBy('production')).toBe('production');
+    const ready = (await (await fetch(`${gateway.url}/readyz`)).json()) as { checks: { accounts: object } };
+    expect(Object.keys(ready.checks.accounts)).toEqual(['sandbox', 'production']);
   });
 
   it('says where it really listens: loopback, in the banner and the log, with no exposure warning', () => {

@@ -37,7 +37,10 @@ async function plan(gateway: GatewayProcess): Promise<Answer> {
 
 async function refusalGauge(gateway: GatewayProcess): Promise<number> {
   const text = await (await fetch(`${gateway.url}/metrics`)).text();
-  return Number(/upstream_token_backoff_seconds\{kind="refusal"\} ([\d.]+)/.exec(text)?.[1] ?? Number.NaN);
+  return Number(
+    /upstream_token_backoff_seconds\{kind="refusal",account="default"\} ([\d.]+)/.exec(text)?.[1] ??
+      Number.NaN,
+  );
 }
 
 describe('login back-off across three gateway processes', () => {

@@ -123,7 +123,7 @@ class FleetTokenManager implements TokenProvider {
     this.metrics = metrics;
     this.settings = settings;
     this.marginMs = settings.expiryMarginMs ?? Math.min(5_000, skewMs / 2);
-    this.memoryHits = metrics.tokenSource.labels('memory');
+    this.memoryHits = metrics.tokenSource.labels({ source: 'memory' });
     this.credentials = deps.credentials.current();
     this.keys = this.keysFor(this.credentials);
     const storeRetryMs = settings.storeRetryMs ?? 2_000;

@@ -32,7 +32,10 @@ const readiness = async () => {
 };
 const circuitGauge = async (operation: string) => {
   const text = await (await fetch(`${gw.url}/metrics`)).text();
-  const match = new RegExp(`^upstream_circuit_state\\{operation="${operation}"\\} (\\d)$`, 'm').exec(text);
+  const match = new RegExp(
+    `^upstream_circuit_state\\{operation="${operation}",account="default"\\} (\\d)$`,
+    'm',
+  ).exec(text);
   return match ? Number(match[1]) : undefined;
 };
 

@@ -5,11 +5,12 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { buildForwarding } from '../../../src/assembly/forwarding';
+import type { Account } from '../../../src/accounts/account';
+import { buildAccounts } from '../../../src/assembly/accounts';
 import { createLifecycle, type Lifecycle } from '../../../src/assembly/lifecycle';
 import { buildObservability } from '../../../src/assembly/observability';
 import { buildRedis } from '../../../src/assembly/redis';
-import { buildTokens } from '../../../src/assembly/tokens';
+import { buildSharedTokens } from '../../../src/assembly/tokens';
 import { resolveUpstream } from '../../../src/assembly/upstream';
 import { loadConfig } from '../../../src/config/load-config';
 import { type Forwarder, sendAnswer } from '../../../src/forwarding';
@@ -81,10 +82,9 @@ beforeAll(async () => {
   life = createLifecycle();
   const upstream = await life.use(resolveUpstream(config, undefined, observability));
   const redis = await life.use(buildRedis(config, observability));
-  const { tokens, seal } = await life.use(buildTokens(config, upstream, redis, observability));
-  const { forwarder } = await life.use(
-    buildForwarding(config, upstream.baseUrl, tokens, redis.client, seal, observability),
-  );
+  const shared = await life.use(buildSharedTokens(config, redis, observability));
+  const accounts = await life.use(buildAccounts(config, upstream.source, redis, shared, observability));
+  const { forwarder } = accounts.get('default') as Account;
   const app = express();
   app.use((req, _res, next) => {
     req.id = 'forwarder-test-request';

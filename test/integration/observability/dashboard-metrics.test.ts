@@ -121,7 +121,7 @@ describe('the metrics of the dashboard and the alert rules', () => {
   });
 
   test('the time left on the access token is exported after a forwarded call', () => {
-    const match = /^upstream_access_token_remaining_seconds (\S+)$/m.exec(text);
+    const match = /^upstream_access_token_remaining_seconds\{account="default"\} (\S+)$/m.exec(text);
     const seconds = Number(match?.[1]);
     // The simulator's access tokens live 5 minutes, as the provider's do.
     expect(seconds).toBeGreaterThan(200);

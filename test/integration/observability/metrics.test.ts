@@ -110,7 +110,7 @@ describe('Prometheus metrics after real traffic', () => {
     const series = find(samples, 'upstream_request_duration_seconds_count', { route: 'plan', status: '200' });
     expect(series[0]?.value).toBeGreaterThanOrEqual(1);
     for (const s of find(samples, 'upstream_request_duration_seconds_count'))
-      expect(Object.keys(s.labels).sort()).toEqual(['route', 'status']);
+      expect(Object.keys(s.labels).sort()).toEqual(['account', 'route', 'status']);
   });
 
   test('token logins by result and the source of each token', () => {

@@ -50,6 +50,13 @@ describe('readiness with Redis', () => {
         store: { state: 'ok', kind: 'redis' },
         upstreamToken: { state: 'ok', detail: 'a valid upstream token is held' },
         circuits: { validation: { state: 'closed' }, plan: { state: 'closed' } },
+        accounts: {
+          default: {
+            state: 'ok',
+            detail: 'a valid upstream token is held',
+            circuits: { validation: { state: 'closed' }, plan: { state: 'closed' } },
+          },
+        },
         clientRegistry: { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' },
       },
     });

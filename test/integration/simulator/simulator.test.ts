@@ -473,6 +473,7 @@ describe('payment API simulator (default settings, real HTTP)', () => {
         unauthorized: 0,
         forbidden: 0,
         faultsInjected: 0,
+        accounts: {},
       });
       expect(sim.receivedRequests()).toEqual([]);
       expect(sim.faults()).toMatchObject({ errorRate: 0, latencyMs: 0, resetConnections: false });
@@ -520,6 +521,8 @@ describe('payment API simulator (default settings, real HTTP)', () => {
         unauthorized: 1,
         forbidden: 0,
         faultsInjected: 0,
+        // Per merchant account: two validations and one plan read carried its valid token.
+        accounts: { [CREDENTIALS.username]: { logins: 1, loginFailures: 1, refreshes: 1, calls: 3 } },
       });
     });
   });

@@ -369,3 +369,32 @@ describe('the development key in production', () => {
     }
   });
 });
+
+describe('the accounts a client may use', () => {
+  const several = () => new Set(['sandbox', 'production']);
+  const parse = (clients: unknown[], configuredAccounts?: () => ReadonlySet<string>) =>
+    parseClientRegistry(registryText(clients), 'clients.json', { configuredAccounts });
+
+  test("an entry's accounts reach its caller, the default first", () => {
+    const snapshot = parse([{ ...mobile, accounts: ['production', 'sandbox'] }], several);
+    expect(snapshot.byId.get('mobile-backend')?.accounts).toEqual(['production', 'sandbox']);
+  });
+
+  test('with several accounts configured, an entry without accounts is an error naming the client', () => {
+    expect(() => parse([{ ...checkout, accounts: ['sandbox'] }, mobile], several)).toThrow(
+      'client "mobile-backend" lists no "accounts" while several provider accounts are configured (sandbox, production)',
+    );
+    // With one account (or none known) the entry may leave it out.
+    expect(parse([mobile], () => new Set(['default'])).byId.get('mobile-backend')?.accounts).toBeUndefined();
+    expect(parse([mobile]).byId.size).toBe(1);
+  });
+
+  test('malformed, empty and repeated account lists are refused', () => {
+    for (const accounts of [['Production'], [], ['sandbox', 'sandbox'], ['a'.repeat(65)]])
+      expect(() => parse([{ ...mobile, accounts }], several)).toThrow('client "mobile-backend"');
+  });
+
+  test('an account not (yet) configured is accepted: the file and the registry can roll out in either order', () => {
+    expect(parse([{ ...mobile, accounts: ['merchant-br'] }], several).byId.size).toBe(1);
+  });
+});

@@ -36,7 +36,7 @@ describe('upstream_access_token_remaining_seconds', () => {
   const sample = async (metrics: ReturnType<typeof createMetrics>) =>
     (await metrics.registry.metrics())
       .split('\n')
-      .find((line) => line.startsWith('upstream_access_token_remaining_seconds '));
+      .find((line) => line.startsWith('upstream_access_token_remaining_seconds{'));
 
   test('is the time left on the held token, read when scraped, and 0 when none is held or it expired', async () => {
     const metrics = createMetrics();
@@ -47,14 +47,21 @@ describe('upstream_access_token_remaining_seconds', () => {
       () => expiresAt,
       () => now,
     );
+    // A second account's reading joins the same gauge; dropping it removes its series.
+    const dropSandbox = registerAccessTokenTimeLeft(metrics, () => undefined, undefined, 'sandbox');
+    expect(await metrics.registry.metrics()).toContain(
+      'upstream_access_token_remaining_seconds{account="sandbox"} 0',
+    );
+    dropSandbox();
+    expect(await metrics.registry.metrics()).not.toContain('account="sandbox"');
 
-    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 0');
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds{account="default"} 0');
     expiresAt = now + 299_500;
-    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 299.5');
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds{account="default"} 299.5');
     now += 240_000;
-    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 59.5');
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds{account="default"} 59.5');
     now += 120_000;
-    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds 0');
+    expect(await sample(metrics)).toBe('upstream_access_token_remaining_seconds{account="default"} 0');
     expect(await metrics.registry.metrics()).toContain(
       '# TYPE upstream_access_token_remaining_seconds gauge',
     );
@@ -62,8 +69,10 @@ describe('upstream_access_token_remaining_seconds', () => {
 });
 
 describe('upstream_token_requests_total', () => {
-  test('exports every failure reason of a token call at 0 before the first call, so increase() sees the first one', async () => {
-    const text = await createMetrics().registry.metrics();
+  test("exports every failure reason of an account's token calls at 0 before the first call, so increase() sees the first one", async () => {
+    const metrics = createMetrics();
+    metrics.zeroTokenRequests('sandbox');
+    const text = await metrics.registry.metrics();
     for (const kind of ['login', 'refresh'])
       for (const reason of [
         'UPSTREAM_AUTH_FAILED',
@@ -72,7 +81,9 @@ describe('upstream_token_requests_total', () => {
         'UPSTREAM_TIMEOUT',
       ] as const) {
         const result = resultOf(new GatewayError(reason, 'test'));
-        expect(text).toContain(`upstream_token_requests_total{kind="${kind}",result="${result}"} 0\n`);
+        expect(text).toContain(
+          `upstream_token_requests_total{kind="${kind}",result="${result}",account="sandbox"} 0\n`,
+        );
       }
   });
 });

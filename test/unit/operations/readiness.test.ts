@@ -4,7 +4,8 @@ import type { TokenStatus } from '../../../src/tokens/internal/token-provider';
 
 function readinessWith(status: TokenStatus, circuit = 'closed') {
   let calls = 0;
-  const readiness = createReadiness({
+  const account = {
+    id: 'default',
     tokens: {
       status: () => status,
       getAccessToken: async () => {
@@ -12,8 +13,11 @@ function readinessWith(status: TokenStatus, circuit = 'closed') {
         throw new Error('still failing');
       },
     },
-    storeKind: 'redis',
     circuitStates: () => ({ validation: 'closed', plan: circuit }),
+  };
+  const readiness = createReadiness({
+    accounts: { all: () => [account] },
+    storeKind: 'redis',
     storeHealthy: () => status.storeHealthy,
   });
   return { readiness, tokenCalls: () => calls };
@@ -76,9 +80,16 @@ describe('readiness: the client registry', () => {
   const healthy = { hasValidToken: true, storeHealthy: true };
   const withRegistry = (health: RegistryHealth) =>
     createReadiness({
-      tokens: { status: () => healthy },
+      accounts: {
+        all: () => [
+          {
+            id: 'default',
+            tokens: { status: () => healthy },
+            circuitStates: () => ({ validation: 'closed', plan: 'closed' }),
+          },
+        ],
+      },
       storeKind: 'memory',
-      circuitStates: () => ({ validation: 'closed', plan: 'closed' }),
       clientRegistry: { health: () => health },
     });
 

@@ -20,7 +20,10 @@ async function constantTraffic(
   onAnswer: (error: unknown) => void = () => undefined,
 ): Promise<void> {
   const probes = replicas.map((tokens) =>
-    createReadiness({ tokens, storeKind: 'redis', circuitStates: () => ({ plan: 'closed' }) }),
+    createReadiness({
+      accounts: { all: () => [{ id: 'default', tokens, circuitStates: () => ({ plan: 'closed' }) }] },
+      storeKind: 'redis',
+    }),
   );
   for (let t = 0; t < durationMs; t += stepMs) {
     for (const [i, replica] of replicas.entries()) {
@@ -87,7 +90,7 @@ describe('login back-off: exponential, fleet-wide, for days', () => {
     expect(f.client.loginFailures).toBeGreaterThanOrEqual(90);
     expect(f.client.loginFailures).toBeLessThanOrEqual(110);
     const gauge = await f.metrics.registry.getSingleMetricAsString('upstream_token_backoff_seconds');
-    const refusalSeconds = Number(/kind="refusal"} ([\d.]+)/.exec(gauge)?.[1]);
+    const refusalSeconds = Number(/kind="refusal",account="default"} ([\d.]+)/.exec(gauge)?.[1]);
     expect(refusalSeconds).toBeGreaterThan(0);
     expect(refusalSeconds).toBeLessThanOrEqual(900);
   }, 120_000);

@@ -1,0 +1,217 @@
+// What an account is: everything one provider account owns (credentials, token lifecycle, socket pool, circuits,
+// forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
+import type { Logger } from 'pino';
+import type { AccountSpec } from '../config/account-spec';
+import type { GatewayConfig } from '../config/gateway-config';
+import {
+  busySockets,
+  type CircuitStateName,
+  createForwarder,
+  createMemoryAnswerCache,
+  createPlanReader,
+  createRedisAnswerCache,
+  createUpstreamAgent,
+  createUpstreamCircuits,
+  createUpstreamSlots,
+  type Forwarder,
+  type PlanReader,
+} from '../forwarding';
+import { planCachePrefix } from '../keys/redis-keys';
+import { type Metrics, registerAccessTokenTimeLeft } from '../observability/metrics';
+import type { Tracing } from '../observability/tracing';
+import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
+import type { RedisClient } from '../store/redis-connection';
+import {
+  type CredentialSource,
+  createCredentialSource,
+  createTokenClient,
+  createTokenManager,
+  type RecordSeal,
+  type TokenProvider,
+  type TokenStore,
+} from '../tokens';
+import { accountMetrics } from './account-metrics';
+
+const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
+
+/** What every account uses and none owns: built once by the assembly, handed to each account. */
+export interface AccountShared {
+  readonly config: GatewayConfig;
+  /** The shared store of token pairs, locks and notifications (Redis, or memory without it). */
+  readonly store: TokenStore;
+  /** Told of failed and recovered store calls (the Redis-health owner). */
+  readonly storeHealth: { reportFailure(error?: unknown, noticedBy?: string): void; reportSuccess(): void };
+  /** The Redis client of the plan cache; absent without Redis. */
+  readonly redis?: RedisClient;
+  readonly seal: RecordSeal;
+  /** deriveKey(TOKEN_ENCRYPTION_KEY, 'credential-fingerprint'). */
+  readonly fingerprintKey?: Buffer;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly tracing: Tracing;
+}
+
+/** One running provider account. The request path uses `forwarder` and `plans`, nothing else of it. */
+export interface Account {
+  readonly id: string;
+  readonly spec: AccountSpec;
+  readonly tokens: TokenProvider;
+  readonly credentials: CredentialSource;
+  readonly forwarder: Forwarder;
+  readonly plans: PlanReader;
+  circuitStates(): Readonly<Record<string, CircuitStateName>>;
+  /** Forwarded calls running now: a removed account is closed once they are done (or the drain ends). */
+  inFlight(): number;
+  close(): Promise<void>;
+}
+
+/** Builds and starts one account; on failure closes what it had built and throws. */
+export async function buildAccount(spec: AccountSpec, shared: AccountShared): Promise<Account> {
+  const closers: (() => unknown)[] = [];
+  const close = async () => {
+    for (const closer of closers.splice(0).reverse()) await closer();
+  };
+  try {
+    return await assemble(spec, shared, closers, close);
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+async function assemble(
+  spec: AccountSpec,
+  shared: AccountShared,
+  closers: (() => unknown)[],
+  close: () => Promise<void>,
+): Promise<Account> {
+  const { config } = shared;
+  const logger = shared.logger.child({ account: spec.id });
+  const view = accountMetrics(shared.metrics, spec.id);
+  const metrics = view.metrics;
+  closers.push(() => view.close());
+  const credentials = await createCredentialSource(spec.credentials, {
+    logger,
+    fingerprintKey: shared.fingerprintKey,
+  });
+  closers.push(() => credentials.close());
+  const tokens = await startTokens(spec, shared, { credentials, logger, metrics }, closers);
+
+  const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
+    ...config.upstream.circuit,
+    onStateChange: (operation, state) => {
+      metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+      logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
+    },
+  });
+  for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
+  closers.push(() => {
+    for (const operation of FORWARDED_OPERATIONS)
+      shared.metrics.circuitState.remove({ operation, account: spec.id });
+  });
+  const agent = createUpstreamAgent(spec.baseUrl, spec.maxSockets, {
+    extraCa: spec.extraCa,
+    localAddress: spec.localAddress,
+  });
+  closers.push(() => agent.destroy());
+  const slots = createUpstreamSlots({
+    limit: spec.maxSockets,
+    queueTimeoutMs: config.upstream.queueTimeoutMs,
+  });
+  metrics.watchUpstreamPool(spec.id, {
+    socketsInUse: () => busySockets(agent),
+    waiting: () => slots.waiting,
+  });
+  const inner = createForwarder({
+    baseUrl: spec.baseUrl,
+    agent,
+    slots,
+    tokens,
+    circuits,
+    timeoutMs: spec.timeoutMs,
+    staticHeaders: spec.staticHeaders,
+    metrics,
+    logger,
+    tracing: shared.tracing,
+  });
+  let inFlight = 0;
+  const forwarder: Forwarder = {
+    async forward(req, res, exchange) {
+      inFlight++;
+      try {
+        return await inner.forward(req, res, exchange);
+      } finally {
+        inFlight--;
+      }
+    },
+  };
+  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared) });
+  return {
+    id: spec.id,
+    spec,
+    tokens,
+    credentials,
+    forwarder,
+    plans,
+    circuitStates: () => circuits.states(),
+    inFlight: () => inFlight,
+    close,
+  };
+}
+
+/** The account's token client and fleet token manager (its own keys, lock, single flight, back-off), started. */
+async function startTokens(
+  spec: AccountSpec,
+  shared: AccountShared,
+  own: { credentials: CredentialSource; logger: Logger; metrics: Metrics },
+  closers: (() => unknown)[],
+): Promise<TokenProvider> {
+  const { config } = shared;
+  const client = createTokenClient({
+    baseUrl: spec.baseUrl,
+    timeoutMs: spec.timeoutMs,
+    headers: spec.staticHeaders,
+    extraCa: spec.extraCa,
+    localAddress: spec.localAddress,
+  });
+  closers.push(() => client.close?.());
+  const tokens = createTokenManager({
+    store: shared.store,
+    client,
+    credentials: own.credentials,
+    logger: own.logger,
+    metrics: own.metrics,
+    tracing: shared.tracing,
+    seal: shared.seal,
+    storeHealth: shared.storeHealth,
+    settings: {
+      // The token keys are namespaced by base URL and username (src/keys/redis-keys.ts), as before accounts: the
+      // `default` account of an existing deployment finds the pair it already holds.
+      upstreamBaseUrl: spec.baseUrl,
+      refreshSkewSeconds: config.tokens.refreshSkewSeconds,
+      lockTtlMs: config.tokens.lockTtlMs,
+      lockWaitMs: config.tokens.lockWaitMs,
+      loginMinIntervalMs: config.tokens.loginMinIntervalMs,
+      loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
+      keyPrefix: config.redis.keyPrefix,
+    },
+  });
+  // Stopped even when start fails half-way (its subscription is made first).
+  closers.push(() => tokens.stop());
+  await tokens.start();
+  closers.push(
+    registerAccessTokenTimeLeft(shared.metrics, () => tokens.status().accessExpiresAt, Date.now, spec.id),
+  );
+  return tokens;
+}
+
+/** Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account. */
+function planCache(spec: AccountSpec, shared: AccountShared) {
+  const ttlSeconds = shared.config.upstream.planCacheTtlSeconds;
+  if (ttlSeconds <= 0) return undefined;
+  const prefix = planCachePrefix(shared.config.redis.keyPrefix, spec.baseUrl, spec.id);
+  const store = shared.redis
+    ? createRedisAnswerCache(shared.redis, prefix, shared.seal)
+    : createMemoryAnswerCache();
+  return { store, ttlSeconds };
+}

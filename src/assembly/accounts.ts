@@ -1,0 +1,43 @@
+// Builds the provider accounts (SPEC §10): the set of account units over the shared store, seal and observability.
+
+import { buildAccount } from '../accounts/account';
+import { type AccountSet, createAccountSet } from '../accounts/account-set';
+import type { AccountSpecSource } from '../config/account-spec';
+import type { GatewayConfig } from '../config/gateway-config';
+import { type Built, building } from './lifecycle';
+import type { Observability } from './observability';
+import type { Redis } from './redis';
+import type { SharedTokens } from './tokens';
+
+export function buildAccounts(
+  config: GatewayConfig,
+  source: AccountSpecSource,
+  redis: Redis,
+  shared: SharedTokens,
+  { logger, metrics, tracing }: Observability,
+): Promise<Built<AccountSet>> {
+  return building(async (closers) => {
+    const common = {
+      config,
+      store: shared.store,
+      storeHealth: redis.health,
+      redis: redis.client,
+      seal: shared.seal,
+      fingerprintKey: shared.fingerprintKey,
+      logger,
+      metrics,
+      tracing,
+    };
+    const accounts = await createAccountSet({
+      source,
+      build: (spec) => buildAccount(spec, common),
+      logger,
+      metrics,
+      // A retired account's calls get their whole time: the wait for a socket, then the call itself.
+      drainMs: config.upstream.queueTimeoutMs + config.upstream.timeoutMs * 2,
+    });
+    closers.push(() => accounts.close());
+    logger.info({ accounts: [...accounts.ids()] }, 'provider accounts ready');
+    return accounts;
+  });
+}
