@@ -9,7 +9,7 @@ import { FORCE_LOGIN_FLAG } from './doctor-backoff';
 import { checkClientRegistry, checkRedisStore } from './doctor-checks';
 import { sessionProviderStep } from './doctor-session-provider';
 
-const USAGE = `usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
+const USAGE = `Usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
 
   ${FORCE_LOGIN_FLAG}  log in once per account even while the fleet backs off after a refusal
                  (each login counts toward the provider's lock-out of the merchant account)

@@ -160,6 +160,6 @@ describe('npm run doctor', () => {
     ]);
     expect(code).toBe(2);
     expect(output).toContain('unknown argument --force-logon');
-    expect(output).toContain('usage: npm run doctor [-- --force-login]');
+    expect(output).toContain('Usage: npm run doctor [-- --force-login]');
   });
 });
