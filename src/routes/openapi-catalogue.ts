@@ -1,5 +1,6 @@
 // What the gateway answers, as data: the errors each route makes and the headers a client may read. /openapi.json is
 // built from these lists (openapi.ts), so a new reason, status or header is one line here.
+import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import { type ErrorReason, REASON_STATUS } from '../http/gateway-error';
 
 /** A gateway-made error a route can answer: its reason, its status (the reason's own unless overridden), and when. */
@@ -26,6 +27,16 @@ export const FORWARDED_ERRORS: readonly ErrorCase[] = [
   ...EVERY_ROUTE_ERRORS,
   error('CLIENT_UNAUTHENTICATED', 'no, unknown or invalid API key, SSO token or session'),
   error('CLIENT_FORBIDDEN', "the caller's scopes lack the route's scope"),
+  error(
+    'CLIENT_FORBIDDEN',
+    'X-Upstream-Account names an account the client may not use (unknown ids get the same answer)',
+  ),
+  error('INVALID_REQUEST', 'X-Upstream-Account is not one account id; nothing reached the provider'),
+  error(
+    'UPSTREAM_UNAVAILABLE',
+    "the client's provider account is no longer configured (the detail names it); never another account",
+    503,
+  ),
   error(
     'RATE_LIMITED',
     "the client's limit is spent, or its address is blocked after failed authentications",
@@ -108,6 +119,11 @@ export const RESPONSE_HEADERS: Readonly<Record<string, HeaderRule>> = {
     description: 'Every answer: no cache may keep it (upstream caching headers never pass).',
     schema: { type: 'string', const: 'no-store' },
     on: always,
+  },
+  'X-Upstream-Account': {
+    description: 'The provider account the request used: the caller’s default, or the one it asked for.',
+    schema: { type: 'string', pattern: ACCOUNT_ID_PATTERN.source },
+    on: (a) => (a.route === 'forwarded' ? 'optional' : undefined),
   },
   'X-Upstream': {
     description: 'Local mode only: the answer came from the bundled simulator, not the provider.',

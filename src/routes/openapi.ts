@@ -1,5 +1,6 @@
 // Builds the OpenAPI 3.1 document of the gateway from the same zod schemas that validate requests.
 import { z } from 'zod';
+import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import { EVERY_ROUTE_ERRORS, PLAN_ERRORS, UNMATCHED_ERRORS, VALIDATION_ERRORS } from './openapi-catalogue';
 import { jsonContent, type ResponseOptions, responsesOf, schemaRef } from './openapi-responses';
 import { SESSION_SECURITY_SCHEME, sessionPaths } from './openapi-sessions';
@@ -47,6 +48,14 @@ function componentSchemas(named: Record<string, z.ZodType>): Record<string, obje
 function operationPaths(options: ResponseOptions, sessions: boolean): Record<string, object> {
   const planIdSchema = schemaOf(planParams.shape.internalId);
   const requestHeaders = [
+    {
+      name: 'X-Upstream-Account',
+      in: 'header',
+      required: false,
+      description:
+        'One of the provider accounts the client may use (its registry entry’s `accounts`); absent: its default, the first.',
+      schema: { type: 'string', pattern: ACCOUNT_ID_PATTERN.source },
+    },
     {
       name: 'X-Request-Id',
       in: 'header',

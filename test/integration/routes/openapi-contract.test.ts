@@ -245,6 +245,26 @@ describe('the served /openapi.json describes what the gateway answers', () => {
         status: 403,
         reason: 'CLIENT_FORBIDDEN',
       },
+      {
+        path: planPath,
+        headers: { ...withKey(), 'x-upstream-account': 'default' },
+        requestValid: true,
+        status: 200,
+      },
+      {
+        path: planPath,
+        headers: { ...withKey(), 'x-upstream-account': 'Not An Id!' },
+        requestValid: false,
+        status: 400,
+        reason: 'INVALID_REQUEST',
+      },
+      {
+        path: planPath,
+        headers: { ...withKey(), 'x-upstream-account': 'someone-elses' },
+        requestValid: true,
+        status: 403,
+        reason: 'CLIENT_FORBIDDEN',
+      },
       { path: planPath, headers: withKey(LIMITED_KEY), requestValid: true, status: 200 },
       {
         path: planPath,
