@@ -1,5 +1,6 @@
 // Parsers for the few variables whose format is richer than a zod primitive.
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 export type TrustProxySetting = false | number | string[];
 
@@ -20,7 +21,14 @@ export function parseTrustProxy(raw: string): TrustProxySetting {
   for (const entry of entries) {
     if (!NAMED_SUBNETS.has(entry) && !isCidr(entry))
       throw new Error('must be a hop count or a list of CIDRs');
-    if (entry.endsWith('/0'))
+    // Express matches with ipaddr.js, which refuses some IPv6 spellings Node takes (`64:ff9b::10.0.0.0`, `::1.2.3.4`):
+    // refuse them here, naming the variable, rather than let Express throw at start.
+    if (!NAMED_SUBNETS.has(entry) && !ipaddr.isValid(entry.split('/')[0] ?? ''))
+      throw new Error(
+        `cannot read "${entry}" the way Express matches addresses; write an IPv6 address in hex groups (64:ff9b::a00:0)`,
+      );
+    // By the number, not the spelling: `0.0.0.0/00` is every address too (and proxy-addr throws on it at start).
+    if (/\/0+$/.test(entry))
       throw new Error('must name the proxies; a CIDR of every address would trust any caller, like "true"');
   }
   return entries;

@@ -10,6 +10,12 @@ type Range = readonly [start: bigint, end: bigint];
 
 const IPV4_BASE = 0xffffn << 32n;
 const IPV4_SPACE: Range = [IPV4_BASE, IPV4_BASE + (1n << 32n) - 1n];
+/**
+ * The well-known NAT64 prefix (RFC 6052): behind a translator, every IPv4 caller arrives as 64:ff9b::a.b.c.d, so
+ * trust there is trust in the IPv4 addresses it carries, counted (and judged public or not) as IPv4.
+ */
+const NAT64_BASE = 0x64ff9bn << 96n;
+const NAT64_SPACE: Range = [NAT64_BASE, NAT64_BASE + (1n << 32n) - 1n];
 
 /** Express's named subnets, as proxy-addr defines them. */
 const PRESETS: Readonly<Record<string, readonly string[]>> = {
@@ -44,13 +50,22 @@ export interface PublicCoverage {
 
 /** The public addresses a TRUST_PROXY list (CIDRs, addresses, Express presets; valid: the schema checked it) trusts. */
 export function publicCoverage(entries: readonly string[]): PublicCoverage {
-  const covered = merge(entries.flatMap((entry) => PRESETS[entry] ?? [entry]).map(rangeOf));
+  const ranges = entries.flatMap((entry) => PRESETS[entry] ?? [entry]).map(rangeOf);
+  const covered = merge([...ranges, ...ranges.flatMap(asIpv4ThroughNat64)]);
   const ipv4 = overlap(covered, [IPV4_SPACE]);
+  const nat64 = overlap(covered, [NAT64_SPACE]);
   const everything = covered.reduce((sum, [start, end]) => sum + end - start + 1n, 0n);
   return {
     ipv4: ipv4 - overlap(covered, NOT_PUBLIC_IPV4),
-    ipv6: everything - ipv4 - overlap(covered, NOT_PUBLIC_IPV6),
+    ipv6: everything - ipv4 - nat64 - overlap(covered, NOT_PUBLIC_IPV6),
   };
+}
+
+/** The part of a range inside the NAT64 prefix, moved onto the IPv4 addresses it carries. */
+function asIpv4ThroughNat64([start, end]: Range): Range[] {
+  const from = start > NAT64_SPACE[0] ? start : NAT64_SPACE[0];
+  const to = end < NAT64_SPACE[1] ? end : NAT64_SPACE[1];
+  return from <= to ? [[from - NAT64_BASE + IPV4_BASE, to - NAT64_BASE + IPV4_BASE]] : [];
 }
 
 function rangeOf(cidr: string): Range {

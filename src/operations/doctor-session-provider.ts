@@ -47,6 +47,8 @@ export async function checkSessionProvider(config: GatewayConfig): Promise<Sessi
   if (!lists(metadata, 'response_types_supported', 'code')) problems.push('it does not offer the code flow');
   if (!lists(metadata, 'code_challenge_methods_supported', 'S256'))
     problems.push('it does not offer PKCE S256');
+  const authProblem = clientAuthProblem(metadata, settings.clientAuthMethod);
+  if (authProblem) problems.push(authProblem);
   if (!lists(metadata, 'grant_types_supported', 'refresh_token'))
     warnings.push('it lists no refresh_token grant: sessions are never revalidated');
   if (metadata.backchannel_logout_supported !== true)
@@ -58,6 +60,25 @@ export async function checkSessionProvider(config: GatewayConfig): Promise<Sessi
       `CLIENTS_FILE has no entry "${settings.clientId}" with "session" (SESSION_CLIENT_ID): every session call is 403`,
     );
   return { kind: 'discovered', issuer, problems, warnings };
+}
+
+/**
+ * Whether the token endpoint takes the client's authentication: SESSION_CLIENT_AUTH_METHOD when set, else one of the
+ * two secret methods the gateway chooses from. A provider that lists no methods takes client_secret_basic (OAuth's
+ * default). Without this, every login fails at the token exchange with only "the provider refused the login".
+ */
+function clientAuthProblem(metadata: Metadata, configured: string | undefined): string | undefined {
+  const field = 'token_endpoint_auth_methods_supported';
+  const supported = metadata[field];
+  if (!Array.isArray(supported)) return undefined;
+  const listed = JSON.stringify(supported);
+  if (configured)
+    return supported.includes(configured)
+      ? undefined
+      : `its token endpoint does not take SESSION_CLIENT_AUTH_METHOD=${configured} (it lists ${listed})`;
+  return supported.includes('client_secret_basic') || supported.includes('client_secret_post')
+    ? undefined
+    : `its token endpoint takes neither client_secret_basic nor client_secret_post (it lists ${listed})`;
 }
 
 /** Undefined when the registry does not load: the client registry step already says why. */

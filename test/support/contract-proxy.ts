@@ -93,6 +93,7 @@ export async function startContractProxy(target: string, document: Json): Promis
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   addFormats(ajv);
   const envelope = documentSchema(ajv, document, '#/components/schemas/ErrorEnvelope');
+  const bodySchemas = new WeakMap<object, ValidateFunction>();
   const app = express();
   app.set('query parser', 'simple');
 
@@ -165,6 +166,9 @@ export async function startContractProxy(target: string, document: Json): Promis
     else verdict.response.push(...headerMismatches(ajv, response, answer.headers, text.length > 0));
     if (!operation && response && text.length > 0 && !envelope(JSON.parse(text)))
       verdict.response.push(`body: ${ajv.errorsText(envelope.errors)}`);
+    // express-openapi-validator leaves every answer >= 500 unchecked (its res.json hook skips them): check it here.
+    if (operation && response && answer.status >= 500)
+      verdict.response.push(...serverErrorBodyMismatches(response, answer.status, text));
     res.status(answer.status);
     answer.headers.forEach((value, name) => {
       if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(name))
@@ -175,6 +179,29 @@ export async function startContractProxy(target: string, document: Json): Promis
     if (operation && (json || text.length === 0)) res.json(text.length > 0 ? JSON.parse(text) : undefined);
     else res.send(text);
   });
+
+  /** A 5xx answer's JSON body against its response's schema (compiled inside the document, for its $refs). */
+  function serverErrorBodyMismatches(response: Json, status: number, text: string): string[] {
+    const schema = response.content?.['application/json']?.schema;
+    if (!schema || text.length === 0) return [];
+    let validate = bodySchemas.get(schema);
+    if (!validate) {
+      validate = ajv.compile({
+        ...document,
+        $id: undefined,
+        'x-contract-body': schema,
+        $ref: '#/x-contract-body',
+      });
+      bodySchemas.set(schema, validate);
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      return [`body of ${status} is not JSON`];
+    }
+    return validate(body) ? [] : [`body of ${status}: ${ajv.errorsText(validate.errors)}`];
+  }
 
   /** No operation matched: a listed path with another method, or no listed path at all. */
   function unmatchedResponse(req: Request): Json {

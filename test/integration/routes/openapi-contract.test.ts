@@ -19,6 +19,7 @@ jest.setTimeout(60_000);
 const PLAN = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const OTHER_PLAN = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
 const UNKNOWN_PLAN = '00000000-0000-4000-8000-000000000000';
+const FAILING_PLAN = '5e1f0c2a-9d3b-4c7e-8a15-6b2d4f9e0c31';
 const KEY = 'contract-key-0123456789abcdef';
 const PLANS_ONLY_KEY = 'contract-plans-only-0123456789';
 const LIMITED_KEY = 'contract-limited-0123456789ab';
@@ -622,6 +623,7 @@ describe('the contract test itself', () => {
       if (req.params.id === PLAN) res.json({ internalId: PLAN, name: 'no amount' });
       else if (req.params.id === OTHER_PLAN) res.setHeader('x-debug-token', 'abc').json(planLike());
       else if (req.params.id === UNKNOWN_PLAN) res.status(201).json(planLike());
+      else if (req.params.id === FAILING_PLAN) res.status(502).json({ message: 'not an envelope' });
       else res.status(400).removeHeader('x-request-id');
       if (!res.headersSent)
         res.json({ status: { code: '400', description: 'INVALID_REQUEST', detail: 'x' } });
@@ -640,6 +642,10 @@ describe('the contract test itself', () => {
       ]);
       expect(await verdictOf(OTHER_PLAN)).toEqual(['header x-debug-token is sent but not declared']);
       expect(await verdictOf(UNKNOWN_PLAN)).toEqual(expect.arrayContaining(['status 201 is not documented']));
+      // A 5xx body is checked too (express-openapi-validator skips every status >= 500 on its own).
+      expect(await verdictOf(FAILING_PLAN)).toEqual([
+        expect.stringMatching(/^body of 502: .*must have required property/),
+      ]);
       expect((await verdictOf('c0ffee00-0000-4000-8000-000000000000')).join()).toMatch(
         /x-request-id is missing/,
       );

@@ -568,7 +568,8 @@ describe('loadConfig', () => {
       expect.objectContaining({ variable: 'TRUST_PROXY' }),
     ]);
     // Every address is `true` spelled as a CIDR: any caller could forge X-Forwarded-For.
-    for (const everyone of ['0.0.0.0/0', '10.0.0.0/8, ::/0'])
+    // A zero prefix written with padding zeros is the same: Express (proxy-addr) would throw at start on it.
+    for (const everyone of ['0.0.0.0/0', '10.0.0.0/8, ::/0', '0.0.0.0/00', '::/000'])
       expect(problemsOf({ TRUST_PROXY: everyone })).toEqual([
         expect.objectContaining({ variable: 'TRUST_PROXY' }),
       ]);
@@ -595,6 +596,9 @@ describe('loadConfig', () => {
       '10.0.0.0/8,0.0.0.0/1,128.0.0.0/1',
       '4',
       '100',
+      // The well-known NAT64 prefix: an IPv6-only gateway behind a translator sees every IPv4 caller there.
+      '64:ff9b::/96',
+      '64:ff9b::/97,64:ff9b::8000:0/97',
     ];
     for (const trustProxy of hostile)
       expect([
@@ -623,6 +627,8 @@ describe('loadConfig', () => {
       '10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7',
       '::ffff:10.0.0.0/104',
       '203.0.113.7',
+      '64:ff9b::a00:0/104', // a private proxy (10.0.0.0/8) reached through the NAT64 translator
+      '64:ff9b::cb00:7107',
       // Cloudflare's published edge ranges
       '173.245.48.0/20,103.21.244.0/22,103.22.200.0/22,103.31.4.0/22,141.101.64.0/18,108.162.192.0/18,190.93.240.0/20,188.114.96.0/20,197.234.240.0/22,198.41.128.0/17,162.158.0.0/15,104.16.0.0/13,104.24.0.0/14,172.64.0.0/13,131.0.72.0/22',
       '2400:cb00::/32,2606:4700::/32,2803:f800::/32,2405:b500::/32,2405:8100::/32,2a06:98c0::/29,2c0f:f248::/32',
@@ -631,6 +637,17 @@ describe('loadConfig', () => {
       expect(
         loadConfig({ ...upstreamEnv, ...productionReady, TRUST_PROXY: trustProxy }).server.trustProxy,
       ).toBeTruthy();
+  });
+
+  it('refuses, naming TRUST_PROXY, the IPv6 spellings Express cannot read (it would throw at start)', () => {
+    for (const spelling of ['64:ff9b::10.0.0.0/104', '::1.2.3.4', '10.0.0.0/8, 1::192.0.2.1'])
+      for (const env of [{}, { ...upstreamEnv, ...productionReady }])
+        expect(problemsOf({ ...env, TRUST_PROXY: spelling })).toEqual([
+          { variable: 'TRUST_PROXY', message: expect.stringContaining('hex groups') },
+        ]);
+    expect(loadConfig({ TRUST_PROXY: '::ffff:10.0.0.0/104' }).server.trustProxy).toEqual([
+      '::ffff:10.0.0.0/104',
+    ]);
   });
 
   it('reads hop counts in plain digits only', () => {

@@ -26,6 +26,16 @@ describe('publicCoverage', () => {
     expect(publicCoverage(['::ffff:203.0.113.0/120'])).toEqual({ ipv4: 256n, ipv6: 0n });
   });
 
+  it('counts IPv4 trusted through the NAT64 prefix (64:ff9b::a.b.c.d) as the IPv4 addresses it carries', () => {
+    expect(publicCoverage(['64:ff9b::/96'])).toEqual({ ipv4: ALL_IPV4 - NOT_PUBLIC_IPV4, ipv6: 0n });
+    expect(publicCoverage(['64:ff9b::/96', '0.0.0.0/1', '128.0.0.0/1']).ipv4).toBe(
+      ALL_IPV4 - NOT_PUBLIC_IPV4,
+    );
+    expect(publicCoverage(['64:ff9b::cb00:7100/120'])).toEqual({ ipv4: 256n, ipv6: 0n });
+    expect(publicCoverage(['64:ff9b::a00:0/104'])).toEqual({ ipv4: 0n, ipv6: 0n });
+    expect(publicCoverage(['64::/16']).ipv4).toBe(ALL_IPV4 - NOT_PUBLIC_IPV4);
+  });
+
   it('counts IPv6 apart from the mapped IPv4 and the unique-local, link-local and multicast ranges', () => {
     expect(publicCoverage(['2001:db8::/32'])).toEqual({ ipv4: 0n, ipv6: 1n << 96n });
     expect(publicCoverage(['8000::/1']).ipv6).toBe((1n << 127n) - (1n << 121n) - (1n << 118n) - (1n << 120n));

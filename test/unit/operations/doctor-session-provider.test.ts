@@ -32,8 +32,9 @@ function registry(withWebApp: boolean): string {
   return file;
 }
 
-const configFor = (issuer: string, clientsFile: string) =>
+const configFor = (issuer: string, clientsFile: string, extra: Record<string, string> = {}) =>
   loadConfig({
+    ...extra,
     NODE_ENV: 'development',
     CLIENTS_FILE: clientsFile,
     SESSION_ISSUER: issuer,
@@ -91,6 +92,32 @@ describe('the session provider check', () => {
     );
     expect(path.state).toBe('fail');
     expect(path.detail).toContain('HTTP 404');
+  });
+
+  it('fails when the token endpoint takes neither SESSION_CLIENT_AUTH_METHOD nor a secret method it could choose', async () => {
+    bare.discoveryExtra = { token_endpoint_auth_methods_supported: ['client_secret_post'] };
+    try {
+      const explicit = diagnoseSessionProvider(
+        (await checkSessionProvider(
+          configFor(bare.issuer, registry(true), { SESSION_CLIENT_AUTH_METHOD: 'client_secret_basic' }),
+        ))!,
+      );
+      expect(explicit.state).toBe('fail');
+      expect(explicit.detail).toContain('SESSION_CLIENT_AUTH_METHOD=client_secret_basic');
+      expect(explicit.detail).not.toContain(SECRET);
+      // Unset, the gateway chooses client_secret_post from this list: nothing to say.
+      expect(await checkSessionProvider(configFor(bare.issuer, registry(true)))).toMatchObject({
+        problems: [],
+      });
+      bare.discoveryExtra = { token_endpoint_auth_methods_supported: ['private_key_jwt'] };
+      const unset = diagnoseSessionProvider(
+        (await checkSessionProvider(configFor(bare.issuer, registry(true))))!,
+      );
+      expect(unset.state).toBe('fail');
+      expect(unset.detail).toContain('private_key_jwt');
+    } finally {
+      bare.discoveryExtra = undefined;
+    }
   });
 
   it('an unreadable registry leaves the verdict to the registry step instead of failing the doctor', async () => {

@@ -28,6 +28,8 @@ export interface FakeProvider {
   idToken(claims: Record<string, unknown>): Promise<string>;
   /** How the token endpoint answers (default: never, the request hangs until the server closes). */
   tokenEndpoint?: (req: IncomingMessage, res: ServerResponse) => void;
+  /** Fields added to (or replacing those of) the discovery document. */
+  discoveryExtra?: Record<string, unknown>;
   close(): Promise<void>;
 }
 
@@ -47,6 +49,7 @@ export async function startFakeProvider(): Promise<FakeProvider> {
           response_types_supported: ['code'],
           subject_types_supported: ['public'],
           id_token_signing_alg_values_supported: ['ES256'],
+          ...provider.discoveryExtra,
         }),
       );
     } else if (url === '/jwks') {
