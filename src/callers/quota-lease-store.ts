@@ -25,8 +25,12 @@ return {total, ttl}`;
 
 /** A lease is at most this share of what the fleet has left in the window, so little can sit unused in a replica. */
 const LEASE_SHARE_OF_REMAINING = 1 / 100;
-/** And at most this many hits: one Redis round trip per this many requests of a busy client. */
-export const MAX_LEASE = 250;
+/**
+ * And at most this many hits: one Redis round trip (three commands) per this many requests of a busy client. 1,000
+ * keeps the rate limit at 3 commands per 1,000 requests, leaving room in the fleet's budget of 15 for the provider
+ * budget, quotas and the usage ledger; the 1 % share above still bounds what can sit unused for a smaller limit.
+ */
+export const MAX_LEASE = 1_000;
 /** Leases of ended windows are swept once the map holds this many keys, and again each time it doubles. */
 const SWEEP_AT = 10_000;
 /** Past this many keys (a flood from many addresses), the oldest leases are forgotten; Redis keeps their counts. */
