@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { AccountSpec } from '../config/account-spec';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
+  type AnswerCache,
   busySockets,
   type CircuitStateName,
   createForwarder,
@@ -145,7 +146,7 @@ async function assemble(
       }
     },
   };
-  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared) });
+  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
   return {
     id: spec.id,
     spec,
@@ -205,13 +206,31 @@ async function startTokens(
   return tokens;
 }
 
-/** Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account. */
-function planCache(spec: AccountSpec, shared: AccountShared) {
+/**
+ * Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account and
+ * per merchant. The store follows the username the account logs in with now: credential files rotated to another
+ * merchant (or an accounts file that points the id at another's) never read the previous merchant's answers.
+ */
+function planCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource) {
   const ttlSeconds = shared.config.upstream.planCacheTtlSeconds;
   if (ttlSeconds <= 0) return undefined;
-  const prefix = planCachePrefix(shared.config.redis.keyPrefix, spec.baseUrl, spec.id);
-  const store = shared.redis
-    ? createRedisAnswerCache(shared.redis, prefix, shared.seal)
-    : createMemoryAnswerCache();
+  const { redis, seal } = shared;
+  const keyPrefix = shared.config.redis.keyPrefix;
+  let current: { readonly username: string; readonly store: AnswerCache } | undefined;
+  const storeNow = (): AnswerCache => {
+    const { username } = credentials.current();
+    if (current?.username !== username) {
+      const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
+      current = {
+        username,
+        store: redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache(),
+      };
+    }
+    return current.store;
+  };
+  const store: AnswerCache = {
+    get: (key) => storeNow().get(key),
+    set: (key, answer, seconds) => storeNow().set(key, answer, seconds),
+  };
   return { store, ttlSeconds };
 }
