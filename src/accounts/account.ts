@@ -101,12 +101,15 @@ async function assemble(
   const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
     ...config.upstream.circuit,
     onStateChange: (operation, state) => {
-      metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+      // A replaced unit still draining its calls never overwrites what its successor exports.
+      if (view.isNewest()) metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
       logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
     },
   });
   for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
   closers.push(() => {
+    // A changed account's new unit (same id) already exports these series: only the newest unit removes them.
+    if (!view.isNewest()) return;
     for (const operation of FORWARDED_OPERATIONS)
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
