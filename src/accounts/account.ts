@@ -61,8 +61,14 @@ export interface Account {
   readonly forwarder: Forwarder;
   readonly plans: PlanReader;
   circuitStates(): Readonly<Record<string, CircuitStateName>>;
-  /** Forwarded calls running now: a removed account is closed once they are done (or the drain ends). */
+  /** Requests holding the unit and forwarded calls running now: a retired unit closes once they are done (or the
+   * drain ends). */
   inFlight(): number;
+  /**
+   * Holds the unit open for one request, from the moment it chose the account until its answer is sent (its body
+   * may still be arriving when a reload retires the unit); returns the release, which is safe to call twice.
+   */
+  hold(): () => void;
   close(): Promise<void>;
 }
 
@@ -159,6 +165,15 @@ async function assemble(
     plans,
     circuitStates: () => circuits.states(),
     inFlight: () => inFlight,
+    hold() {
+      inFlight++;
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        inFlight--;
+      };
+    },
     close,
   };
 }
