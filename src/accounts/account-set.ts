@@ -82,18 +82,7 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
   let reloading: Promise<boolean> = Promise.resolve(true);
   const listeners = new Set<(ids: ReadonlySet<string>) => void>();
 
-  let retryTimer: NodeJS.Timeout | undefined;
-  let closed = false;
-  const retryLater = (refused: false): false => {
-    if (options.retryMs !== undefined && !retryTimer && !closed) {
-      retryTimer = setTimeout(() => {
-        retryTimer = undefined;
-        void reload(true);
-      }, options.retryMs);
-      retryTimer.unref();
-    }
-    return refused;
-  };
+  const retrying = retryTimer(options.retryMs, () => void reload(true));
 
   /** `retry`: the timer's own attempt, which logs and counts a refusal only when its problem is a new one. */
   async function reloadNow(retry = false): Promise<boolean> {
@@ -101,7 +90,7 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
     try {
       next = await source.read();
     } catch (error) {
-      return retryLater(health.refuse('invalid', (error as Error).message, retry));
+      return retrying.after(health.refuse('invalid', (error as Error).message, retry));
     }
     const unchanged = unchangedAccounts(snapshot.byId, next);
     if (unchanged.size === snapshot.byId.size && unchanged.size === next.length) {
@@ -113,7 +102,7 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
     try {
       accounts = await buildAll(next, unchanged, options.build);
     } catch (error) {
-      return retryLater(health.refuse('unbuildable', (error as Error).message, retry));
+      return retrying.after(health.refuse('unbuildable', (error as Error).message, retry));
     }
     const previous = snapshot;
     snapshot = snapshotOf(accounts);
@@ -152,12 +141,33 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
       return () => listeners.delete(listener);
     },
     async close() {
-      closed = true;
-      clearTimeout(retryTimer);
+      retrying.stop();
       stopWatching();
       await reloading.catch(() => undefined);
       await retire.done();
       await Promise.all(snapshot.ordered.map((account) => account.close()));
+    },
+  };
+}
+
+/** One pending retry of a refused reload at a time, `everyMs` after the refusal; none once stopped or without it. */
+function retryTimer(everyMs: number | undefined, retry: () => void) {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  return {
+    /** Schedules the retry after a refusal; answers the refusal. */
+    after(refused: false): false {
+      if (everyMs === undefined || timer || stopped) return refused;
+      timer = setTimeout(() => {
+        timer = undefined;
+        retry();
+      }, everyMs);
+      timer.unref();
+      return refused;
+    },
+    stop(): void {
+      stopped = true;
+      clearTimeout(timer);
     },
   };
 }

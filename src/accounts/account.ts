@@ -144,17 +144,7 @@ async function assemble(
     logger,
     tracing: shared.tracing,
   });
-  let inFlight = 0;
-  const forwarder: Forwarder = {
-    async forward(req, res, exchange) {
-      inFlight++;
-      try {
-        return await inner.forward(req, res, exchange);
-      } finally {
-        inFlight--;
-      }
-    },
-  };
+  const { forwarder, inFlight, hold } = counted(inner);
   const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
   return {
     id: spec.id,
@@ -164,6 +154,26 @@ async function assemble(
     forwarder,
     plans,
     circuitStates: () => circuits.states(),
+    inFlight,
+    hold,
+    close,
+  };
+}
+
+/** The forwarder, counting its calls in flight and the requests holding the unit (what a retired unit waits for). */
+function counted(inner: Forwarder): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
+  let inFlight = 0;
+  return {
+    forwarder: {
+      async forward(req, res, exchange) {
+        inFlight++;
+        try {
+          return await inner.forward(req, res, exchange);
+        } finally {
+          inFlight--;
+        }
+      },
+    },
     inFlight: () => inFlight,
     hold() {
       inFlight++;
@@ -174,7 +184,6 @@ async function assemble(
         inFlight--;
       };
     },
-    close,
   };
 }
 
