@@ -1,10 +1,11 @@
-// `npm run bench`: the gateway with every feature on, side by side with the upstream called directly, a
+// `npm run bench`: the gateway with every feature on (two provider accounts, a budget, a quota and the usage ledger
+// included), side by side with the upstream called directly, a
 // hand-written Express + http-proxy-middleware proxy (bench/bare-proxy.ts) and, when installed, nginx, against
 // four upstreams: a minimal fast one (bench/lib/fast-upstream.ts), the simulator, the fast one over TLS, and the
 // fast one answering after BENCH_SLOW_LATENCY_MS under BENCH_SLOW_CONNECTIONS callers.
 //
 //   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep] [-- --compare DIR]
-//                 [-- --only fast,simulator,tls,slow] [-- --no-pin]
+//                 [-- --compare-plain] [-- --only fast,simulator,tls,slow] [-- --no-pin]
 //   BENCH_DURATION_SECONDS (5)  BENCH_ROUNDS (3)  BENCH_CONNECTIONS (32)  BENCH_RATE (500)
 //   BENCH_FLEET_TTL_SECONDS (6)  BENCH_FLEET_LIFETIMES (4)  BENCH_WARMUP_SECONDS (2)
 //   BENCH_SLOW_LATENCY_MS (150)  BENCH_SLOW_CONNECTIONS (1000)  BENCH_MAX_SOCKETS (the gateway's default)
@@ -30,7 +31,15 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_UPSTREAM_MAX_SOCKETS } from '../src/config/env-schema';
-import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
+import {
+  DOCUMENT_BODY,
+  envNumber,
+  featuredGatewayEnv,
+  PLAN_ID,
+  ROOT,
+  writeGovernedSetup,
+  writeLoadClient,
+} from './lib/fixtures';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
   type CpuDelta,
@@ -91,6 +100,8 @@ const profileDir = argValue('--profile-dir');
 const profile = args.includes('--profile') || profileDir !== undefined;
 const compareBuild = compareBuildDir(argValue('--compare'));
 const keep = args.includes('--keep');
+/** `--compare-plain`: the compared build gets the single-account set-up (a build from before provider accounts). */
+const comparePlain = args.includes('--compare-plain');
 const pinning = !args.includes('--no-pin');
 const UPSTREAMS = ['fast', 'simulator', 'tls', 'slow'] as const;
 type Upstream = (typeof UPSTREAMS)[number];
@@ -181,17 +192,25 @@ async function main(): Promise<void> {
   const { apiKey, clientsFile } = writeLoadClient('bench');
   const callerHeaders = { 'x-api-key': apiKey };
   const redisCounters: RedisCommandCounter[] = [];
-  const gatewayEnv = async (name: string, upstream: string, extra: Record<string, string> = {}) => {
+  /** `governed`: two provider accounts, a budget, a quota and the usage ledger on (writeGovernedSetup). */
+  const gatewayEnv = async (
+    name: string,
+    upstream: string,
+    extra: Record<string, string> = {},
+    governed = false,
+  ) => {
     const { proc: redis, url: redisUrl } = await startRedis(tmp);
     const counter = redisCommandCounter(redisUrl);
     redisCounters.push(counter);
+    const credentials = { username: USERNAME, password: PASSWORD };
+    const setup = governed ? writeGovernedSetup('bench', apiKey, upstream, credentials) : undefined;
     const env = featuredGatewayEnv(
       {
         upstream,
-        username: USERNAME,
-        password: PASSWORD,
+        ...credentials,
         redisUrl,
-        clientsFile,
+        clientsFile: setup?.clientsFile ?? clientsFile,
+        accountsFile: setup?.accountsFile,
         logFile: join(tmp, `${name}.log`),
       },
       { SHUTDOWN_TIMEOUT_MS: '2000', UPSTREAM_MAX_SOCKETS: String(settings.maxSockets), ...extra },
@@ -207,7 +226,7 @@ async function main(): Promise<void> {
     const procs: Proc[] = [];
     const extra = options.extraEnv ?? {};
     const token = await login(served.url, extra.NODE_EXTRA_CA_CERTS);
-    const g = await gatewayEnv(`gateway-${upstream}`, served.url, extra);
+    const g = await gatewayEnv(`gateway-${upstream}`, served.url, extra, true);
     const gateway = await startGatewayProcess(`gateway-${upstream}`, g.env);
     procs.push(g.redis, gateway.proc);
     const targets: Target[] = [];
@@ -247,7 +266,7 @@ async function main(): Promise<void> {
     });
     // Right after `gateway`, so the two builds run back to back in every round.
     if (compareBuild) {
-      const c = await gatewayEnv(`compare-${upstream}`, served.url, extra);
+      const c = await gatewayEnv(`compare-${upstream}`, served.url, extra, !comparePlain);
       const compare = await startGatewayProcess(`compare-${upstream}`, c.env, [], compareBuild);
       procs.push(c.redis, compare.proc);
       targets.push({
@@ -978,7 +997,8 @@ function formatReport(
     coalescing
       ? `coalescing: ${coalescing.requests} concurrent identical plan reads -> ${coalescing.upstreamCalls} upstream call(s)`
       : 'coalescing: skipped (needs the simulator upstream)',
-    `gateway features on: API key auth, Redis rate limit, token cache in Redis (encrypted), info request log ` +
+    `gateway features on: API key auth, Redis rate limit, token cache in Redis (encrypted), two provider accounts, ` +
+      `a budget and a day quota (not binding), the usage ledger, info request log ` +
       `(${(notes.logBytes / 1024 / 1024).toFixed(1)} MiB written), metrics (${notes.metricsOk ? 'served' : 'NOT served'})`,
     notes.nginx ? '' : 'nginx: not on the PATH, anchor skipped',
     '',

@@ -1,5 +1,5 @@
 // The composition root of the HTTP pipeline: every middleware in one visible order, from explicit dependencies.
-import express, { type Express, type RequestHandler } from 'express';
+import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { CallerGuards } from './callers/caller-guards';
 import type { GatewayConfig } from './config/gateway-config';
@@ -33,6 +33,8 @@ export interface AppDeps {
   readonly serveMetrics: boolean;
   /** Spans of the request, its caller authentication and its upstream work (NO_TRACING when traces are off). */
   readonly tracing?: Tracing;
+  /** Told of every finished request: the usage ledger counts the forwarded operations' outcomes. */
+  readonly onFinished?: (req: Request, res: Response) => void;
   /** /bff/* of browser sessions, when they are on. */
   readonly sessionRoutes?: RequestHandler;
   /** Local mode: the small web app at / that shows browser sessions. */
@@ -57,6 +59,7 @@ export function createApp(deps: AppDeps): Express {
       readiness,
       localMode: config.mode === 'local',
       tracing,
+      onFinished: deps.onFinished,
     }),
   );
   app.use(securityHeaders());

@@ -1,5 +1,5 @@
 // Builds a running gateway from a config, one builder per concern, and closes what it built in reverse order.
-import type { Express } from 'express';
+import type { Express, Request, Response } from 'express';
 import type { DestinationStream, Logger } from 'pino';
 import type { AccountSet } from './accounts/account-set';
 import { createApp } from './app';
@@ -15,14 +15,18 @@ import { buildObservability, type Observability } from './assembly/observability
 import { buildRedis } from './assembly/redis';
 import { buildSharedTokens } from './assembly/tokens';
 import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
+import { buildUsage } from './assembly/usage';
+import type { Caller } from './callers/caller';
 import type { GatewayConfig } from './config/gateway-config';
 import { createDocumentReference } from './observability/document-reference';
 import { flushLogger } from './observability/logger';
 import type { Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
+import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { type GatewayServers, startServers } from './server';
 import type { TokenProvider } from './tokens';
+import { requestUsageRecorder } from './usage';
 
 export type { LocalIdentityProvider, LocalSessions } from './assembly/local-sessions';
 export type { LocalUpstream } from './assembly/upstream';
@@ -74,16 +78,28 @@ export async function startGateway(
     const upstream = await life.use(resolveUpstream(config, options.localUpstream, observability));
     const redis = await life.use(buildRedis(config, observability));
     const shared = await life.use(buildSharedTokens(config, redis, observability));
-    const accounts = await life.use(buildAccounts(config, upstream.source, redis, shared, observability));
+    const usage = await life.use(buildUsage(config, redis, observability));
+    const accounts = await life.use(
+      buildAccounts(config, upstream.source, redis, shared, observability, usage.usage.quotas),
+    );
     const callers = await life.use(buildCallerGuards(config, redis, shared, accounts, observability));
     const { guards, registry, browser } = callers;
+    usage.quotasFrom(registry);
     const readiness = createReadiness({
       accounts,
       storeKind: redis.client ? 'redis' : 'memory',
       storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
     });
-    const app = gatewayApp(config, observability, { guards, accounts, readiness, browser }, options);
+    const onFinished = requestUsageRecorder(usage.usage.ledger, FORWARDED_OPERATIONS, (caller) =>
+      defaultAccountOf(caller, accounts),
+    );
+    const app = gatewayApp(
+      config,
+      observability,
+      { guards, accounts, readiness, browser, onFinished },
+      options,
+    );
     const servers = await life.use(startServers(config, app, metrics));
     const identityProvider = await life.use(
       startLocalIdentityProvider(config, servers.url, browser, options),
@@ -113,6 +129,7 @@ function gatewayApp(
   made: Pick<Callers, 'guards' | 'browser'> & {
     readonly accounts: AccountSet;
     readonly readiness: Readiness;
+    readonly onFinished: (req: Request, res: Response) => void;
   },
   options: GatewayOptions,
 ): Express {
@@ -131,7 +148,13 @@ function gatewayApp(
     tracing,
     sessionRoutes: made.browser?.sessions.router,
     localWebApp: made.browser && options.localSessions?.webApp,
+    onFinished: made.onFinished,
   });
+}
+
+/** The account a request would have used (its client's default), for refusals made before it chose one. */
+function defaultAccountOf(caller: Caller, accounts: Pick<AccountSet, 'soleId'>): string | undefined {
+  return caller.accounts?.[0] ?? accounts.soleId();
 }
 
 interface GatewayParts {

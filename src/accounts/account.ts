@@ -1,7 +1,9 @@
 // What an account is: everything one provider account owns (credentials, token lifecycle, socket pool, circuits,
 // forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
 import type { Logger } from 'pino';
+import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
+import { DEFAULT_SHARES } from '../config/budget-schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
@@ -17,7 +19,8 @@ import {
   type Forwarder,
   type PlanReader,
 } from '../forwarding';
-import { planCachePrefix } from '../keys/redis-keys';
+import { GatewayError } from '../http/gateway-error';
+import { budgetKeys, planCachePrefix } from '../keys/redis-keys';
 import { type Metrics, registerAccessTokenTimeLeft } from '../observability/metrics';
 import type { Tracing } from '../observability/tracing';
 import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
@@ -28,9 +31,11 @@ import {
   createTokenClient,
   createTokenManager,
   type RecordSeal,
+  systemClock,
   type TokenProvider,
   type TokenStore,
 } from '../tokens';
+import { isBillableStatus, type QuotaGate } from '../usage';
 import { accountMetrics } from './account-metrics';
 
 const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
@@ -41,7 +46,13 @@ export interface AccountShared {
   /** The shared store of token pairs, locks and notifications (Redis, or memory without it). */
   readonly store: TokenStore;
   /** Told of failed and recovered store calls (the Redis-health owner). */
-  readonly storeHealth: { reportFailure(error?: unknown, noticedBy?: string): void; reportSuccess(): void };
+  readonly storeHealth: {
+    healthy(): boolean;
+    reportFailure(error?: unknown, noticedBy?: string): void;
+    reportSuccess(): void;
+  };
+  /** The quotas per client and account (SPEC §11): a unit is reserved before each provider call. */
+  readonly quotas?: Pick<QuotaGate, 'reserve'>;
   /** The Redis client of the plan cache; absent without Redis. */
   readonly redis?: RedisClient;
   readonly seal: RecordSeal;
@@ -132,6 +143,7 @@ async function assemble(
     socketsInUse: () => busySockets(agent),
     waiting: () => slots.waiting,
   });
+  const budget = startBudget(spec, shared, logger, closers);
   const inner = createForwarder({
     baseUrl: spec.baseUrl,
     agent,
@@ -143,8 +155,9 @@ async function assemble(
     metrics,
     logger,
     tracing: shared.tracing,
+    budget,
   });
-  const { forwarder, inFlight, hold } = counted(inner);
+  const { forwarder, inFlight, hold } = quotaGuarded(inner, spec.id, shared.quotas);
   const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
   return {
     id: spec.id,
@@ -157,33 +170,6 @@ async function assemble(
     inFlight,
     hold,
     close,
-  };
-}
-
-/** The forwarder, counting its calls in flight and the requests holding the unit (what a retired unit waits for). */
-function counted(inner: Forwarder): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
-  let inFlight = 0;
-  return {
-    forwarder: {
-      async forward(req, res, exchange) {
-        inFlight++;
-        try {
-          return await inner.forward(req, res, exchange);
-        } finally {
-          inFlight--;
-        }
-      },
-    },
-    inFlight: () => inFlight,
-    hold() {
-      inFlight++;
-      let held = true;
-      return () => {
-        if (!held) return;
-        held = false;
-        inFlight--;
-      };
-    },
   };
 }
 
@@ -231,6 +217,96 @@ async function startTokens(
     registerAccessTokenTimeLeft(shared.metrics, () => tokens.status().accessExpiresAt, Date.now, spec.id),
   );
   return tokens;
+}
+
+/** The account's provider budget, shared by the fleet (SPEC §11), closed with the account. */
+function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, closers: (() => unknown)[]) {
+  const { config } = shared;
+  const budget = createProviderBudget({
+    accountId: spec.id,
+    settings: spec.budget && { ...spec.budget, shares: { ...DEFAULT_SHARES, ...spec.budget.shares } },
+    waitMs: config.upstream.budget.waitMs,
+    retryAfterMaxSeconds: config.upstream.budget.retryAfterMaxSeconds,
+    // The fleet's one probe after a pause may take the account's whole timeout before another replica probes.
+    probeLeaseMs: spec.timeoutMs + 1_000,
+    store: budgetStore(spec, shared),
+    health: shared.redis ? shared.storeHealth : undefined,
+    clock: systemClock,
+    logger,
+    metrics: shared.metrics.budget,
+  });
+  closers.push(() => budget.close());
+  return budget;
+}
+
+/**
+ * The account's forwarder as the request path uses it: a quota unit reserved before each call (SPEC §11), committed
+ * when the final answer is billable, released otherwise; and the count of calls running (a removed account waits
+ * for them, and for the requests holding the unit: Account.hold).
+ */
+function quotaGuarded(
+  inner: Forwarder,
+  accountId: string,
+  quotas: Pick<QuotaGate, 'reserve'> | undefined,
+): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
+  let inFlight = 0;
+  const forwarder: Forwarder = {
+    async forward(req, res, exchange) {
+      inFlight++;
+      try {
+        // One reservation per forwarder call (the 401 retry and the GET retry inside reuse it). The forwarder is only
+        // called where a provider call would start: the plan reader's cache hits and coalesced followers never get here.
+        const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
+        const decision = pending instanceof Promise ? await pending : pending;
+        if (decision && !decision.allowed) {
+          res.locals.quotaPeriod = decision.refusal.period;
+          throw quotaExceeded(decision.refusal);
+        }
+        let billable = false;
+        try {
+          const answer = await inner.forward(req, res, exchange);
+          billable = isBillableStatus(answer.status);
+          return answer;
+        } finally {
+          res.locals.billable = billable;
+          if (billable) decision?.reservation.commit();
+          else decision?.reservation.release();
+        }
+      } finally {
+        inFlight--;
+      }
+    },
+  };
+  const hold = () => {
+    inFlight++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      inFlight--;
+    };
+  };
+  return { forwarder, inFlight: () => inFlight, hold };
+}
+
+/** The account's budget shared by the fleet through Redis (its record and signal channel), else in this process. */
+function budgetStore(spec: AccountSpec, shared: AccountShared) {
+  if (!shared.redis) return createMemoryBudgetStore();
+  const keys = budgetKeys(shared.config.redis.keyPrefix, spec.id);
+  return createRedisBudgetStore({
+    redis: shared.redis,
+    key: keys.fleet,
+    channel: keys.channel,
+    channels: shared.store,
+  });
+}
+
+function quotaExceeded(refusal: { period: string; limit: number; retryAfterSeconds: number }): GatewayError {
+  return new GatewayError(
+    'QUOTA_EXCEEDED',
+    `This client's ${refusal.period} quota of ${refusal.limit} billable provider calls on this account is used up; it resets after the Retry-After seconds.`,
+    { headers: { 'retry-after': String(refusal.retryAfterSeconds) } },
+  );
 }
 
 /**

@@ -4,6 +4,7 @@ import { buildAccount } from '../accounts/account';
 import { type AccountSet, createAccountSet } from '../accounts/account-set';
 import type { AccountSpecSource } from '../config/account-spec';
 import type { GatewayConfig } from '../config/gateway-config';
+import type { QuotaGate } from '../usage';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
 import type { Redis } from './redis';
@@ -18,6 +19,7 @@ export function buildAccounts(
   redis: Redis,
   shared: SharedTokens,
   { logger, metrics, tracing }: Observability,
+  quotas?: Pick<QuotaGate, 'reserve'>,
 ): Promise<Built<AccountSet>> {
   return building(async (closers) => {
     const common = {
@@ -30,6 +32,7 @@ export function buildAccounts(
       logger,
       metrics,
       tracing,
+      quotas,
     };
     const accounts = await createAccountSet({
       source,

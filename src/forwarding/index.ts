@@ -3,7 +3,7 @@
 export type { AnswerCache } from './internal/answer-cache';
 export { createMemoryAnswerCache, createRedisAnswerCache } from './internal/answer-cache';
 export { type CircuitStateName, createUpstreamCircuits } from './internal/circuit-breaker';
-export { createForwarder, type Forwarder, sendAnswer } from './internal/forwarder';
+export { createForwarder, type Forwarder, type ForwarderBudget, sendAnswer } from './internal/forwarder';
 export { createPlanReader, type PlanReader } from './internal/plan-reader';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
 export { createUpstreamSlots } from './internal/upstream-slots';

@@ -23,6 +23,8 @@ export function sendError(res: Response, error: GatewayError): void {
     return;
   }
   for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  // For the usage ledger, which counts refusals by reason at the end of the request.
+  res.locals.refusal = error.reason;
   res.status(error.status).json(envelopeOf(error, String(res.getHeader('x-request-id') ?? '')));
 }
 

@@ -8,6 +8,8 @@ export const REASON_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,
+  /** The client's day or month quota of billable provider calls on this account is used up (SPEC §11). */
+  QUOTA_EXCEEDED: 429,
   /** The account's provider budget had no room within UPSTREAM_BUDGET_WAIT_MS (SPEC §11): never sent. */
   UPSTREAM_BUDGET_EXHAUSTED: 429,
   INTERNAL_ERROR: 500,

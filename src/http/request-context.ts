@@ -15,6 +15,8 @@ export interface RequestContextOptions {
   readonly localMode: boolean;
   /** Starts the request's server span (NO_TRACING: none). */
   readonly tracing?: Tracing;
+  /** Told of every finished request (the usage ledger's hook). */
+  readonly onFinished?: (req: Request, res: Response) => void;
 }
 
 /**
@@ -23,7 +25,7 @@ export interface RequestContextOptions {
  * the local-mode marker, the draining marker.
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
-  const observe = requestObserver(options.logger, options.metrics);
+  const observe = requestObserver(options.logger, options.metrics, options.onFinished);
   const { readiness, localMode } = options;
   const tracing = options.tracing ?? NO_TRACING;
   return (req, res, next) => {

@@ -22,7 +22,12 @@ const REQUEST_LINE_REDACTED = [
  * `res.locals.route` names the route (a template, never the raw path) so metric labels stay bounded.
  * Probes and metrics scrapes are counted but not logged, to keep the log about traffic.
  */
-export function requestObserver(logger: Logger, metrics: Metrics): (req: Request, res: Response) => void {
+export function requestObserver(
+  logger: Logger,
+  metrics: Metrics,
+  /** Told of every finished request after it is counted (the usage ledger), logged or not. */
+  onFinished?: (req: Request, res: Response) => void,
+): (req: Request, res: Response) => void {
   const lines = logger.child({}, { redact: { paths: REQUEST_LINE_REDACTED, censor: '[redacted]' } });
   return (req, res) => {
     const startedAt = performance.now();
@@ -37,6 +42,7 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
       const client = req.caller?.id ?? 'anonymous';
       const labels = { route, method: req.method, status: String(status), client };
       metrics.httpDuration.observe(labels, seconds);
+      onFinished?.(req, res);
       if (res.locals.quiet) return;
       lines.info(
         {
@@ -55,6 +61,10 @@ export function requestObserver(logger: Logger, metrics: Metrics): (req: Request
           coalesced: res.locals.coalesced,
           cache: res.locals.cache,
           document: res.locals.document,
+          billable: res.locals.billable,
+          budget: res.locals.budget,
+          priority: res.locals.priority,
+          quotaPeriod: res.locals.quotaPeriod,
         },
         'request',
       );

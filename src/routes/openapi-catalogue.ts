@@ -57,6 +57,9 @@ export const FORWARDED_ERRORS: readonly ErrorCase[] = [
     'every upstream socket stayed busy for UPSTREAM_QUEUE_TIMEOUT_MS (Retry-After)',
   ),
   error('UPSTREAM_TIMEOUT', 'no answer within UPSTREAM_TIMEOUT_MS'),
+  error('UPSTREAM_BUDGET_EXHAUSTED', "the account's provider budget had no room (Retry-After); never sent"),
+  error('UPSTREAM_RATE_LIMITED', 'the provider paused the account with a 429 and Retry-After (Retry-After)'),
+  error('QUOTA_EXCEEDED', "the client's day or month quota on this account is used (Retry-After)"),
 ];
 
 export const VALIDATION_ERRORS: readonly ErrorCase[] = [

@@ -44,10 +44,9 @@ function componentSchemas(named: Record<string, z.ZodType>): Record<string, obje
   );
 }
 
-/** The two forwarded operations: GET and HEAD of a plan, POST of a document. */
-function operationPaths(options: ResponseOptions, sessions: boolean): Record<string, object> {
-  const planIdSchema = schemaOf(planParams.shape.internalId);
-  const requestHeaders = [
+/** The request headers both forwarded operations read (X-CSRF with browser sessions on). */
+function operationRequestHeaders(sessions: boolean): object[] {
+  return [
     {
       name: 'X-Upstream-Account',
       in: 'header',
@@ -75,6 +74,12 @@ function operationPaths(options: ResponseOptions, sessions: boolean): Record<str
         ]
       : []),
   ];
+}
+
+/** The two forwarded operations: GET and HEAD of a plan, POST of a document. */
+function operationPaths(options: ResponseOptions, sessions: boolean): Record<string, object> {
+  const planIdSchema = schemaOf(planParams.shape.internalId);
+  const requestHeaders = operationRequestHeaders(sessions);
   const planParameters = [
     { name: 'internalId', in: 'path', required: true, schema: planIdSchema },
     ...requestHeaders,

@@ -27,6 +27,20 @@ declare global {
       account?: string;
       /** Where the upstream token of this call came from. */
       tokenSource?: TokenSource;
+      /** The status of the provider's last answer to this request (absent: no provider answer). */
+      upstreamStatus?: number;
+      /** How many answers the provider gave this request: 2 when a 401 was retried with a renewed token. */
+      upstreamAnswers?: number;
+      /** The provider budget refused the call (absent when granted, the common case). */
+      budget?: 'exhausted' | 'rate_limited';
+      /** The caller's priority in the budget, logged with a refusal. */
+      priority?: string;
+      /** A provider call was made and the final answer is billable (SPEC §11); absent when no call was made. */
+      billable?: boolean;
+      /** The quota period that refused the call (429 QUOTA_EXCEEDED). */
+      quotaPeriod?: 'day' | 'month';
+      /** The gateway refused the request with this reason (set by the error envelope, read by the usage ledger). */
+      refusal?: string;
       /** The plan read shared another caller's upstream call. */
       coalesced?: boolean;
       /** The plan answer came from the short answer cache. */

@@ -124,3 +124,4 @@ export function createUsage(options: UsageOptions): Usage {
     },
   };
 }
+export { requestUsageRecorder } from './request-usage';

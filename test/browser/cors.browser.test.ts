@@ -1,9 +1,11 @@
 // A real Chromium loads an internal app from one loopback origin and a foreign page from another; both call the
 // gateway (a third origin) with a company-SSO bearer token. Only the allowed origin may read the answer.
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
+import { writeClientsFile } from '../support/clients-file';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { startTestIssuer, type TestIssuer } from '../unit/callers/support/oidc-test-issuer';
 
@@ -57,6 +59,16 @@ describe('CORS in a real browser (Chromium)', () => {
     // Local mode: the gateway starts the bundled simulator as its upstream.
     gateway = await startGatewayProcess({
       env: {
+        // Local mode serves two provider accounts: an SSO client uses the ones its registry entry lists (an entry
+        // needs a key hash, unused here: the app calls with its SSO token).
+        CLIENTS_FILE: writeClientsFile([
+          {
+            id: 'intranet-web',
+            keys: [randomBytes(24).toString('base64url')],
+            scopes: ['plans:read'],
+            accounts: ['sandbox'],
+          },
+        ]),
         CORS_ORIGINS: allowed.origin,
         OIDC_ISSUER: issuer.issuer,
         OIDC_AUDIENCE: AUDIENCE,

@@ -12,6 +12,9 @@ export interface TestClient {
   readonly origins?: readonly string[];
   /** Provider accounts the client may use, its default first. */
   readonly accounts?: readonly string[];
+  /** Billable provider calls per calendar day/month in `timezone` (SPEC §11). */
+  readonly quota?: { readonly day?: number; readonly month?: number; readonly timezone?: string };
+  readonly priority?: 'critical' | 'standard' | 'sheddable';
 }
 
 export const keyHash = (key: string) => `sha256:${sha256Hex(key)}`;

@@ -58,6 +58,22 @@ export interface ForwarderDeps {
   readonly maxAnswerBytes?: number;
   /** Spans of the token acquisition and of each upstream attempt. */
   readonly tracing?: Tracing;
+  /** The account's provider budget (SPEC §11): asked before every provider call, told of every answer. */
+  readonly budget?: ForwarderBudget;
+}
+
+/** A refusal of the provider budget: never sent, answered with Retry-After. */
+type BudgetRefusal = {
+  readonly granted: false;
+  readonly reason: 'UPSTREAM_BUDGET_EXHAUSTED' | 'UPSTREAM_RATE_LIMITED';
+  readonly retryAfterSeconds: number;
+};
+type BudgetAdmission = { readonly granted: true } | BudgetRefusal;
+
+/** What the forwarder needs of src/budget's ProviderBudget (structural: forwarding does not depend on budget). */
+export interface ForwarderBudget {
+  admit(priority?: 'critical' | 'standard' | 'sheddable'): BudgetAdmission | Promise<BudgetAdmission>;
+  observe(status: number, retryAfter?: string | readonly string[] | number): void;
 }
 
 export interface Forwarder {
@@ -71,6 +87,9 @@ export interface Forwarder {
 class Call extends UpstreamRequest {
   /** Time spent waiting on the upstream (all attempts), for the request log. */
   upstreamMs = 0;
+  /** The status of the provider's last answer (0: none yet) and how many it gave, for the usage ledger. */
+  lastStatus = 0;
+  answers = 0;
   /**
    * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
    * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
@@ -182,6 +201,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
                 if (attempt.settled) return;
                 settle(attempt);
                 observeUpstream(attempt, answer.status);
+                attempt.call.lastStatus = answer.status;
+                attempt.call.answers++;
+                deps.budget?.observe(answer.status, proxyRes.headers['retry-after']);
                 if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
                 else if (answer.status === 403) attempt.reject(ipRefused());
                 else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
@@ -259,6 +281,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         { requestId: req.id, route: call.exchange.route, code: error.code },
         'upstream connection error, retrying once',
       );
+      const admitting = admit(req, res);
+      if (admitting) await admitting;
       return circuit.run(() => attemptOnce(call, accessToken));
     }
   }
@@ -277,6 +301,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         }),
       );
       try {
+        const admitting = admit(req, res);
+        if (admitting) await admitting;
         const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
         noteTokenSource(res, token.source);
         const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
@@ -286,6 +312,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         }
 
         // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
+        const readmitting = admit(req, res);
+        if (readmitting) await readmitting;
         const renewed = await tracing.inSpan(
           'token.renew',
           () => deps.tokens.renewAfterRejection(token.value),
@@ -302,9 +330,25 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         throw toGatewayError(error, deps.circuits.of(exchange.route));
       } finally {
         if (call.upstreamMs > 0) res.locals.upstreamMs = Math.round(call.upstreamMs * 10) / 10;
+        if (call.answers > 0) {
+          res.locals.upstreamStatus = call.lastStatus;
+          res.locals.upstreamAnswers = call.answers;
+        }
       }
     },
   };
+
+  /**
+   * Room in the provider budget for one call of the caller's priority: synchronous and allocation-free when granted
+   * (the common case); a wait only when the budget says so. Refused: the reason with Retry-After, never sent.
+   */
+  function admit(req: Request, res: Response): Promise<void> | undefined {
+    if (!deps.budget) return undefined;
+    const priority = req.caller?.priority ?? 'standard';
+    const admission = deps.budget.admit(priority);
+    if (!(admission instanceof Promise) && admission.granted) return undefined;
+    return settleAdmission(admission, res, priority);
+  }
 
   /** For the request log; the token manager counts the sources in metrics. */
   function noteTokenSource(res: Response, source: TokenSource) {
@@ -324,6 +368,25 @@ function outcomeAttributes(outcome: AttemptOutcome) {
 /** Where the token came from: this replica's memory, the shared store (Redis), or a token endpoint call. */
 function sourceAttribute(token: { readonly source: TokenSource }) {
   return { 'gateway.token.source': token.source };
+}
+
+/** A budget that had to wait: granted after all, or refused (noted for the request log). */
+async function settleAdmission(
+  pending: BudgetAdmission | Promise<BudgetAdmission>,
+  res: Response,
+  priority: string,
+): Promise<void> {
+  const admission = await pending;
+  if (admission.granted) return;
+  res.locals.budget = admission.reason === 'UPSTREAM_BUDGET_EXHAUSTED' ? 'exhausted' : 'rate_limited';
+  res.locals.priority = priority;
+  throw new GatewayError(
+    admission.reason,
+    admission.reason === 'UPSTREAM_BUDGET_EXHAUSTED'
+      ? "The provider account's call budget has no room for this call now; retry after the Retry-After seconds."
+      : 'The provider asked the gateway to slow down; calls to this account resume after the Retry-After seconds.',
+    { headers: { 'retry-after': String(admission.retryAfterSeconds) } },
+  );
 }
 
 function ipRefused(): GatewayError {

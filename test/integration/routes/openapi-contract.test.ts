@@ -2,6 +2,9 @@
 // contract-proxy.ts) that checks the request and the gateway's answer against the gateway's own served /openapi.json.
 // Real gateways, the real simulator as the provider, a real Redis; each gateway-made reason of the catalogue and each
 // pass-through status is produced at least once, and a mismatch names the method, path, status and what differs.
+
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import express from 'express';
 import { REASON_STATUS } from '../../../src/http/gateway-error';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
@@ -9,6 +12,7 @@ import { writeClientsFile } from '../../support/clients-file';
 import { type ContractProxy, startContractProxy, type Verdict } from '../../support/contract-proxy';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { tempDir } from '../../support/temp-dir';
 
 jest.setTimeout(60_000);
 
@@ -18,6 +22,8 @@ const UNKNOWN_PLAN = '00000000-0000-4000-8000-000000000000';
 const KEY = 'contract-key-0123456789abcdef';
 const PLANS_ONLY_KEY = 'contract-plans-only-0123456789';
 const LIMITED_KEY = 'contract-limited-0123456789ab';
+const BUDGET_KEY = 'contract-budget-0123456789abc';
+const QUOTA_KEY = 'contract-quota-0123456789abcd';
 const USERNAME = 'contract-merchant';
 const PASSWORD = 'contract-password';
 const VALID_BODY = { country: 'ARG', document: { id: '20-17254359-7', type: 'CUIT' } };
@@ -312,7 +318,7 @@ describe('the served /openapi.json describes what the gateway answers', () => {
     expect(problems).toEqual([]);
   });
 
-  it("for the provider's own answers passed through: 404, 400 and 429 with its Retry-After", async () => {
+  it("for the provider's own answers passed through: 404 and 400", async () => {
     const plan = (id: string): Exchange => ({
       path: `/api/subscriptions/plan/${id}`,
       headers: withKey(),
@@ -337,10 +343,6 @@ describe('the served /openapi.json describes what the gateway answers', () => {
         },
       ])),
     );
-    simulator.setFaults({ errorStatus: 429, retryAfterSeconds: 7, failIds: [OTHER_PLAN] });
-    const limited = await send(proxy, { ...plan(OTHER_PLAN), status: 429 });
-    problems.push(...problemsOf({ ...plan(OTHER_PLAN), status: 429 }, limited));
-    expect(limited.headers.get('retry-after')).toBe('7');
     expect(problems).toEqual([]);
   });
 
@@ -415,6 +417,93 @@ describe('the document of a gateway under upstream pressure', () => {
     if (!open) throw new Error('the circuit never opened');
     problems.push(...problemsOf({ ...plan(PLAN), status: 503, reason: 'UPSTREAM_UNAVAILABLE' }, open));
     expect(open.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(problems).toEqual([]);
+  });
+});
+
+describe('the document of a gateway spending provider budgets and client quotas', () => {
+  let proxy: ContractProxy;
+  const plan = (id: string, key: string, account?: string): Exchange => ({
+    path: `/api/subscriptions/plan/${id}`,
+    headers: { ...withKey(key), ...(account && { 'x-upstream-account': account }) },
+    requestValid: true,
+    status: 200,
+  });
+  beforeAll(async () => {
+    const dir = tempDir('bff-contract-accounts-');
+    const secret = (name: string, value: string) => {
+      writeFileSync(join(dir, name), value);
+      return join(dir, name);
+    };
+    const account = (id: string, extra: object = {}) => ({
+      id,
+      baseUrl: simulator.url,
+      usernameFile: secret(`${id}-user`, USERNAME),
+      passwordFile: secret(`${id}-password`, PASSWORD),
+      ...extra,
+    });
+    const accountsFile = join(dir, 'accounts.json');
+    writeFileSync(
+      accountsFile,
+      JSON.stringify({
+        // `tight` allows one call every 100 s: its second call finds no room.
+        accounts: [account('open'), account('tight', { budget: { requestsPerSecond: 0.01, burst: 1 } })],
+      }),
+    );
+    const { UPSTREAM_USERNAME: _u, UPSTREAM_PASSWORD: _p, UPSTREAM_BASE_URL: _b, ...env } = upstreamEnv();
+    const clients = writeClientsFile([
+      { id: 'contract-budget', keys: [BUDGET_KEY], scopes: ['plans:read'], accounts: ['tight', 'open'] },
+      {
+        id: 'contract-quota',
+        keys: [QUOTA_KEY],
+        scopes: ['plans:read'],
+        accounts: ['open'],
+        quota: { day: 1, timezone: 'America/Sao_Paulo' },
+      },
+    ]);
+    ({ proxy } = await contractFor({ ...env, UPSTREAM_ACCOUNTS_FILE: accountsFile, CLIENTS_FILE: clients }));
+  });
+
+  it('describes QUOTA_EXCEEDED with Retry-After once the day quota is spent', async () => {
+    const problems = await run(proxy, [plan(PLAN, QUOTA_KEY)]);
+    const refused = await send(proxy, plan(OTHER_PLAN, QUOTA_KEY));
+    problems.push(
+      ...problemsOf({ ...plan(OTHER_PLAN, QUOTA_KEY), status: 429, reason: 'QUOTA_EXCEEDED' }, refused),
+    );
+    expect(refused.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(problems).toEqual([]);
+  });
+
+  it('describes UPSTREAM_BUDGET_EXHAUSTED with Retry-After when the account has no room', async () => {
+    const problems: string[] = [];
+    let exhausted: Answer | undefined;
+    for (let attempt = 0; attempt < 4 && !exhausted; attempt++) {
+      const answer = await send(proxy, plan(PLAN, BUDGET_KEY, 'tight'));
+      if (answer.status === 429) exhausted = answer;
+      else problems.push(...problemsOf(plan(PLAN, BUDGET_KEY, 'tight'), answer));
+    }
+    if (!exhausted) throw new Error('the budget never refused');
+    problems.push(
+      ...problemsOf(
+        { ...plan(PLAN, BUDGET_KEY, 'tight'), status: 429, reason: 'UPSTREAM_BUDGET_EXHAUSTED' },
+        exhausted,
+      ),
+    );
+    expect(exhausted.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(problems).toEqual([]);
+  });
+
+  it("passes the provider's 429 through with its Retry-After, then describes UPSTREAM_RATE_LIMITED", async () => {
+    simulator.setFaults({ errorStatus: 429, retryAfterSeconds: 7, failIds: [OTHER_PLAN] });
+    const limitedExchange = { ...plan(OTHER_PLAN, BUDGET_KEY, 'open'), status: 429, reason: 'upstream' };
+    const limited = await send(proxy, limitedExchange);
+    const problems = problemsOf(limitedExchange, limited);
+    expect(limited.headers.get('retry-after')).toBe('7');
+    // The provider paused the account: the gateway answers for it, without calling, until the pause ends.
+    const paused = { ...plan(PLAN, BUDGET_KEY, 'open'), status: 503, reason: 'UPSTREAM_RATE_LIMITED' };
+    const refused = await send(proxy, paused);
+    problems.push(...problemsOf(paused, refused));
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(problems).toEqual([]);
   });
 });
