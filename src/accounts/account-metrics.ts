@@ -46,7 +46,15 @@ export interface AccountMetrics {
   readonly metrics: Metrics;
   /** Drops the account's scrape-time readings (pool, back-off): a removed account stops reporting. */
   close(): void;
+  /**
+   * Whether no later view of the same account id exists: a changed account's new unit is built before the old one
+   * closes, and the old one must not remove the series the new one exports.
+   */
+  isNewest(): boolean;
 }
+
+/** The newest view of each account id, per metrics registry. */
+const newestViews = new WeakMap<object, Map<string, object>>();
 
 /** The metrics of one account: every per-account metric labelled `account`, shared ones (Redis, HTTP) unchanged. */
 export function accountMetrics(metrics: Metrics, account: string): AccountMetrics {
@@ -68,10 +76,19 @@ export function accountMetrics(metrics: Metrics, account: string): AccountMetric
     },
   };
   metrics.zeroTokenRequests(account);
+  let newest = newestViews.get(metrics.registry);
+  if (!newest) {
+    newest = new Map();
+    newestViews.set(metrics.registry, newest);
+  }
+  const views = newest;
+  views.set(account, view);
   return {
     metrics: view,
     close() {
       for (const stop of stops.splice(0)) stop();
+      if (views.get(account) === view) views.delete(account);
     },
+    isNewest: () => views.get(account) === view,
   };
 }

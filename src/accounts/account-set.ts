@@ -45,6 +45,11 @@ export interface AccountSetOptions {
   readonly metrics?: AccountSetMetrics;
   /** Longest wait for a replaced or removed account's calls in flight before it is closed anyway. */
   readonly drainMs: number;
+  /**
+   * While a reload is refused, the source is read again this often (a credential file named by a new account often
+   * lands after the accounts file that names it; nothing else would notice). Absent: only a change or SIGHUP does.
+   */
+  readonly retryMs?: number;
   /** Epoch ms; for tests. */
   readonly now?: () => number;
 }
@@ -77,12 +82,15 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
   let reloading: Promise<boolean> = Promise.resolve(true);
   const listeners = new Set<(ids: ReadonlySet<string>) => void>();
 
-  async function reloadNow(): Promise<boolean> {
+  const retrying = retryTimer(options.retryMs, () => void reload(true));
+
+  /** `retry`: the timer's own attempt, which logs and counts a refusal only when its problem is a new one. */
+  async function reloadNow(retry = false): Promise<boolean> {
     let next: readonly AccountSpec[];
     try {
       next = await source.read();
     } catch (error) {
-      return health.refuse('invalid', (error as Error).message);
+      return retrying.after(health.refuse('invalid', (error as Error).message, retry));
     }
     const unchanged = unchangedAccounts(snapshot.byId, next);
     if (unchanged.size === snapshot.byId.size && unchanged.size === next.length) {
@@ -94,7 +102,7 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
     try {
       accounts = await buildAll(next, unchanged, options.build);
     } catch (error) {
-      return health.refuse('unbuildable', (error as Error).message);
+      return retrying.after(health.refuse('unbuildable', (error as Error).message, retry));
     }
     const previous = snapshot;
     snapshot = snapshotOf(accounts);
@@ -113,9 +121,10 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
     return health.current();
   }
 
-  const reload = () => {
+  const reload = (retry = false) => {
     // One reload at a time: a burst of file events builds each account once.
-    reloading = reloading.then(reloadNow, reloadNow);
+    const run = () => reloadNow(retry);
+    reloading = reloading.then(run, run);
     return reloading;
   };
   const stopWatching = source.watch(() => void reload());
@@ -125,17 +134,40 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
     all: () => snapshot.ordered,
     ids: () => snapshot.ids,
     soleId: () => snapshot.sole,
-    reload,
+    reload: () => reload(),
     health: () => health.state(),
     onSwap(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
     async close() {
+      retrying.stop();
       stopWatching();
       await reloading.catch(() => undefined);
       await retire.done();
       await Promise.all(snapshot.ordered.map((account) => account.close()));
+    },
+  };
+}
+
+/** One pending retry of a refused reload at a time, `everyMs` after the refusal; none once stopped or without it. */
+function retryTimer(everyMs: number | undefined, retry: () => void) {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  return {
+    /** Schedules the retry after a refusal; answers the refusal. */
+    after(refused: false): false {
+      if (everyMs === undefined || timer || stopped) return refused;
+      timer = setTimeout(() => {
+        timer = undefined;
+        retry();
+      }, everyMs);
+      timer.unref();
+      return refused;
+    },
+    stop(): void {
+      stopped = true;
+      clearTimeout(timer);
     },
   };
 }
@@ -147,7 +179,8 @@ function reloadHealth(options: AccountSetOptions, now: () => number) {
   metrics?.accountsStaleSince.set(0);
   return {
     state: () => health,
-    refuse(reason: AccountsReloadFailure, problem: string): false {
+    refuse(reason: AccountsReloadFailure, problem: string, quietIfKnown = false): false {
+      if (quietIfKnown && health.lastFailure === reason && health.problem === problem) return false;
       const staleSince = health.staleSince ?? now();
       health = { staleSince, lastFailure: reason, problem };
       metrics?.accountsReloadFailures.inc({ reason });

@@ -6,6 +6,7 @@ import type { AccountSpec } from '../config/account-spec';
 import { DEFAULT_SHARES } from '../config/budget-schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
+  type AnswerCache,
   busySockets,
   type CircuitStateName,
   createForwarder,
@@ -71,8 +72,14 @@ export interface Account {
   readonly forwarder: Forwarder;
   readonly plans: PlanReader;
   circuitStates(): Readonly<Record<string, CircuitStateName>>;
-  /** Forwarded calls running now: a removed account is closed once they are done (or the drain ends). */
+  /** Requests holding the unit and forwarded calls running now: a retired unit closes once they are done (or the
+   * drain ends). */
   inFlight(): number;
+  /**
+   * Holds the unit open for one request, from the moment it chose the account until its answer is sent (its body
+   * may still be arriving when a reload retires the unit); returns the release, which is safe to call twice.
+   */
+  hold(): () => void;
   close(): Promise<void>;
 }
 
@@ -111,12 +118,15 @@ async function assemble(
   const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
     ...config.upstream.circuit,
     onStateChange: (operation, state) => {
-      metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
+      // A replaced unit still draining its calls never overwrites what its successor exports.
+      if (view.isNewest()) metrics.circuitState.set({ operation }, CIRCUIT_STATE_VALUE[state]);
       logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
     },
   });
   for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
   closers.push(() => {
+    // A changed account's new unit (same id) already exports these series: only the newest unit removes them.
+    if (!view.isNewest()) return;
     for (const operation of FORWARDED_OPERATIONS)
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
@@ -147,8 +157,8 @@ async function assemble(
     tracing: shared.tracing,
     budget,
   });
-  const { forwarder, inFlight } = quotaGuarded(inner, spec.id, shared.quotas);
-  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared) });
+  const { forwarder, inFlight, hold } = quotaGuarded(inner, spec.id, shared.quotas);
+  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
   return {
     id: spec.id,
     spec,
@@ -158,6 +168,7 @@ async function assemble(
     plans,
     circuitStates: () => circuits.states(),
     inFlight,
+    hold,
     close,
   };
 }
@@ -231,13 +242,13 @@ function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, c
 /**
  * The account's forwarder as the request path uses it: a quota unit reserved before each call (SPEC §11), committed
  * when the final answer is billable, released otherwise; and the count of calls running (a removed account waits
- * for them).
+ * for them, and for the requests holding the unit: Account.hold).
  */
 function quotaGuarded(
   inner: Forwarder,
   accountId: string,
   quotas: Pick<QuotaGate, 'reserve'> | undefined,
-): { forwarder: Forwarder; inFlight: () => number } {
+): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
   let inFlight = 0;
   const forwarder: Forwarder = {
     async forward(req, res, exchange) {
@@ -266,7 +277,16 @@ function quotaGuarded(
       }
     },
   };
-  return { forwarder, inFlight: () => inFlight };
+  const hold = () => {
+    inFlight++;
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      inFlight--;
+    };
+  };
+  return { forwarder, inFlight: () => inFlight, hold };
 }
 
 /** The account's budget shared by the fleet through Redis (its record and signal channel), else in this process. */
@@ -289,13 +309,31 @@ function quotaExceeded(refusal: { period: string; limit: number; retryAfterSecon
   );
 }
 
-/** Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account. */
-function planCache(spec: AccountSpec, shared: AccountShared) {
+/**
+ * Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account and
+ * per merchant. The store follows the username the account logs in with now: credential files rotated to another
+ * merchant (or an accounts file that points the id at another's) never read the previous merchant's answers.
+ */
+function planCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource) {
   const ttlSeconds = shared.config.upstream.planCacheTtlSeconds;
   if (ttlSeconds <= 0) return undefined;
-  const prefix = planCachePrefix(shared.config.redis.keyPrefix, spec.baseUrl, spec.id);
-  const store = shared.redis
-    ? createRedisAnswerCache(shared.redis, prefix, shared.seal)
-    : createMemoryAnswerCache();
+  const { redis, seal } = shared;
+  const keyPrefix = shared.config.redis.keyPrefix;
+  let current: { readonly username: string; readonly store: AnswerCache } | undefined;
+  const storeNow = (): AnswerCache => {
+    const { username } = credentials.current();
+    if (current?.username !== username) {
+      const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
+      current = {
+        username,
+        store: redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache(),
+      };
+    }
+    return current.store;
+  };
+  const store: AnswerCache = {
+    get: (key) => storeNow().get(key),
+    set: (key, answer, seconds) => storeNow().set(key, answer, seconds),
+  };
   return { store, ttlSeconds };
 }

@@ -10,6 +10,9 @@ import type { Observability } from './observability';
 import type { Redis } from './redis';
 import type { SharedTokens } from './tokens';
 
+/** How often a refused set of accounts is read again (the accounts file's own poll period). */
+const ACCOUNTS_RETRY_MS = 5_000;
+
 export function buildAccounts(
   config: GatewayConfig,
   source: AccountSpecSource,
@@ -38,6 +41,8 @@ export function buildAccounts(
       metrics,
       // A retired account's calls get their whole time: the wait for a socket, then the call itself.
       drainMs: config.upstream.queueTimeoutMs + config.upstream.timeoutMs * 2,
+      // A refused set is tried again as often as the file is polled: a missing credential file that lands is found.
+      retryMs: ACCOUNTS_RETRY_MS,
     });
     closers.push(() => accounts.close());
     logger.info({ accounts: [...accounts.ids()] }, 'provider accounts ready');

@@ -1,4 +1,6 @@
 // Forwarding's public surface: the rest of the gateway imports forwarding from here, never from internal/.
+
+export type { AnswerCache } from './internal/answer-cache';
 export { createMemoryAnswerCache, createRedisAnswerCache } from './internal/answer-cache';
 export { type CircuitStateName, createUpstreamCircuits } from './internal/circuit-breaker';
 export { createForwarder, type Forwarder, type ForwarderBudget, sendAnswer } from './internal/forwarder';

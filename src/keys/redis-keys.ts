@@ -25,13 +25,17 @@ export function tokenKeys(keyPrefix: string, upstreamBaseUrl: string, username: 
 }
 
 /**
- * Cached answers are namespaced by upstream and account: sandbox and production never share a plan, and neither do
- * two merchant accounts at the same base URL (a plan answer is the merchant's own). The `default` account keeps the
- * key it had before accounts existed, so a rollout finds its warm cache.
+ * Cached answers are namespaced by upstream, account and the username the account logs in with: sandbox and
+ * production never share a plan, neither do two merchant accounts at the same base URL (a plan answer is the
+ * merchant's own), nor an account id before and after its credentials name another merchant.
  */
-export function planCachePrefix(keyPrefix: string, upstreamBaseUrl: string, account = 'default'): string {
-  const scope = account === 'default' ? upstreamBaseUrl : `${upstreamBaseUrl}\naccount:${account}`;
-  return `${keyPrefix}cache:${shortHash(scope)}:`;
+export function planCachePrefix(
+  keyPrefix: string,
+  upstreamBaseUrl: string,
+  account: string,
+  username: string,
+): string {
+  return `${keyPrefix}cache:${shortHash(`${upstreamBaseUrl}\naccount:${account}\nuser:${username}`)}:`;
 }
 
 /** One plan's answer under planCachePrefix; the id is the route's lower-cased UUID. */

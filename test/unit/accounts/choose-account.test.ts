@@ -4,7 +4,7 @@ import { chooseAccount } from '../../../src/accounts/choose-account';
 import type { Caller } from '../../../src/callers/caller';
 import { GatewayError } from '../../../src/http/gateway-error';
 
-const account = (id: string) => ({ id }) as Account;
+const account = (id: string) => ({ id, hold: () => () => {} }) as unknown as Account;
 const running = new Map([
   ['sandbox', account('sandbox')],
   ['production', account('production')],
@@ -21,20 +21,49 @@ function choose(
     headers: header === undefined ? {} : { 'x-upstream-account': header },
   } as unknown as Request;
   const headers: Record<string, string> = {};
+  const closeListeners: (() => void)[] = [];
   const res = {
     locals: {},
     setHeader: (name: string, value: string) => (headers[name] = value),
+    once: (event: string, listener: () => void) => {
+      if (event === 'close') closeListeners.push(listener);
+    },
   } as unknown as Response;
   let passed: unknown = 'not called';
   chooseAccount(accounts)(req, res, ((error?: unknown) => {
     passed = error;
   }) as NextFunction);
   const error = passed instanceof GatewayError ? `${passed.status} ${passed.reason}` : passed;
-  return { error, chosen: req.account?.id, header: headers['x-upstream-account'], locals: res.locals };
+  const closed = () => {
+    for (const listener of closeListeners) listener();
+  };
+  const outcome = {
+    error,
+    chosen: req.account?.id,
+    header: headers['x-upstream-account'],
+    locals: res.locals,
+  };
+  // Not enumerable: the tests compare outcomes whole.
+  return Object.defineProperty(outcome, 'closed', { value: closed }) as typeof outcome & { closed(): void };
 }
 
 describe('chooseAccount', () => {
   const caller = { accounts: ['sandbox', 'production'] };
+
+  test('holds the chosen unit open until the answer is sent (a reload drains it, never closes it under the request)', () => {
+    let held = 0;
+    const unit = {
+      id: 'sandbox',
+      hold: () => {
+        held++;
+        return () => held--;
+      },
+    } as unknown as Account;
+    const chosen = choose(caller, undefined, { get: () => unit, soleId: () => undefined });
+    expect(held).toBe(1);
+    chosen.closed();
+    expect(held).toBe(0);
+  });
 
   test("without the header, the caller's first account; the answer and the log name it", () => {
     const chosen = choose(caller, undefined);

@@ -35,14 +35,18 @@ describe('Redis key layout', () => {
     expect(new Set(pairs).size).toBe(pairs.length);
   });
 
-  test('the plan cache is namespaced by upstream; limits by window length', () => {
-    expect(planCachePrefix('bff:', 'https://api.example')).toBe(`bff:cache:${sha16('https://api.example')}:`);
-    expect(planCachePrefix('bff:', 'https://sandbox.example')).not.toBe(
-      planCachePrefix('bff:', 'https://api.example'),
+  test('the plan cache is namespaced by upstream, account and username; limits by window length', () => {
+    const prefix = planCachePrefix('bff:', 'https://api.example', 'default', 'merchant');
+    expect(prefix).toBe(`bff:cache:${sha16('https://api.example\naccount:default\nuser:merchant')}:`);
+    const others = [
+      planCachePrefix('bff:', 'https://sandbox.example', 'default', 'merchant'),
+      planCachePrefix('bff:', 'https://api.example', 'br', 'merchant'),
+      planCachePrefix('bff:', 'https://api.example', 'default', 'other-merchant'),
+    ];
+    expect(new Set([prefix, ...others]).size).toBe(4);
+    expect(prefix + planAnswerKey('b8546575-5d4f-4a56-9e21-522d01cf5992')).toBe(
+      `${prefix}plan:b8546575-5d4f-4a56-9e21-522d01cf5992`,
     );
-    expect(
-      planCachePrefix('bff:', 'https://api.example') + planAnswerKey('b8546575-5d4f-4a56-9e21-522d01cf5992'),
-    ).toBe(`bff:cache:${sha16('https://api.example')}:plan:b8546575-5d4f-4a56-9e21-522d01cf5992`);
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
     expect(userRateLimitPrefix('bff:', 60)).toBe('bff:rl-user:60:');
