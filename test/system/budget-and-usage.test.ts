@@ -10,6 +10,7 @@ import { periodAt, readUsage, usageLedgerStore } from '../../src/usage';
 import { writeClientsFile } from '../support/clients-file';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
+import { runToExit } from '../support/run-to-exit';
 import { tempDir } from '../support/temp-dir';
 
 jest.setTimeout(180_000);
@@ -43,6 +44,7 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
   let simulator: RunningSimulator;
   let gateways: GatewayProcess[] = [];
   const dir = tempDir('bff-wire-');
+  let env: Record<string, string> = {};
 
   beforeAll(async () => {
     [redis, simulator] = await Promise.all([
@@ -102,7 +104,7 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
         quota: { day: QUOTA, timezone: TIME_ZONE },
       },
     ]);
-    const env = {
+    env = {
       UPSTREAM_ACCOUNTS_FILE: accountsFile,
       UPSTREAM_ALLOW_HTTP: 'true',
       REDIS_URL: redis.url,
@@ -288,5 +290,16 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
     } finally {
       client.disconnect();
     }
+    // `npm run usage` (its entry point, against the same Redis and prefix) shows the same counts.
+    const cli = await runToExit('src/usage/usage-cli.ts', { ...env, NODE_ENV: 'test' }, [
+      '--client',
+      'metered',
+      '--format',
+      'json',
+    ]);
+    expect(cli.code).toBe(0);
+    const printed = JSON.parse(cli.output) as { totals: { counts: Record<string, number> }[] };
+    expect(printed.totals[0]?.counts.billable).toBe(billedByProvider);
+    expect(printed.totals[0]?.counts['refused:QUOTA_EXCEEDED']).toBe(refused.length);
   });
 });
