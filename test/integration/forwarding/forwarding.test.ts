@@ -413,12 +413,25 @@ describe('upstream failures', () => {
     expect(stats.planReads).toBe(1);
   });
 
-  it('passes an upstream 429 through with its Retry-After', async () => {
-    simulator.setFaults({ errorRate: 1, errorStatus: 429, retryAfterSeconds: 7 });
-    const res = await call(gw.url, '/api/validation/document', postJson(validBody));
-    expect(res.status).toBe(429);
-    expect(res.headers.get('retry-after')).toBe('7');
-    simulator.setFaults({});
+  it('passes an upstream 429 through with its Retry-After, then pauses the account (503 UPSTREAM_RATE_LIMITED)', async () => {
+    // A gateway of its own (its own Redis prefix): the pause is the account's, fleet-wide, for the 7 s.
+    const sim = await startSimulator({ port: 0, username: 'routes-merchant', password: PASSWORD });
+    const gateway = await startTestGateway(envFor(sim));
+    try {
+      sim.setFaults({ errorRate: 1, errorStatus: 429, retryAfterSeconds: 7 });
+      const res = await call(gateway.url, '/api/validation/document', postJson(validBody));
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('7');
+      sim.setFaults({});
+      const paused = await call(gateway.url, '/api/validation/document', postJson(validBody));
+      expect(paused.status).toBe(503);
+      expect(paused.body.status.description).toBe('UPSTREAM_RATE_LIMITED');
+      expect(Number(paused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(sim.stats().validations).toBe(0);
+    } finally {
+      await gateway.close();
+      await sim.close();
+    }
   });
 
   it('maps an upstream 5xx to 502 UPSTREAM_UNAVAILABLE', async () => {
