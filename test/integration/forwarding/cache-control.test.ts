@@ -124,11 +124,17 @@ describe('passed-through upstream answers', () => {
   });
 
   it('an upstream 429 keeps its Retry-After but not its caching headers', async () => {
-    simulator.setFaults({ cachingHeaders: true, errorRate: 1, errorStatus: 429, retryAfterSeconds: 5 });
-    const res = await call(gw.url, '/api/validation/document', postJson(validBody));
-    expect(res.status).toBe(429);
-    expect(res.headers.get('retry-after')).toBe('5');
-    expectNotCacheable(res, 'upstream 429');
+    // A gateway of its own (its own Redis prefix): the provider's 429 pauses its account for the 5 s, fleet-wide.
+    const own = await startTestGateway(envFor());
+    try {
+      simulator.setFaults({ cachingHeaders: true, errorRate: 1, errorStatus: 429, retryAfterSeconds: 5 });
+      const res = await call(own.url, '/api/validation/document', postJson(validBody));
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('5');
+      expectNotCacheable(res, 'upstream 429');
+    } finally {
+      await own.close();
+    }
   });
 
   it('an upstream 5xx (answered 502 by the gateway)', async () => {
