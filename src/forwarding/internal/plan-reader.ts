@@ -1,5 +1,6 @@
 // Plan reads: identical reads in flight share one upstream call (coalescing); an optional short cache on top.
 import type { Request, Response } from 'express';
+import { GatewayError } from '../../http/gateway-error';
 import { planAnswerKey } from '../../keys/redis-keys';
 import type { AnswerCache } from './answer-cache';
 import type { Forwarder, UpstreamAnswer, UpstreamExchange } from './forwarder';
@@ -24,6 +25,13 @@ type Read = (req: Request, res: Response, id: string) => Promise<UpstreamAnswer>
  */
 function isShareable(answer: UpstreamAnswer): boolean {
   return answer.body.length > 0;
+}
+
+/** Refusals that belong to the leader's caller, not to the plan: never handed to another caller. */
+const CALLERS_OWN_REFUSALS: ReadonlySet<string> = new Set(['QUOTA_EXCEEDED', 'UPSTREAM_BUDGET_EXHAUSTED']);
+
+function isCallersOwnRefusal(error: unknown): boolean {
+  return error instanceof GatewayError && CALLERS_OWN_REFUSALS.has(error.reason);
 }
 
 function isCacheable(answer: UpstreamAnswer): boolean {
@@ -81,8 +89,12 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
     try {
       answer = await pending;
     } catch (error) {
-      // The leader's caller hung up while in line for an upstream socket: read again (one follower leads now).
-      if (error instanceof CallerLeftQueueError && !res.destroyed) return reader.read(req, res, id);
+      // The leader's caller hung up while in line for an upstream socket, or was refused for a reason of its own
+      // (its quota, its priority's share of the budget): read again as oneself (one follower leads now).
+      if ((error instanceof CallerLeftQueueError || isCallersOwnRefusal(error)) && !res.destroyed) {
+        res.locals.coalesced = false;
+        return reader.read(req, res, id);
+      }
       throw error;
     }
     if (isShareable(answer)) return answer;

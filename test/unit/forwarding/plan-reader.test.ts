@@ -3,6 +3,7 @@ import type { Request, Response } from 'express';
 import { createMemoryAnswerCache } from '../../../src/forwarding/internal/answer-cache';
 import type { Forwarder, UpstreamAnswer } from '../../../src/forwarding/internal/forwarder';
 import { createPlanReader } from '../../../src/forwarding/internal/plan-reader';
+import { GatewayError } from '../../../src/http/gateway-error';
 
 const ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const plan: UpstreamAnswer = {
@@ -121,6 +122,27 @@ describe('plan reader', () => {
     const reader = createPlanReader({ forwarder });
     await expect(reader.read(request(), response(), ID)).rejects.toThrow('failed before any await');
     expect(await reader.read(request(), response(), ID)).toBe(plan);
+    expect(calls).toBe(2);
+  });
+
+  it("never hands the leader's own refusal (its quota) to a follower: the follower reads as itself", async () => {
+    let calls = 0;
+    let refuse: (error: unknown) => void = () => {};
+    const forwarder: Forwarder = {
+      forward: () => {
+        calls += 1;
+        if (calls === 1) return new Promise((_resolve, reject) => (refuse = reject));
+        return Promise.resolve(plan);
+      },
+    };
+    const reader = createPlanReader({ forwarder });
+    const leader = reader.read(request(), response(), ID);
+    const res = response();
+    const follower = reader.read(request(), res, ID);
+    refuse(new GatewayError('QUOTA_EXCEEDED', "The client's quota is spent."));
+    await expect(leader).rejects.toThrow("The client's quota is spent.");
+    expect(await follower).toBe(plan);
+    expect(res.locals.coalesced).toBe(false);
     expect(calls).toBe(2);
   });
 
