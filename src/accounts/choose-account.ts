@@ -70,8 +70,9 @@ export function chooseAccount(accounts: Pick<AccountSet, 'get' | 'soleId'>): Req
       return;
     }
     // The unit chosen stays open until the answer is sent: a reload that changes or removes the account meanwhile
-    // drains it (bounded) instead of closing it under a request whose body is still arriving.
-    res.once('close', account.hold());
+    // drains it (bounded) instead of closing it under a request whose body is still arriving. 'close' is emitted
+    // once per response and the release is idempotent: `on` spares the wrapper `once` allocates per request.
+    res.on('close', account.hold());
     req.account = account;
     res.locals.account = id;
     res.setHeader(ACCOUNT_HEADER, id);

@@ -25,7 +25,7 @@ function choose(
   const res = {
     locals: {},
     setHeader: (name: string, value: string) => (headers[name] = value),
-    once: (event: string, listener: () => void) => {
+    on: (event: string, listener: () => void) => {
       if (event === 'close') closeListeners.push(listener);
     },
   } as unknown as Response;
