@@ -9,6 +9,9 @@ import { Socket } from 'node:net';
 import { join } from 'node:path';
 import express, { type Request, type RequestHandler, type Response } from 'express';
 import { Bench } from 'tinybench';
+import { accountMetrics } from '../src/accounts/account-metrics';
+import { chooseAccount } from '../src/accounts/choose-account';
+import { createMemoryBudgetStore, createProviderBudget } from '../src/budget';
 import { authenticate } from '../src/callers/authenticate';
 import type { Caller } from '../src/callers/caller';
 import { loadClientRegistry } from '../src/callers/client-registry';
@@ -23,6 +26,8 @@ import { startTracing } from '../src/observability/start-tracing';
 import { NO_TRACING, type Tracing } from '../src/observability/tracing';
 import { documentValidationRequest } from '../src/routes/schemas';
 import { parseOrReject } from '../src/routes/validate-input';
+import { systemClock } from '../src/tokens';
+import { createUsage } from '../src/usage';
 import { tempDir } from '../test/support/temp-dir';
 import { DOCUMENT_BODY, envNumber, writeLoadClient } from './lib/fixtures';
 
@@ -98,6 +103,88 @@ function tracedRequests(tracing: Tracing): () => Promise<void> {
         ),
       );
     }
+  };
+}
+
+/** What governing the provider accounts adds to a request (issues 28-30), each part apart. */
+function governanceTasks(bench: Bench, logger: ReturnType<typeof createLogger>): () => Promise<void> {
+  const metrics = createMetrics();
+  const account = { id: 'primary', hold: () => () => {} };
+  const choose = chooseAccount({
+    get: (id) => (id === 'primary' ? (account as never) : undefined),
+    soleId: () => undefined,
+  });
+  const governed: Caller = { ...CALLER, accounts: ['primary', 'secondary'] };
+  const view = accountMetrics(metrics, 'primary').metrics;
+  const usage = createUsage({
+    keyPrefix: 'features:',
+    settings: { retentionDays: 400 },
+    limitsOf: () => ({ day: 1_000_000_000, timeZone: 'America/Sao_Paulo' }),
+    logger,
+  });
+  const budget = createProviderBudget({
+    accountId: 'primary',
+    settings: {
+      requestsPerSecond: 1_000_000,
+      burst: 100_000,
+      shares: { sheddable: 0.5, standard: 0.8, critical: 1 },
+    },
+    waitMs: 250,
+    retryAfterMaxSeconds: 120,
+    probeLeaseMs: 11_000,
+    store: createMemoryBudgetStore(),
+    clock: systemClock,
+    logger,
+    metrics: metrics.budget,
+  });
+  const labels = { route: 'plan', status: '200' };
+  bench
+    .add('account choice (no X-Upstream-Account): lookup, hold until close, header', async () => {
+      for (let i = 0; i < BATCH; i++) {
+        const { req, res } = exchange();
+        req.caller = governed;
+        await through(choose, req, res);
+        res.emit('close');
+      }
+    })
+    .add('upstream latency observation, the metric itself (route, status)', () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        metrics.upstreamDuration.observe({ ...labels, account: 'primary' }, 0.001);
+      }
+    })
+    .add("upstream latency observation through the account's metrics view", () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        view.upstreamDuration.observe(labels, 0.001);
+      }
+    })
+    .add('quota: reserve + commit (day quota, leased; memory counters)', async () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        const pending = usage.quotas.reserve('bench', 'primary');
+        const decision = pending instanceof Promise ? await pending : pending;
+        if (decision.allowed) decision.reservation.commit();
+      }
+    })
+    .add('usage ledger: one request recorded (answer class + billable)', () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        usage.ledger.record('bench', 'primary', 'plan', 'answers2xx');
+        usage.ledger.record('bench', 'primary', 'plan', 'billable');
+      }
+    })
+    .add('provider budget: admit + observe (a budget that does not bind)', async () => {
+      for (let i = 0; i < BATCH; i++) {
+        exchange();
+        const admission = budget.admit('standard');
+        if (admission instanceof Promise) await admission;
+        budget.observe(200);
+      }
+    });
+  return async () => {
+    await budget.close();
+    await usage.close();
   };
 }
 
@@ -203,7 +290,9 @@ async function main(): Promise<void> {
       tracedRequests(NO_TRACING),
     )
     .add('tracing on: 4 spans a request, OTLP/HTTP export to a loopback sink', tracedRequests(tracing));
+  const closeGovernance = governanceTasks(bench, logger);
   await bench.run();
+  await closeGovernance();
 
   const perRequestUs = (name: string) => {
     const result = bench.getTask(name)?.result;

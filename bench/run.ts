@@ -80,6 +80,8 @@ const COALESCE_PLAN_ID = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
 const settings = {
   durationSeconds: envNumber('BENCH_DURATION_SECONDS', 5),
   rounds: envNumber('BENCH_ROUNDS', 3),
+  /** New gateway processes (gateway, compare) at each round, warmed up again (BENCH_SAME_GATEWAYS=1: keep them). */
+  freshGateways: process.env.BENCH_SAME_GATEWAYS !== '1',
   connections: envNumber('BENCH_CONNECTIONS', 32),
   rate: envNumber('BENCH_RATE', 500),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2),
@@ -120,14 +122,21 @@ type TargetName = 'direct' | 'bare-proxy' | 'gateway' | 'nginx' | 'compare';
 interface Target {
   readonly name: TargetName;
   readonly upstream: Upstream;
-  readonly url: string;
+  url: string;
   readonly headers: Record<string, string>;
   /** Processes whose CPU time is charged to this target (nginx: master and its worker). */
-  readonly cpu: () => number | null;
+  cpu: () => number | null;
   /** The process whose resident memory is sampled. */
-  readonly pid: number;
+  pid: number;
   /** A gateway's own redis-server, to count its commands. */
   readonly redis?: RedisCommandCounter;
+  /**
+   * Gateways only: replaces the process with a fresh one of the same build and settings (same redis-server). Each
+   * round measures new gateway processes: two processes of one build and one configuration were measured ~30 µs
+   * apart per unique-id GET for their whole life (an A/A run), so a comparison of builds must not rest on one
+   * process of each.
+   */
+  relaunch?: () => Promise<void>;
 }
 
 interface Kind {
@@ -227,8 +236,8 @@ async function main(): Promise<void> {
     const extra = options.extraEnv ?? {};
     const token = await login(served.url, extra.NODE_EXTRA_CA_CERTS);
     const g = await gatewayEnv(`gateway-${upstream}`, served.url, extra, true);
-    const gateway = await startGatewayProcess(`gateway-${upstream}`, g.env);
-    procs.push(g.redis, gateway.proc);
+    procs.push(g.redis);
+    const gateway = await gatewayTarget('gateway', upstream, g, procs);
     const targets: Target[] = [];
     if (options.direct)
       targets.push({
@@ -255,29 +264,12 @@ async function main(): Promise<void> {
       cpu: () => cpuTimeMs(bare.proc.pid),
       pid: bare.proc.pid,
     });
-    targets.push({
-      name: 'gateway',
-      upstream,
-      url: gateway.url,
-      headers: callerHeaders,
-      cpu: () => cpuTimeMs(gateway.proc.pid),
-      pid: gateway.proc.pid,
-      redis: g.counter,
-    });
+    targets.push(gateway);
     // Right after `gateway`, so the two builds run back to back in every round.
     if (compareBuild) {
       const c = await gatewayEnv(`compare-${upstream}`, served.url, extra, !comparePlain);
-      const compare = await startGatewayProcess(`compare-${upstream}`, c.env, [], compareBuild);
-      procs.push(c.redis, compare.proc);
-      targets.push({
-        name: 'compare',
-        upstream,
-        url: compare.url,
-        headers: callerHeaders,
-        cpu: () => cpuTimeMs(compare.proc.pid),
-        pid: compare.proc.pid,
-        redis: c.counter,
-      });
+      procs.push(c.redis);
+      targets.push(await gatewayTarget('compare', upstream, c, procs, compareBuild));
     }
     if (options.nginx) {
       const nginx = await startNginx(tmp, `nginx-${upstream}`, served.url, token);
@@ -293,7 +285,39 @@ async function main(): Promise<void> {
         });
       } else log(`nginx is not on the PATH: the nginx anchor is skipped (${upstream})`);
     }
-    return { upstream: served, targets, procs: [served.proc, ...procs] };
+    procs.unshift(served.proc);
+    return { upstream: served, targets, procs };
+  }
+
+  /** A gateway target that can be relaunched: `procs` always holds its running process. */
+  async function gatewayTarget(
+    name: 'gateway' | 'compare',
+    upstream: Upstream,
+    setup: { env: Record<string, string>; counter: RedisCommandCounter },
+    procs: Proc[],
+    build?: string,
+  ): Promise<Target> {
+    const launch = () => startGatewayProcess(`${name}-${upstream}`, setup.env, [], build);
+    let running = await launch();
+    procs.push(running.proc);
+    const target: Target = {
+      name,
+      upstream,
+      url: running.url,
+      headers: callerHeaders,
+      cpu: () => cpuTimeMs(running.proc.pid),
+      pid: running.proc.pid,
+      redis: setup.counter,
+      relaunch: async () => {
+        await running.proc.stop();
+        const next = await launch();
+        procs.splice(procs.indexOf(running.proc), 1, next.proc);
+        running = next;
+        target.url = next.url;
+        target.pid = next.proc.pid;
+      },
+    };
+    return target;
   }
 
   const groups = new Map<Upstream, Group>();
@@ -422,6 +446,7 @@ async function main(): Promise<void> {
   const keyOf = (kind: Kind, target: TargetName) => `${kind.upstream}\u0000${kind.name}\u0000${target}`;
   const samples = new Map<string, Sample[]>();
   for (let round = 0; round < settings.rounds; round++) {
+    if (round > 0 && settings.freshGateways) await relaunchGateways(kinds, targetsOf);
     for (const kind of kinds) {
       // A B C, then C B A, ...: no target always runs first or last.
       const order = targetsOf(kind);
@@ -660,6 +685,20 @@ async function main(): Promise<void> {
 }
 
 // --- measuring ----------------------------------------------------------------------------------------------
+
+/** New processes for the gateways of every scenario, each warmed up on every scenario it runs, as at the start. */
+async function relaunchGateways(kinds: readonly Kind[], targetsOf: (kind: Kind) => Target[]): Promise<void> {
+  const relaunched = new Set<Target>();
+  for (const kind of kinds)
+    for (const target of targetsOf(kind))
+      if (target.relaunch && !relaunched.has(target)) {
+        relaunched.add(target);
+        await target.relaunch();
+      }
+  for (const kind of kinds)
+    for (const target of targetsOf(kind))
+      if (relaunched.has(target)) await runLoad(kind.spec(target, settings.warmupSeconds));
+}
 
 async function measure(kind: Kind, target: Target, upstreamUrl: string): Promise<Sample> {
   const before = target.cpu();

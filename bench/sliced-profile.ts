@@ -2,12 +2,23 @@
 // the fast upstream, and every CPU sample is charged to the load of its slice, so both loads see the same machine
 // (two profiles taken minutes apart on a shared machine differ by more than the two requests do). Issue 32.
 //   npm run build && node dist/bench/sliced-profile.js [BUILD_DIR]   (BUILD_DIR: another checkout's build; default this)
-//   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway.
+//   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway; --governed runs the
+//   gateway as `npm run bench` does (two provider accounts, a budget, a quota, the usage ledger: writeGovernedSetup);
+//   --versus profiles two gateways of the build side by side, plain and governed, their slices interleaved, and
+//   prints what governing costs per request by feature (governed minus plain).
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, NODE, ROOT, writeLoadClient } from './lib/fixtures';
+import {
+  DOCUMENT_BODY,
+  envNumber,
+  featuredGatewayEnv,
+  NODE,
+  ROOT,
+  writeGovernedSetup,
+  writeLoadClient,
+} from './lib/fixtures';
 import { type LoadSpec, runLoad } from './lib/load';
 import {
   freePort,
@@ -34,6 +45,8 @@ const SLICES = envNumber('BENCH_SLICES', 12);
 const EDGE_US = 50_000;
 const args = process.argv.slice(2);
 const bare = args.includes('--bare');
+const versus = args.includes('--versus');
+const governedOnly = args.includes('--governed');
 const build = resolve(args.find((a) => !a.startsWith('--')) ?? ROOT);
 
 const spec = (load: Load, url: string, headers: Record<string, string>, seconds: number): LoadSpec =>
@@ -85,12 +98,20 @@ function summarizeSlices(file: string, slices: readonly Slice[], load: Load): Pr
 }
 
 interface ProfiledTarget {
+  readonly name: string;
+  readonly dir: string;
   readonly served: Served;
   readonly headers: Record<string, string>;
   stop(): Promise<void>;
 }
 
-async function startTarget(tmp: string, upstream: string, dir: string): Promise<ProfiledTarget> {
+async function startTarget(
+  tmp: string,
+  upstream: string,
+  name: string,
+  governed: boolean,
+): Promise<ProfiledTarget> {
+  const dir = join(tmp, `profile-${name}`);
   const profiling = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   if (bare) {
     const port = await freePort();
@@ -109,39 +130,42 @@ async function startTarget(tmp: string, upstream: string, dir: string): Promise<
       async () => (await fetch(`${served.url}/__simulator/stats`)).status > 0,
       proc,
     );
-    return { served, headers: {}, stop: async () => {} };
+    return { name, dir, served, headers: {}, stop: async () => {} };
   }
   const { apiKey, clientsFile } = writeLoadClient('bench');
   const redis = await startRedis(tmp);
+  const credentials = { username: 'sandbox-merchant', password: 'sandbox-password' };
+  const setup = governed ? writeGovernedSetup('bench', apiKey, upstream, credentials) : undefined;
   const env = featuredGatewayEnv(
     {
       upstream,
-      username: 'sandbox-merchant',
-      password: 'sandbox-password',
+      ...credentials,
       redisUrl: redis.url,
-      clientsFile,
-      logFile: join(tmp, 'gateway.log'),
+      clientsFile: setup?.clientsFile ?? clientsFile,
+      accountsFile: setup?.accountsFile,
+      logFile: join(tmp, `${name}.log`),
     },
     { SHUTDOWN_TIMEOUT_MS: '2000' },
   );
-  const served = await startGatewayProcess('profiled-gateway', env, profiling, build);
-  return { served, headers: { 'x-api-key': apiKey }, stop: () => redis.proc.stop() };
+  const served = await startGatewayProcess(name, env, profiling, build);
+  return { name, dir, served, headers: { 'x-api-key': apiKey }, stop: () => redis.proc.stop() };
 }
 
-function report(get: ProfileSummary, post: ProfileSummary): string {
-  const perRequest = (s: ProfileSummary, name: string) => {
-    const entry = s.features.find((e) => e.name === name);
-    return entry && s.requests ? (entry.selfMs * 1000) / s.requests : 0;
-  };
+const perRequest = (s: ProfileSummary, name: string) => {
+  const entry = s.features.find((e) => e.name === name);
+  return entry && s.requests ? (entry.selfMs * 1000) / s.requests : 0;
+};
+const cell = (n: number) => n.toFixed(1).padStart(7);
+
+function report(title: string, get: ProfileSummary, post: ProfileSummary): string {
   const names = [...new Set([...get.features, ...post.features].map((e) => e.name))];
   const busy = (s: ProfileSummary) => names.reduce((sum, name) => sum + perRequest(s, name), 0);
-  const cell = (n: number) => n.toFixed(1).padStart(7);
   const lines = names
     .map((name) => ({ name, g: perRequest(get, name), p: perRequest(post, name) }))
     .sort((a, b) => Math.abs(b.g - b.p) - Math.abs(a.g - a.p))
     .map(({ name, g, p }) => `${cell(g)} ${cell(p)} ${cell(g - p)}  ${name}`);
   return [
-    `${bare ? 'bare proxy' : `gateway (${build})`}: busy µs per request by feature, ${SLICES} slices of 1 s each`,
+    `${title}: busy µs per request by feature, ${SLICES} slices of 1 s each`,
     `    GET    POST  GET-POST`,
     ...lines,
     `${cell(busy(get))} ${cell(busy(post))} ${cell(busy(get) - busy(post))}  busy`,
@@ -149,32 +173,67 @@ function report(get: ProfileSummary, post: ProfileSummary): string {
   ].join('\n');
 }
 
+/** Governed minus plain, per feature and load: what governing the accounts costs each request. */
+function versusReport(plain: Record<Load, ProfileSummary>, governed: Record<Load, ProfileSummary>): string {
+  const all = [plain.GET, plain.POST, governed.GET, governed.POST];
+  const names = [...new Set(all.flatMap((s) => s.features.map((e) => e.name)))];
+  const delta = (load: Load, name: string) =>
+    perRequest(governed[load], name) - perRequest(plain[load], name);
+  const busy = (s: ProfileSummary) => names.reduce((sum, name) => sum + perRequest(s, name), 0);
+  const lines = names
+    .map((name) => ({ name, g: delta('GET', name), p: delta('POST', name) }))
+    .sort((a, b) => Math.abs(b.g) + Math.abs(b.p) - Math.abs(a.g) - Math.abs(a.p))
+    .map(({ name, g, p }) => `${cell(g)} ${cell(p)}  ${name}`);
+  return [
+    'governed minus plain (same build, slices interleaved): busy µs per request by feature',
+    '    GET    POST',
+    ...lines,
+    `${cell(busy(governed.GET) - busy(plain.GET))} ${cell(busy(governed.POST) - busy(plain.POST))}  busy`,
+  ].join('\n');
+}
+
 async function main(): Promise<void> {
   const cpus = pinCpus(true);
   const tmp = mkdtempSync(join(tmpdir(), 'bff-sliced-'));
-  process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
+  if (!process.env.BENCH_KEEP) process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
+  else process.stderr.write(`sliced-profile: profiles kept in ${tmp}\n`);
   const upstream = await startFastUpstream('fast-upstream', { cpus: cpus?.upstream });
-  const dir = join(tmp, 'profile');
-  const { served, headers, stop } = await startTarget(tmp, upstream.url, dir);
-  for (const load of ['GET', 'POST'] as const) await runLoad(spec(load, served.url, headers, 2));
-  const slices: Slice[] = [];
+  const targets = versus
+    ? [
+        await startTarget(tmp, upstream.url, 'plain', false),
+        await startTarget(tmp, upstream.url, 'governed', true),
+      ]
+    : [await startTarget(tmp, upstream.url, bare ? 'bare-proxy' : 'gateway', governedOnly)];
+  for (const t of targets)
+    for (const load of ['GET', 'POST'] as const) await runLoad(spec(load, t.served.url, t.headers, 2));
+  const slices = new Map<ProfiledTarget, Slice[]>(targets.map((t) => [t, []]));
   for (let i = 0; i < SLICES; i++)
-    for (const load of i % 2 === 0 ? (['GET', 'POST'] as const) : (['POST', 'GET'] as const)) {
-      const from = nowUs();
-      const result = await runLoad(spec(load, served.url, headers, 1));
-      const to = nowUs();
-      const kept = (to - from - 2 * EDGE_US) / (to - from);
-      slices.push({ load, fromUs: from + EDGE_US, toUs: to - EDGE_US, responses: result.responses * kept });
-    }
-  await served.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
-  await stop();
+    for (const t of i % 2 === 0 ? targets : [...targets].reverse())
+      for (const load of i % 2 === 0 ? (['GET', 'POST'] as const) : (['POST', 'GET'] as const)) {
+        const from = nowUs();
+        const result = await runLoad(spec(load, t.served.url, t.headers, 1));
+        const to = nowUs();
+        const kept = (to - from - 2 * EDGE_US) / (to - from);
+        slices
+          .get(t)
+          ?.push({ load, fromUs: from + EDGE_US, toUs: to - EDGE_US, responses: result.responses * kept });
+      }
+  const summaries: Record<Load, ProfileSummary>[] = [];
+  for (const t of targets) {
+    await t.served.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
+    await t.stop();
+    const file = readdirSync(t.dir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) throw new Error(`no .cpuprofile was written for ${t.name}`);
+    const path = join(t.dir, file);
+    const mine = slices.get(t) ?? [];
+    const summary = { GET: summarizeSlices(path, mine, 'GET'), POST: summarizeSlices(path, mine, 'POST') };
+    summaries.push(summary);
+    const title = bare ? 'bare proxy' : `${t.name === 'gateway' ? '' : `${t.name} `}gateway (${build})`;
+    process.stdout.write(`${report(title, summary.GET, summary.POST)}\n\n`);
+  }
   await upstream.proc.stop();
-  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-  if (!file) throw new Error('no .cpuprofile was written');
-  const path = join(dir, file);
-  process.stdout.write(
-    `${report(summarizeSlices(path, slices, 'GET'), summarizeSlices(path, slices, 'POST'))}\n`,
-  );
+  const [plain, governed] = summaries;
+  if (versus && plain && governed) process.stdout.write(`${versusReport(plain, governed)}\n`);
 }
 
 main().then(
