@@ -90,10 +90,28 @@ async function loadWith(
   return report;
 }
 
+/**
+ * One request at a time to each replica and operation, once the circuits had CIRCUIT_RESET_MS to half-open: each is
+ * the probe its circuit lets through (and closes it), or a call on a closed circuit. Concurrent first requests would
+ * meet a half-open circuit whose one probe is in flight and get 503 by design: the load after this sees closed
+ * circuits only.
+ */
+async function probeEachReplica(): Promise<number[]> {
+  const statuses: number[] = [];
+  for (const replica of replicas)
+    for (const request of [plan, validation]) {
+      const answer = await fetch(`${replica.url}${request.path}`, request);
+      await answer.arrayBuffer();
+      statuses.push(answer.status);
+    }
+  return statuses;
+}
+
 /** Between cases: no faults, circuits closed, every replica answering 200. */
 async function settle() {
   simulator.setFaults({});
   await sleep(CIRCUIT_RESET_MS + 100);
+  expect(new Set(await probeEachReplica())).toEqual(new Set([200]));
   const check = await runLoad({
     targets: replicas.map((r) => r.url),
     concurrency: replicas.length * 2,
@@ -248,8 +266,10 @@ describe('faults under steady load, three replicas', () => {
       report,
       `502, then 503 + Retry-After (max ${Math.round(openMaxLatency)} ms), closes`,
     );
-    // After the burst and CIRCUIT_RESET_MS: the probes succeed and every replica answers 200 again.
+    // After the burst and CIRCUIT_RESET_MS: each replica's first call (its circuit's probe) succeeds, and every
+    // replica answers 200 again under load.
     await sleep(CIRCUIT_RESET_MS + 200);
+    expect(new Set(await probeEachReplica())).toEqual(new Set([200]));
     const after = await loadWith(1_500, async () => undefined);
     expectNothingLost(after);
     expect(statusesOf(after)).toEqual([200]);
