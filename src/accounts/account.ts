@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
+import { billablePredicate } from '../config/billable-statuses';
 import { DEFAULT_SHARES } from '../config/budget-schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
@@ -35,7 +36,7 @@ import {
   type TokenProvider,
   type TokenStore,
 } from '../tokens';
-import { isBillableStatus, type QuotaGate } from '../usage';
+import type { QuotaGate } from '../usage';
 import { accountMetrics } from './account-metrics';
 
 const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
@@ -157,7 +158,7 @@ async function assemble(
     tracing: shared.tracing,
     budget,
   });
-  const { forwarder, inFlight, hold } = quotaGuarded(inner, spec.id, shared.quotas);
+  const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
   const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
   return {
     id: spec.id,
@@ -241,14 +242,16 @@ function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, c
 
 /**
  * The account's forwarder as the request path uses it: a quota unit reserved before each call (SPEC §11), committed
- * when the final answer is billable, released otherwise; and the count of calls running (a removed account waits
- * for them, and for the requests holding the unit: Account.hold).
+ * when the final provider answer is billable (the account's `billable` set), released otherwise; and the count of
+ * calls running (a removed account waits for them, and for the requests holding the unit: Account.hold).
  */
-function quotaGuarded(
+export function quotaGuarded(
   inner: Forwarder,
-  accountId: string,
+  spec: Pick<AccountSpec, 'id' | 'billable'>,
   quotas: Pick<QuotaGate, 'reserve'> | undefined,
 ): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
+  const accountId = spec.id;
+  const isBillable = billablePredicate(spec.billable);
   let inFlight = 0;
   const forwarder: Forwarder = {
     async forward(req, res, exchange) {
@@ -262,12 +265,12 @@ function quotaGuarded(
           res.locals.quotaPeriod = decision.refusal.period;
           throw quotaExceeded(decision.refusal);
         }
-        let billable = false;
         try {
-          const answer = await inner.forward(req, res, exchange);
-          billable = isBillableStatus(answer.status);
-          return answer;
+          return await inner.forward(req, res, exchange);
         } finally {
+          // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
+          const { upstreamAnswered, upstreamStatus } = res.locals;
+          const billable = upstreamAnswered === true && isBillable(upstreamStatus ?? 0);
           res.locals.billable = billable;
           if (billable) decision?.reservation.commit();
           else decision?.reservation.release();

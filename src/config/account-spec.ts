@@ -24,6 +24,9 @@ export interface AccountSpec {
   readonly timeoutMs: number;
   /** The provider's limit for this account, fleet-wide (SPEC §11); carried for the budget module, absent = none. */
   readonly budget?: AccountBudget;
+  /** Which final provider answers are billable (quota and ledger), e.g. ["2xx","4xx","!401","!403","!429"] (the
+   * default when absent). Validated by billableProblems. */
+  readonly billable?: readonly string[];
 }
 
 /** `requestsPerSecond` with `burst`; `shares`: the part of it each caller priority may use (0..1]. */

@@ -7,6 +7,7 @@ import { isIP } from 'node:net';
 import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { ACCOUNT_ID_PATTERN, type AccountSpec, type AccountSpecSource } from './account-spec';
+import { billableProblems } from './billable-statuses';
 import { ConfigError } from './config-error';
 import type { GatewayConfig } from './gateway-config';
 import { parseStaticHeaders } from './parsers';
@@ -88,6 +89,22 @@ export const accountEntrySchema = z
       .meta({
         description:
           "The provider's request limit for this account across the whole fleet: requestsPerSecond with a burst.",
+      }),
+    billable: z
+      .array(z.string().max(8))
+      .min(1)
+      .max(32)
+      .superRefine((entries, ctx) => {
+        for (const message of billableProblems(entries)) ctx.addIssue({ code: 'custom', message });
+      })
+      .optional()
+      .meta({
+        description:
+          'Which final provider answers the provider bills (quotas and the usage ledger count them): status classes ("2xx") and codes ("404"), "!" excludes one. Default ["2xx", "4xx", "!401", "!403", "!429"].',
+        examples: [
+          ['2xx', '4xx', '!401', '!403', '!429'],
+          ['2xx', '404'],
+        ],
       }),
   })
   .meta({ description: 'One provider account: where the provider is and where its credentials are.' });
@@ -222,6 +239,7 @@ async function specOf(
     maxSockets: entry.maxSockets ?? options.defaults.maxSockets,
     timeoutMs: entry.timeoutMs ?? options.defaults.timeoutMs,
     ...(entry.budget && { budget: entry.budget }),
+    ...(entry.billable && { billable: entry.billable }),
   };
 }
 

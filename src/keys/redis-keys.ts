@@ -73,8 +73,9 @@ export function budgetKeys(keyPrefix: string, accountId: string): BudgetKeys {
 }
 
 /**
- * Quota counters of one client and provider account, one per period (`day`/`month` and its id in the client's
- * timezone). One hash tag per client and account: the day and month claim is one script on one Cluster slot.
+ * Quota counters of one client and provider account, one per period (`day`/`month`, the timezone and the period's id
+ * there: `2026-11-25` in Tokyo and in Sao Paulo are different days, never one count). One hash tag per client and
+ * account: the day and month claim is one script on one Cluster slot.
  */
 export function quotaCounterKey(
   keyPrefix: string,
@@ -82,8 +83,14 @@ export function quotaCounterKey(
   accountId: string,
   period: string,
   periodId: string,
+  timeZone: string,
 ): string {
-  return `${keyPrefix}{quota:${clientId}:${accountId}}:${period}:${periodId}`;
+  return `${keyPrefix}{quota:${clientId}:${accountId}}:${period}:${timeZone}:${periodId}`;
+}
+
+/** The replicas that claimed units of one client and account lately (field: replica id, value: ms of its claim). */
+export function quotaReplicasKey(keyPrefix: string, clientId: string, accountId: string): string {
+  return `${keyPrefix}{quota:${clientId}:${accountId}}:replicas`;
 }
 
 /** Set once (SET NX) by the replica that logs a quota threshold first: one warning for the fleet. */
@@ -93,9 +100,10 @@ export function quotaWarningKey(
   accountId: string,
   period: string,
   periodId: string,
+  timeZone: string,
   percent: number,
 ): string {
-  return `${keyPrefix}{quota:${clientId}:${accountId}}:warned:${period}:${periodId}:${percent}`;
+  return `${keyPrefix}{quota:${clientId}:${accountId}}:warned:${period}:${timeZone}:${periodId}:${percent}`;
 }
 
 /** The usage ledger of one UTC day: a hash with one field per replica start (its whole count of the day). */

@@ -1,6 +1,7 @@
 // Test controls under /__simulator/: counters, faults, token revocation, key rotation, reset, received requests.
 import express, { type ErrorRequestHandler, type Router } from 'express';
 import { ZodError } from 'zod';
+import type { OperationAnswer } from './answer-log';
 import type { SecondCount } from './calls-per-second';
 import type { Faults, FaultsInput } from './faults';
 import type { ReceivedRequest, ReceivedTokenRequest } from './request-log';
@@ -24,6 +25,8 @@ export interface SimulatorControl {
   receivedRequests(): ReceivedRequest[];
   /** The headers of the last 200 token endpoint requests (login and refresh), oldest first; never their bodies. */
   receivedTokenRequests(): ReceivedTokenRequest[];
+  /** Every operation answer given (the last 100,000), oldest first: account, X-Request-Id, status. */
+  answers(): OperationAnswer[];
 }
 
 export const CONTROL_PREFIX = '/__simulator';
@@ -41,6 +44,9 @@ export function createControlRouter(control: SimulatorControl): Router {
   });
   router.get('/token-requests', (_req, res) => {
     res.json(control.receivedTokenRequests());
+  });
+  router.get('/answers', (_req, res) => {
+    res.json(control.answers());
   });
   router.get('/calls-per-second', (_req, res) => {
     res.json(control.callsPerSecond());

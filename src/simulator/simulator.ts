@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import express, { type Express } from 'express';
+import { createAnswerLog } from './answer-log';
 import { CONTROL_PREFIX, createControlRouter, type SimulatorControl } from './control-routes';
 import { createFaultInjector } from './faults';
 import type { SimulatorOptions } from './options';
@@ -48,6 +49,7 @@ export function createSimulatorApp(
   const faults = createFaultInjector(stats, deps.random, deps.now);
   const requestLog = createRequestLog();
   const tokenRequestLog = createTokenRequestLog();
+  const answerLog = createAnswerLog();
   const issuer = createTokenIssuer({
     accessTtlSeconds: options.accessTtlSeconds,
     refreshTtlSeconds: options.refreshTtlSeconds,
@@ -61,6 +63,7 @@ export function createSimulatorApp(
       faults.clear();
       requestLog.clear();
       tokenRequestLog.clear();
+      answerLog.clear();
     },
     setFaults: (input) => faults.set(input),
     faults: () => faults.current(),
@@ -69,6 +72,7 @@ export function createSimulatorApp(
     rotateSigningKey: () => issuer.rotateSigningKey(),
     receivedRequests: () => requestLog.list(),
     receivedTokenRequests: () => tokenRequestLog.list(),
+    answers: () => answerLog.list(),
   };
 
   const app = express();
@@ -80,7 +84,7 @@ export function createSimulatorApp(
     next();
   });
   app.use(CONTROL_PREFIX, createControlRouter(control));
-  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog, tokenRequestLog }));
+  app.use(createUpstreamRouter({ options, issuer, stats, faults, requestLog, tokenRequestLog, answerLog }));
 
   return { app, control, dispose: () => faults.dispose() };
 }

@@ -3,6 +3,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler, type Router } from 'express';
 import { decodeJwt } from 'jose';
 import { z } from 'zod';
+import type { AnswerLog } from './answer-log';
 import { validateDocument } from './document-rules';
 import type { FaultInjector } from './faults';
 import { ipAllowList } from './ip-allow-list';
@@ -28,6 +29,7 @@ export interface UpstreamDependencies {
   faults: FaultInjector;
   requestLog: RequestLog;
   tokenRequestLog: TokenRequestLog;
+  answerLog: AnswerLog;
 }
 
 /** The merchant account's user id, as simplejwt puts it in `user_id`. */
@@ -72,7 +74,7 @@ function merchantAccounts(options: SimulatorOptions) {
 }
 
 export function createUpstreamRouter(deps: UpstreamDependencies): Router {
-  const { options, issuer, stats, faults, requestLog, tokenRequestLog } = deps;
+  const { options, issuer, stats, faults, requestLog, tokenRequestLog, answerLog } = deps;
   const merchants = merchantAccounts(options);
   // The provider (Django) routes by exact path: `/api/token` without the slash is not `/api/token/`.
   const router = express.Router({ strict: true, caseSensitive: true });
@@ -80,8 +82,10 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
 
   /** Parses the body, logs the request as received, and sets the upstream's session cookie. */
   const operationEntry: RequestHandler = (req, res, next) => {
+    const account = merchants.accountOf(req.get('authorization'));
+    answerLog.watch(req, res, account);
     jsonBody(req, res, (err?: unknown) => {
-      requestLog.record(req, err ? null : req.body, merchants.accountOf(req.get('authorization')));
+      requestLog.record(req, err ? null : req.body, account);
       res.cookie('upstream_session', randomBytes(12).toString('hex'), { httpOnly: true, path: '/' });
       next(err);
     });

@@ -31,6 +31,9 @@ declare global {
       upstreamStatus?: number;
       /** How many answers the provider gave this request: 2 when a 401 was retried with a renewed token. */
       upstreamAnswers?: number;
+      /** The call ended on the provider's answer `upstreamStatus` (false: its last attempt was cut, timed out, or a
+       * refusal came after a 401): what decides whether it is billable. */
+      upstreamAnswered?: boolean;
       /** The provider budget refused the call (absent when granted, the common case). */
       budget?: 'exhausted' | 'rate_limited';
       /** The caller's priority in the budget, logged with a refusal. */

@@ -1,12 +1,14 @@
 // Provider usage (SPEC §11): quotas per client and account (reserve before the provider, commit when billable),
 // the usage ledger (counted in memory, written in batches) and the quota warnings. The public surface of src/usage/.
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { UsageSettings } from '../config/gateway-config';
-import { quotaCounterKey, quotaWarningKey, usageDayKey } from '../keys/redis-keys';
+import { quotaCounterKey, quotaReplicasKey, quotaWarningKey, usageDayKey } from '../keys/redis-keys';
 import type { RedisClient } from '../store/redis-connection';
 import { type LedgerStore, memoryLedgerStore, redisLedgerStore } from './internal/ledger-store';
 import { memoryQuotaCounters, redisQuotaCounters } from './internal/quota-counters';
-import { QuotaGate, type QuotaLimits } from './internal/quota-gate';
+import { type QuotaEvent, QuotaGate, type QuotaLimits } from './internal/quota-gate';
 import { memoryClaimOnce, quotaWarnings, redisClaimOnce } from './internal/quota-warnings';
 import { QuotaWebhook } from './internal/quota-webhook';
 import { UsageLedger } from './internal/usage-ledger';
@@ -60,6 +62,8 @@ export function usageLedgerStore(redis: RedisClient, keyPrefix: string): LedgerS
 
 export function createUsage(options: UsageOptions): Usage {
   const { redis, keyPrefix, logger } = options;
+  // One name per process start: the ledger's field and the quota's entry among the replicas seen.
+  const replicaId = options.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
   const metrics = options.registry ? registerUsageMetrics(options.registry) : undefined;
   const webhook = options.settings.webhook
     ? new QuotaWebhook({
@@ -73,25 +77,20 @@ export function createUsage(options: UsageOptions): Usage {
   const onThreshold = quotaWarnings({
     claimOnce: redis ? redisClaimOnce(redis) : memoryClaimOnce(),
     warningKey: (event, percent) =>
-      quotaWarningKey(keyPrefix, event.clientId, event.accountId, event.period, event.periodId, percent),
+      quotaWarningKey(
+        keyPrefix,
+        event.clientId,
+        event.accountId,
+        event.period,
+        event.periodId,
+        event.timeZone,
+        percent,
+      ),
     logger,
     webhook,
     onWarning: (event, percent) => metrics?.quotaWarning(event, percent),
   });
-  const quotas = new QuotaGate({
-    counters: redis ? redisQuotaCounters(redis) : memoryQuotaCounters(options.now),
-    keyOf: (client, account, period, periodId) =>
-      quotaCounterKey(keyPrefix, client, account, period, periodId),
-    limitsOf: options.limitsOf,
-    now: options.now,
-    onClaim: (event) => metrics?.quotaClaimed(event),
-    onThreshold,
-    onOutage: () => {
-      metrics?.quotaLocalShare();
-      logger.warn({}, "quota claims fall back to each replica's own share (the shared store did not answer)");
-    },
-    onRecovery: () => logger.info({}, 'quota claims are shared by the fleet again'),
-  });
+  const quotas = quotaGate(options, replicaId, onThreshold, metrics);
   const ledgerStore = redis ? usageLedgerStore(redis, keyPrefix) : memoryLedgerStore();
   let failing = false;
   const ledger = new UsageLedger({
@@ -99,7 +98,7 @@ export function createUsage(options: UsageOptions): Usage {
     retentionDays: options.settings.retentionDays,
     flushIntervalMs: options.flushIntervalMs,
     now: options.now,
-    replicaId: options.replicaId,
+    replicaId,
     onFlush: (result, error) => {
       metrics?.ledgerFlush(result);
       if (result === 'failed' && !failing)
@@ -124,4 +123,44 @@ export function createUsage(options: UsageOptions): Usage {
     },
   };
 }
+
+/** The quota gate over the fleet's counters (Redis, or memory), its keys, warnings, outage log and metrics. */
+function quotaGate(
+  options: UsageOptions,
+  replicaId: string,
+  onThreshold: (event: QuotaEvent, threshold: number) => void,
+  metrics: ReturnType<typeof registerUsageMetrics> | undefined,
+): QuotaGate {
+  const { redis, keyPrefix, logger } = options;
+  return new QuotaGate({
+    counters: redis ? redisQuotaCounters(redis) : memoryQuotaCounters(options.now),
+    keyOf: (client, account, period, periodId, timeZone) =>
+      quotaCounterKey(keyPrefix, client, account, period, periodId, timeZone),
+    replicasKeyOf: (client, account) => quotaReplicasKey(keyPrefix, client, account),
+    replicaId,
+    limitsOf: options.limitsOf,
+    now: options.now,
+    onClaim: (event) => metrics?.quotaClaimed(event),
+    onThreshold,
+    onOutage: () =>
+      logger.warn({}, "quota claims fall back to each replica's own share (the shared store did not answer)"),
+    onLocalShare: (event, share) => {
+      metrics?.quotaLocalShare();
+      logger.warn(
+        {
+          client: event.clientId,
+          account: event.accountId,
+          period: event.period,
+          limit: event.limit,
+          claimed: event.used,
+          replicas: share.replicas,
+          share: share.units,
+        },
+        'quota: this replica keeps to its share of what was left (remaining / replicas last seen) until the shared store answers',
+      );
+    },
+    onRecovery: () => logger.info({}, 'quota claims are shared by the fleet again'),
+  });
+}
+
 export { requestUsageRecorder } from './request-usage';

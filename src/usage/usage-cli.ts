@@ -37,6 +37,10 @@ async function main(argv: string[]): Promise<number> {
     }
     const report = await readUsage(usageLedgerStore(redis, config.redis.keyPrefix), args);
     process.stdout.write(formatUsage(report, args.format));
+    if (report.skipped > 0)
+      process.stderr.write(
+        `npm run usage: ${report.skipped} stored ledger entries were not a replica's counts (malformed) and were skipped\n`,
+      );
     return 0;
   } finally {
     redis.disconnect();

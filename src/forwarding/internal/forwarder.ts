@@ -90,6 +90,8 @@ class Call extends UpstreamRequest {
   /** The status of the provider's last answer (0: none yet) and how many it gave, for the usage ledger. */
   lastStatus = 0;
   answers = 0;
+  /** The call ended on a provider answer: the last attempt made was answered (not cut, timed out or refused after). */
+  lastAnswered = false;
   /**
    * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
    * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
@@ -203,6 +205,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
                 observeUpstream(attempt, answer.status);
                 attempt.call.lastStatus = answer.status;
                 attempt.call.answers++;
+                attempt.call.lastAnswered = true;
                 deps.budget?.observe(answer.status, proxyRes.headers['retry-after']);
                 if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
                 else if (answer.status === 403) attempt.reject(ipRefused());
@@ -241,6 +244,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         reject,
       };
       call.runningAttempt = attempt;
+      call.lastAnswered = false;
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
@@ -311,7 +315,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
           return first.answer;
         }
 
-        // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop.
+        // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop. The
+        // 401 is not the call's final answer: only the retry's is (a refusal before it leaves none).
+        call.lastAnswered = false;
         const readmitting = admit(req, res);
         if (readmitting) await readmitting;
         const renewed = await tracing.inSpan(
@@ -333,6 +339,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         if (call.answers > 0) {
           res.locals.upstreamStatus = call.lastStatus;
           res.locals.upstreamAnswers = call.answers;
+          res.locals.upstreamAnswered = call.lastAnswered;
         }
       }
     },

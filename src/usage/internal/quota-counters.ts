@@ -17,11 +17,22 @@ export interface QuotaGrant {
   readonly granted: number;
   /** The fleet's claimed units after this claim. */
   readonly total: number;
+  /** Replicas that claimed for this client and account within the window (this one included), when asked. */
+  readonly replicas?: number;
+}
+
+/** Who claims: the replica notes itself among the client and account's replicas, and learns how many there are. */
+export interface ClaimingReplica {
+  readonly key: string;
+  readonly replicaId: string;
+  readonly now: number;
+  /** Replicas whose last claim is older than this are no longer counted (and are forgotten). */
+  readonly windowMs: number;
 }
 
 export interface QuotaCounters {
   /** Claims every key at once (one round trip); the grants in the order of `claims`. */
-  claim(claims: readonly QuotaClaim[]): Promise<QuotaGrant[]>;
+  claim(claims: readonly QuotaClaim[], replica?: ClaimingReplica): Promise<QuotaGrant[]>;
   /** Gives unused units back (graceful stop). */
   giveBack(returns: readonly { key: string; units: number }[]): Promise<void>;
 }
@@ -29,12 +40,35 @@ export interface QuotaCounters {
 /**
  * One script for all keys of a claim: atomic, so two replicas near the limit never both see room that only one
  * has. Steady state costs EVALSHA + one INCRBY per key; DECRBY only when the limit cuts a claim, PEXPIREAT only
- * when the counter is new. A key holding something that is not a counter is replaced (never a stuck quota).
+ * when the counter is new. A key holding something that is not a counter is replaced (never a stuck quota). With a
+ * claiming replica (ARGV[1]: its id), the last key is the hash of the client and account's replicas: HSET, HGETALL,
+ * PEXPIRE (and HDEL of replicas gone quiet): how many replicas share the quota, for an outage's share.
  */
 const CLAIM_SCRIPT = `
 local out = {}
-for i, key in ipairs(KEYS) do
-  local base = (i - 1) * 4
+local counters = #KEYS
+local replicas = nil
+if ARGV[1] ~= '' then
+  counters = counters - 1
+  local seen = KEYS[#KEYS]
+  local now = tonumber(ARGV[2])
+  local window = tonumber(ARGV[3])
+  redis.call('HSET', seen, ARGV[1], now)
+  replicas = 0
+  local all = redis.call('HGETALL', seen)
+  for j = 1, #all, 2 do
+    local at = tonumber(all[j + 1])
+    if at and at >= now - window then
+      replicas = replicas + 1
+    else
+      redis.call('HDEL', seen, all[j])
+    end
+  end
+  redis.call('PEXPIRE', seen, window)
+end
+for i = 1, counters do
+  local key = KEYS[i]
+  local base = 3 + (i - 1) * 4
   local want = tonumber(ARGV[base + 1])
   local limit = tonumber(ARGV[base + 2])
   local unsynced = tonumber(ARGV[base + 3])
@@ -51,20 +85,29 @@ for i, key in ipairs(KEYS) do
   if granted < want then
     total = redis.call('DECRBY', key, want - granted)
   end
-  out[i] = {granted, total}
+  out[i] = {granted, total, replicas}
 end
 return out`;
 
 export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
   redis.defineCommand('usageQuotaClaim', { lua: CLAIM_SCRIPT });
-  const run = (redis as unknown as Record<string, (...args: unknown[]) => Promise<[number, number][]>>)
-    .usageQuotaClaim;
+  const run = (
+    redis as unknown as Record<string, (...args: unknown[]) => Promise<[number, number, number?][]>>
+  ).usageQuotaClaim;
   return {
-    async claim(claims) {
-      const args: (string | number)[] = [claims.length, ...claims.map((c) => c.key)];
+    async claim(claims, replica) {
+      const keys = claims.map((c) => c.key);
+      if (replica) keys.push(replica.key);
+      const args: (string | number)[] = [keys.length, ...keys];
+      if (replica) args.push(replica.replicaId, Math.round(replica.now), replica.windowMs);
+      else args.push('', 0, 0);
       for (const c of claims) args.push(c.want, c.limit, c.unsynced, Math.round(c.expireAt));
       const reply = (await run?.apply(redis, args)) ?? [];
-      return reply.map(([granted, total]) => ({ granted: Number(granted), total: Number(total) }));
+      return reply.map(([granted, total, replicas]) => ({
+        granted: Number(granted),
+        total: Number(total),
+        ...(replicas !== undefined && { replicas: Number(replicas) }),
+      }));
     },
     async giveBack(returns) {
       await Promise.all(returns.map((r) => redis.decrby(r.key, r.units)));
@@ -75,8 +118,20 @@ export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
 /** Local mode: the same arithmetic in one process. */
 export function memoryQuotaCounters(now: () => number = Date.now): QuotaCounters {
   const counters = new Map<string, { total: number; expireAt: number }>();
+  const seen = new Map<string, Map<string, number>>();
+  const replicasOf = (replica: ClaimingReplica): number => {
+    let claimed = seen.get(replica.key);
+    if (!claimed) {
+      claimed = new Map();
+      seen.set(replica.key, claimed);
+    }
+    claimed.set(replica.replicaId, replica.now);
+    for (const [id, at] of claimed) if (at < replica.now - replica.windowMs) claimed.delete(id);
+    return claimed.size;
+  };
   return {
-    async claim(claims) {
+    async claim(claims, replica) {
+      const replicas = replica ? replicasOf(replica) : undefined;
       return claims.map((c) => {
         let counter = counters.get(c.key);
         if (!counter || now() >= counter.expireAt) {
@@ -86,7 +141,7 @@ export function memoryQuotaCounters(now: () => number = Date.now): QuotaCounters
         counter.total += c.unsynced;
         const granted = Math.max(0, Math.min(c.want, c.limit - counter.total));
         counter.total += granted;
-        return { granted, total: counter.total };
+        return { granted, total: counter.total, ...(replicas !== undefined && { replicas }) };
       });
     },
     async giveBack(returns) {

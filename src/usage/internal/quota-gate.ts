@@ -2,7 +2,7 @@
 // call was billable, release it when not. Units come from leases claimed from the fleet's counters, so the check
 // is a few synchronous operations on a replica's memory and the fleet never grants more than the quota.
 import { type CalendarPeriod, type PeriodKind, periodAt } from './calendar';
-import type { QuotaClaim, QuotaCounters, QuotaGrant } from './quota-counters';
+import type { ClaimingReplica, QuotaClaim, QuotaCounters, QuotaGrant } from './quota-counters';
 
 /** A client's quota, already validated (positive integers, a known timezone). */
 export interface QuotaLimits {
@@ -49,8 +49,17 @@ export interface QuotaEvent {
 
 export interface QuotaGateOptions {
   readonly counters: QuotaCounters;
-  /** The counter's key of one client, account and period (one hash tag per client and account). */
-  readonly keyOf: (clientId: string, accountId: string, period: PeriodKind, periodId: string) => string;
+  /** The counter's key of one client, account and period in a timezone (one hash tag per client and account). */
+  readonly keyOf: (
+    clientId: string,
+    accountId: string,
+    period: PeriodKind,
+    periodId: string,
+    timeZone: string,
+  ) => string;
+  /** Where the replicas claiming for a client and account note themselves (same hash tag); absent: not counted. */
+  readonly replicasKeyOf?: (clientId: string, accountId: string) => string;
+  readonly replicaId?: string;
   /** The client's quota now (the registry may be reloaded); undefined: no quota. */
   readonly limitsOf: (clientId: string) => QuotaLimits | undefined;
   readonly now?: () => number;
@@ -61,6 +70,8 @@ export interface QuotaGateOptions {
   /** A claim failed (Redis unreachable): units granted from the replica's own share. Undefined when it recovers. */
   readonly onOutage?: (error: unknown) => void;
   readonly onRecovery?: () => void;
+  /** A lease's first local grant of an outage: its share (what the fleet had left / replicas last seen). */
+  readonly onLocalShare?: (event: QuotaEvent, share: { replicas: number; units: number }) => void;
 }
 
 /** Thresholds that warn, as shares of the quota. */
@@ -74,6 +85,14 @@ const EXHAUSTED_RECHECK_MS = 30_000;
 /** Counters outlive their period by a day, so a late reader (the CLI, a slow replica) still finds them. */
 const COUNTER_GRACE_MS = 86_400_000;
 const MAX_CLAIM_ATTEMPTS = 100;
+/** A replica that has not claimed for a client and account this long no longer counts among its replicas. */
+const REPLICA_WINDOW_MS = 300_000;
+
+/** The warnings of a quota: 80 % and 100 %, or only 100 % for a quota of 0 (used up from the start: one warning). */
+function thresholdsOf(limit: number): { share: number; units: number }[] {
+  const shares = limit === 0 ? [1] : QUOTA_THRESHOLDS;
+  return shares.map((share) => ({ share, units: Math.ceil(share * limit) }));
+}
 
 class PeriodLease {
   available = 0;
@@ -85,17 +104,44 @@ class PeriodLease {
   reservedSinceClaim = 0;
   lastClaimAt: number;
   nextThreshold = 0;
-  readonly thresholdUnits: number[];
+  thresholds: { share: number; units: number }[];
+  /** Replicas claiming for this client and account, as last heard from the store (the outage's divisor). */
+  replicas = 1;
+  /** Units this replica may still grant on its own in the current outage; undefined outside one. */
+  outageLeft: number | undefined;
 
   constructor(
     readonly kind: PeriodKind,
-    readonly limit: number,
-    public period: CalendarPeriod,
-    public key: string,
+    public limit: number,
+    readonly period: CalendarPeriod,
+    readonly key: string,
     now: number,
   ) {
     this.lastClaimAt = now;
-    this.thresholdUnits = QUOTA_THRESHOLDS.map((share) => Math.ceil(share * limit));
+    this.thresholds = thresholdsOf(limit);
+  }
+
+  /** A reloaded registry changed the limit: it applies now (a refusal known in memory is asked again). */
+  setLimit(limit: number): void {
+    if (limit === this.limit) return;
+    this.limit = limit;
+    this.thresholds = thresholdsOf(limit);
+    this.nextThreshold = 0;
+    this.exhaustedUntil = 0;
+  }
+
+  /**
+   * Gives up the unspent units (a reload): they leave this lease and the fleet's count. Returns the units the store
+   * must be given back; units granted locally in an outage and not yet added to the store are simply dropped.
+   */
+  surrender(): number {
+    const local = Math.min(this.unsynced, this.available);
+    this.unsynced -= local;
+    const shared = this.available - local;
+    this.fleetTotal -= this.available;
+    this.available = 0;
+    this.refillBelow = 0;
+    return shared;
   }
 
   /** Units wanted at the next claim: the rate seen times the lease length, capped by a share of what is left. */
@@ -129,19 +175,19 @@ class LeasedReservation implements QuotaReservation {
   constructor(
     private readonly gate: QuotaGate,
     private readonly slot: Slot,
-    private readonly periods: CalendarPeriod[],
+    private readonly leases: PeriodLease[],
   ) {}
 
   commit(): void {
     if (this.settled) return;
     this.settled = true;
-    this.gate.settle(this.slot, this.periods, true);
+    this.gate.settle(this.slot, this.leases, true);
   }
 
   release(): void {
     if (this.settled) return;
     this.settled = true;
-    this.gate.settle(this.slot, this.periods, false);
+    this.gate.settle(this.slot, this.leases, false);
   }
 }
 
@@ -180,15 +226,25 @@ export class QuotaGate {
     if (returns.length > 0) await this.options.counters.giveBack(returns).catch(() => undefined);
   }
 
-  /** @internal the reservation's end: a released unit is available again, a committed one may cross a threshold. */
-  settle(slot: Slot, periods: CalendarPeriod[], billable: boolean): void {
-    for (let i = 0; i < slot.leases.length; i++) {
-      const lease = slot.leases[i] as PeriodLease;
-      if (lease.period !== periods[i]) continue; // the period ended meanwhile: its lease is gone
+  /**
+   * @internal the reservation's end: a released unit is available again, a committed one may cross a threshold. A
+   * lease a reload retired gives a released unit back to the store (its period still running): never lost.
+   */
+  settle(slot: Slot, leases: PeriodLease[], billable: boolean): void {
+    for (const lease of leases) {
       lease.inFlight -= 1;
-      if (!billable) lease.available += 1;
-      else if (lease.nextThreshold < lease.thresholdUnits.length) this.checkThreshold(slot, lease);
+      const current = slot.leases.includes(lease);
+      if (!billable) {
+        if (current) lease.available += 1;
+        else this.giveBackRetired(lease);
+      } else if (current && lease.nextThreshold < lease.thresholds.length) this.checkThreshold(slot, lease);
     }
+  }
+
+  private giveBackRetired(lease: PeriodLease): void {
+    if (this.now() >= lease.period.endsAt) return; // its period ended: the counter expires with it
+    if (lease.unsynced > 0) lease.unsynced -= 1;
+    else void this.options.counters.giveBack([{ key: lease.key, units: 1 }]).catch(() => undefined);
   }
 
   private slotFor(clientId: string, accountId: string, limits: QuotaLimits, now: number): Slot {
@@ -199,18 +255,39 @@ export class QuotaGate {
       slot.leases = this.leasesFor(slot, now);
       this.slots.set(name, slot);
     } else if (slot.limits !== limits) {
-      if (!sameLimits(slot.limits, limits)) {
-        slot.limits = limits; // a reloaded registry: new limits take effect now, the counters stay
-        slot.leases = this.leasesFor(slot, now);
-      } else slot.limits = limits;
+      if (!sameLimits(slot.limits, limits)) this.reconfigure(slot, limits, now);
+      else slot.limits = limits;
     }
     for (const lease of slot.leases)
       if (now >= lease.period.endsAt) {
         const period = periodAt(lease.kind, now, slot.limits.timeZone);
         const fresh = new PeriodLease(lease.kind, lease.limit, period, this.keyFor(slot, period), now);
+        fresh.replicas = lease.replicas;
         slot.leases[slot.leases.indexOf(lease)] = fresh;
       }
     return slot;
+  }
+
+  /**
+   * A reloaded registry changed the quota: the new limits apply now. A period whose counter stays (same kind and
+   * timezone) keeps its lease and in-flight units; every lease's unspent units go back to the store, so none is lost
+   * or counted twice; a lease whose counter changed (a new timezone, a period removed) is retired.
+   */
+  private reconfigure(slot: Slot, limits: QuotaLimits, now: number): void {
+    const old = slot.leases;
+    slot.limits = limits;
+    slot.leases = this.leasesFor(slot, now).map((fresh) => {
+      const kept = old.find((lease) => lease.key === fresh.key);
+      if (!kept) return fresh;
+      kept.setLimit(fresh.limit);
+      return kept;
+    });
+    const returns: { key: string; units: number }[] = [];
+    for (const lease of old) {
+      const units = lease.surrender();
+      if (units > 0 && now < lease.period.endsAt) returns.push({ key: lease.key, units });
+    }
+    if (returns.length > 0) void this.options.counters.giveBack(returns).catch(() => undefined);
   }
 
   private leasesFor(slot: Slot, now: number): PeriodLease[] {
@@ -225,7 +302,7 @@ export class QuotaGate {
   }
 
   private keyFor(slot: Slot, period: CalendarPeriod): string {
-    return this.options.keyOf(slot.clientId, slot.accountId, period.kind, period.id);
+    return this.options.keyOf(slot.clientId, slot.accountId, period.kind, period.id, slot.limits.timeZone);
   }
 
   /** The fast path: a unit of every period's lease, or a refusal known without asking; undefined: claim first. */
@@ -238,16 +315,14 @@ export class QuotaGate {
     }
     if (!ready) return undefined;
     let refill = false;
-    const periods: CalendarPeriod[] = [];
     for (const lease of slot.leases) {
       lease.available -= 1;
       lease.inFlight += 1;
       lease.reservedSinceClaim += 1;
-      periods.push(lease.period);
       if (lease.available <= lease.refillBelow && lease.available > 0) refill = true;
     }
     if (refill && !slot.claim) void this.claimFor(slot);
-    return { allowed: true, reservation: new LeasedReservation(this, slot, periods) };
+    return { allowed: true, reservation: new LeasedReservation(this, slot, slot.leases.slice()) };
   }
 
   /**
@@ -291,7 +366,7 @@ export class QuotaGate {
     }));
     let grants: QuotaGrant[];
     try {
-      grants = await this.options.counters.claim(claims);
+      grants = await this.options.counters.claim(claims, this.claimingReplica(slot, now));
       if (this.outage) {
         this.outage = false;
         this.options.onRecovery?.();
@@ -299,7 +374,7 @@ export class QuotaGate {
     } catch (error) {
       if (!this.outage) this.options.onOutage?.(error);
       this.outage = true;
-      grants = leases.map((lease, i) => this.localGrant(lease, claims[i] as QuotaClaim));
+      grants = leases.map((lease, i) => this.localGrant(slot, lease, claims[i] as QuotaClaim));
     }
     const after = this.now();
     leases.forEach((lease, i) => {
@@ -308,19 +383,38 @@ export class QuotaGate {
     });
   }
 
+  private claimingReplica(slot: Slot, now: number): ClaimingReplica | undefined {
+    const { replicasKeyOf, replicaId } = this.options;
+    if (!replicasKeyOf || replicaId === undefined) return undefined;
+    const key = replicasKeyOf(slot.clientId, slot.accountId);
+    return { key, replicaId, now, windowMs: REPLICA_WINDOW_MS };
+  }
+
   /**
-   * Redis unreachable: the replica grants from its own share, at most what the fleet had left when it last heard;
+   * Redis unreachable: the replica grants from its own share of what the fleet had left when it last heard, divided
+   * by the replicas it last heard of (rounded up: the fleet exceeds the quota by less than one call per replica);
    * the units are added to the fleet's counter at the next claim that reaches Redis.
    */
-  private localGrant(lease: PeriodLease, claim: QuotaClaim): QuotaGrant {
-    const granted = Math.max(0, Math.min(claim.want, lease.limit - lease.fleetTotal));
+  private localGrant(slot: Slot, lease: PeriodLease, claim: QuotaClaim): QuotaGrant {
+    if (lease.outageLeft === undefined) {
+      const remaining = Math.max(0, lease.limit - lease.fleetTotal);
+      lease.outageLeft = Math.ceil(remaining / Math.max(1, lease.replicas));
+      const share = { replicas: lease.replicas, units: lease.outageLeft };
+      this.options.onLocalShare?.(this.event(slot, lease, lease.fleetTotal), share);
+    }
+    const granted = Math.max(0, Math.min(claim.want, lease.outageLeft));
+    lease.outageLeft -= granted;
     lease.unsynced += granted;
     return { granted, total: lease.fleetTotal + granted };
   }
 
   private apply(slot: Slot, lease: PeriodLease, claim: QuotaClaim, grant: QuotaGrant, now: number): void {
     if (!slot.leases.includes(lease)) return; // the period ended (or the limits changed) while the claim ran
-    if (!this.outage) lease.unsynced = 0;
+    if (!this.outage) {
+      lease.unsynced = 0;
+      lease.outageLeft = undefined;
+    }
+    if (grant.replicas !== undefined) lease.replicas = Math.max(1, grant.replicas);
     lease.available += grant.granted;
     lease.fleetTotal = grant.total;
     lease.refillBelow = Math.floor(grant.granted / 2);
@@ -342,13 +436,13 @@ export class QuotaGate {
   }
 
   private crossAll(slot: Slot, lease: PeriodLease, used: number): void {
-    while (
-      lease.nextThreshold < lease.thresholdUnits.length &&
-      used >= (lease.thresholdUnits[lease.nextThreshold] as number)
+    for (
+      let next = lease.thresholds[lease.nextThreshold];
+      next !== undefined && used >= next.units;
+      next = lease.thresholds[lease.nextThreshold]
     ) {
-      const threshold = QUOTA_THRESHOLDS[lease.nextThreshold] as number;
       lease.nextThreshold += 1;
-      this.options.onThreshold?.(this.event(slot, lease, used), threshold);
+      this.options.onThreshold?.(this.event(slot, lease, used), next.share);
     }
   }
 

@@ -23,6 +23,8 @@ export interface UsageReport {
   readonly rows: UsageRow[];
   /** Per client and account over the whole range. */
   readonly totals: UsageTotal[];
+  /** Stored entries that were not a replica's count (forged or spoiled): skipped, never a crash of the report. */
+  readonly skipped: number;
 }
 
 export interface UsageQuery {
@@ -42,16 +44,28 @@ export function daysBetween(from: string, to: string): string[] {
   return days;
 }
 
-function add(into: UsageCounts, counts: UsageCounts): void {
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** A count a replica could have written: a whole number of calls, at least 0 (never NaN, a string or 1e308). */
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+/** Adds the valid counts of `counts` (a stored value of unknown shape); returns how many values it skipped. */
+function add(into: UsageCounts, counts: unknown): number {
+  if (!isObject(counts)) return 1;
+  let skipped = 0;
   for (const [column, value] of Object.entries(counts))
-    if (Number.isFinite(value)) into[column] = (into[column] ?? 0) + value;
+    if (isCount(value) && column !== '__proto__') into[column] = (into[column] ?? 0) + value;
+    else skipped += 1;
+  return skipped;
 }
 
-/** A snapshot another writer spoiled is skipped, never a crash of the report. */
-function parseSnapshot(text: string): LedgerSnapshot | undefined {
+/** A snapshot another writer spoiled (not JSON, null, rows that are not an object) is skipped. */
+function parseSnapshot(text: unknown): LedgerSnapshot | undefined {
+  if (typeof text !== 'string') return undefined;
   try {
-    const parsed = JSON.parse(text) as LedgerSnapshot;
-    return parsed && typeof parsed.rows === 'object' && parsed.rows !== null ? parsed : undefined;
+    const parsed = JSON.parse(text) as unknown;
+    return isObject(parsed) && isObject(parsed.rows) ? (parsed as unknown as LedgerSnapshot) : undefined;
   } catch {
     return undefined;
   }
@@ -60,12 +74,18 @@ function parseSnapshot(text: string): LedgerSnapshot | undefined {
 export async function readUsage(store: LedgerStore, query: UsageQuery): Promise<UsageReport> {
   const rows: UsageRow[] = [];
   const totals = new Map<string, UsageTotal>();
+  let skipped = 0;
   for (const day of daysBetween(query.from, query.to)) {
     const merged = new Map<string, UsageCounts>();
     for (const text of await store.read(day)) {
       const snapshot = parseSnapshot(text);
+      if (!snapshot) skipped += 1;
       for (const [name, counts] of Object.entries(snapshot?.rows ?? {})) {
-        const [client = '', account = ''] = name.split(ROW_SEPARATOR);
+        const [client = '', account = '', operation] = name.split(ROW_SEPARATOR);
+        if (!client || !account || !operation) {
+          skipped += 1;
+          continue;
+        }
         if (query.client !== undefined && client !== query.client) continue;
         if (query.account !== undefined && account !== query.account) continue;
         let row = merged.get(name);
@@ -73,7 +93,7 @@ export async function readUsage(store: LedgerStore, query: UsageQuery): Promise<
           row = {};
           merged.set(name, row);
         }
-        add(row, counts);
+        skipped += add(row, counts);
       }
     }
     for (const [name, counts] of [...merged].sort(([a], [b]) => a.localeCompare(b))) {
@@ -91,5 +111,5 @@ export async function readUsage(store: LedgerStore, query: UsageQuery): Promise<
   const sortedTotals = [...totals.values()].sort(
     (a, b) => a.client.localeCompare(b.client) || a.account.localeCompare(b.account),
   );
-  return { from: query.from, to: query.to, rows, totals: sortedTotals };
+  return { from: query.from, to: query.to, rows, totals: sortedTotals, skipped };
 }

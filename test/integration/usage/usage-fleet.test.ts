@@ -142,12 +142,13 @@ async function steadyLoad(replicas: Usage[], clientsCount: number, seconds: numb
   return requests;
 }
 
-// The cost is one HSET a second per replica (the ledger) plus one claim (EVALSHA + an INCRBY per period) per
-// client, account and replica about every 15 s: the bench's single replica stays far below 1 per 1,000; three
-// replicas sharing the same 3,000 req/s pay three ledger writes a second (1 per 1,000) plus the claims.
+// The cost is one HSET a second per replica (the ledger) plus one claim (EVALSHA + an INCRBY per period, and HSET,
+// HGETALL, PEXPIRE of the replicas seen) per client, account and replica about every 15 s: the bench's single replica
+// stays far below 1 per 1,000; three replicas sharing the same 3,000 req/s pay three ledger writes a second (1 per
+// 1,000) plus the claims (measured 2.0 before the replicas were counted, 3.0 after).
 test.each([
   [1, 2, 1],
-  [3, 5, 2.5],
+  [3, 5, 3.5],
 ])(
   'steady state, %i replica(s), %i clients with day and month quotas: Redis commands per 1,000 requests below %d',
   async (replicaCount, clientsCount, budget) => {

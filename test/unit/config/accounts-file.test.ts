@@ -87,6 +87,36 @@ describe('UPSTREAM_ACCOUNTS_FILE', () => {
     ]);
   });
 
+  test('carries a billable set, and refuses hostile ones with a clear error naming the account and entry', async () => {
+    const billable = ['2xx', '404', '!204'];
+    expect((await read({ accounts: [account('sandbox', { billable })] }))[0]?.billable).toEqual(billable);
+    expect((await read({ accounts: [account('sandbox')] }))[0]?.billable).toBeUndefined();
+    const refusedWith = (value: unknown) => problems({ accounts: [account('sandbox', { billable: value })] });
+    expect(await refusedWith(['2xx', '6xx', '1xx', 'abc', '!'])).toEqual(
+      [1, 2, 3, 4].map(
+        (i) =>
+          `UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) billable: [${i}] must be a status class ("2xx".."5xx") or code ("404"), optionally preceded by "!" to exclude it`,
+      ),
+    );
+    expect(await refusedWith(['!401', '!403'])).toEqual([
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) billable: must include at least one class or code (only exclusions bill nothing)',
+    ]);
+    expect(await refusedWith(['2xx', '2xx'])).toEqual([
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) billable: [1] "2xx" appears twice',
+    ]);
+    for (const hostile of [
+      [],
+      '2xx',
+      { statuses: ['2xx'] },
+      [200],
+      [null],
+      ['2xx\n'],
+      Array(33).fill('2xx'),
+      ['2xx'.repeat(40)],
+    ])
+      expect((await refusedWith(hostile)).join('\n')).toMatch(/account "sandbox" \(accounts\[0\]\) billable/);
+  });
+
   test('reads caFile as PEM certificates, and refuses one that holds none', async () => {
     const ca = join(dir, 'ca.pem');
     writeFileSync(ca, (await createTestPki()).caPem);

@@ -56,6 +56,7 @@ describe('npm run usage arguments', () => {
 describe('npm run usage output', () => {
   const report: UsageReport = {
     from: '2026-11-24',
+    skipped: 0,
     to: '2026-11-25',
     rows: [
       {
