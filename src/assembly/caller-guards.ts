@@ -40,6 +40,7 @@ export function buildCallerGuards(
       metrics,
       refuseDevelopmentKey: config.production,
       configuredAccounts: () => accounts.ids(),
+      ssoClients: config.callers.oidc !== undefined,
     });
     closers.push(() => registry.close());
     closers.push(accounts.onSwap((ids) => warnClientsWithoutAccounts(registry, ids, logger)));

@@ -74,11 +74,18 @@ export interface LoadClientRegistryOptions {
   readonly refuseDevelopmentKey?: boolean;
   /** The provider accounts configured now (SPEC §10): with several, every entry must list its `accounts`. */
   readonly configuredAccounts?: () => ReadonlySet<string>;
+  /** SSO bearer tokens are verified: entries without keys or session are SSO clients (ParseRegistryOptions). */
+  readonly ssoClients?: boolean;
 }
 
 export interface ParseRegistryOptions {
   readonly refuseDevelopmentKey?: boolean;
   readonly configuredAccounts?: () => ReadonlySet<string>;
+  /**
+   * SSO bearer tokens are verified (OIDC_ISSUER): an entry with neither keys nor `session` is an SSO client's. Without
+   * SSO such an entry could never be used, and is refused as the mistake it is.
+   */
+  readonly ssoClients?: boolean;
 }
 
 /** Invalid registry content; the message names the file, the client and the field, never a key or hash. */
@@ -162,6 +169,11 @@ function buildSnapshot(
       problems.push(`client "${entry.id}" appears more than once`);
       continue;
     }
+    if (entry.keys.length === 0 && !entry.session && !options.ssoClients)
+      problems.push(
+        `client "${entry.id}" (clients[${registry.clients.indexOf(entry)}]) keys: must list at least one key hash ` +
+          '(or be a session web app, or an SSO client while OIDC_ISSUER is set)',
+      );
     if (!entry.accounts && accounts && accounts.size > 1)
       problems.push(
         `client "${entry.id}" lists no "accounts" while several provider accounts are configured ` +

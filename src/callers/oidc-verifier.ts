@@ -129,6 +129,8 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
         scopes: scopesOf(payload),
         via: 'oidc' as const,
         rateLimit: known?.rateLimit,
+        priority: known?.priority,
+        quota: known?.quota,
         accounts: known?.accounts,
         origins: known?.origins ?? [],
       });

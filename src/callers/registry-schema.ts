@@ -81,7 +81,7 @@ export const clientEntrySchema = z
       .default([])
       .meta({
         description:
-          'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both. May be empty for a web app that only uses browser sessions.',
+          'SHA-256 hashes of the client\'s API keys ("sha256:<hex>"). Several during a rotation. Never the keys themselves: `npm run client-key` prints both. May be empty for a web app that only uses browser sessions, and for an SSO client when OIDC_ISSUER is set.',
       }),
     scopes: z
       .array(scopeSchema)
@@ -135,11 +135,10 @@ export const clientEntrySchema = z
           "This client is the web app of browser sessions (its id is SESSION_CLIENT_ID): how a user's claims map to scopes.",
       }),
   })
-  .refine((entry) => entry.keys.length > 0 || entry.session !== undefined, {
-    message: 'must list at least one key hash (or be a session web app)',
-    path: ['keys'],
-  })
-  .meta({ description: 'One caller of the gateway.' });
+  .meta({
+    description:
+      'One caller of the gateway: an API-key client (keys), a session web app (session), or, with OIDC_ISSUER set, an SSO client (neither: it lends its accounts, limits, priority and quota to bearer tokens whose azp/client_id is its id).',
+  });
 
 export const clientRegistrySchema = z
   .strictObject({

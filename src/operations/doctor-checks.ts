@@ -20,6 +20,7 @@ export function checkClientRegistry(config: GatewayConfig): ClientsCheck {
       logger: silentRegistryLogger,
       watch: false,
       refuseDevelopmentKey: config.production,
+      ssoClients: config.callers.oidc !== undefined,
     });
     const clients = registry.size;
     registry.close();

@@ -88,6 +88,7 @@ function hasWebApp(config: GatewayConfig, clientId: string): boolean | undefined
       logger: { info: () => undefined, error: () => undefined },
       watch: false,
       refuseDevelopmentKey: config.production,
+      ssoClients: config.callers.oidc !== undefined,
     });
     const found = registry.findWebApp(clientId) !== undefined;
     registry.close();

@@ -398,3 +398,26 @@ describe('the accounts a client may use', () => {
     expect(parse([{ ...mobile, accounts: ['merchant-br'] }], several).byId.size).toBe(1);
   });
 });
+
+describe('SSO clients: entries with neither keys nor session', () => {
+  const sso = { id: 'reports-service', scopes: ['plans:read'], accounts: ['sandbox'], priority: 'sheddable' };
+
+  test('are refused while no SSO is configured: such an entry could never be used', () => {
+    expect(() => parseClientRegistry(registryText([sso]), 'clients.json')).toThrow(
+      'client "reports-service" (clients[0]) keys: must list at least one key hash (or be a session web app, or an SSO client while OIDC_ISSUER is set)',
+    );
+  });
+
+  test('are loaded with SSO on: the entry lends its accounts, priority and quota to its tokens, and takes no key', () => {
+    const snapshot = parseClientRegistry(
+      registryText([{ ...sso, quota: { day: 10 } }]),
+      'clients.json',
+      { ssoClients: true },
+    );
+    const caller = snapshot.byId.get('reports-service');
+    expect(caller?.accounts).toEqual(['sandbox']);
+    expect(caller?.priority).toBe('sheddable');
+    expect(caller?.quota).toEqual({ day: 10, month: undefined, timeZone: 'UTC' });
+    expect(snapshot.byHash.size).toBe(0);
+  });
+});

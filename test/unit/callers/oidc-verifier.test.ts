@@ -70,12 +70,15 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     );
   });
 
-  test('a registry client with the same id lends its rate limit and origins', async () => {
+  test('a registry client with the same id lends its rate limit, origins, accounts, priority and quota', async () => {
     const known: Caller = {
       id: 'checkout-web',
       scopes: new Set(),
       via: 'api-key',
       rateLimit: { limit: 5, windowSeconds: 60 },
+      priority: 'critical',
+      quota: { day: 100, timeZone: 'America/Sao_Paulo' },
+      accounts: ['production', 'sandbox'],
       origins: ['https://checkout.internal.example'],
     };
     const verifier = createOidcVerifier({
@@ -87,6 +90,9 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     );
     expect(caller.rateLimit).toEqual({ limit: 5, windowSeconds: 60 });
     expect(caller.origins).toEqual(['https://checkout.internal.example']);
+    expect(caller.accounts).toEqual(['production', 'sandbox']);
+    expect(caller.priority).toBe('critical');
+    expect(caller.quota).toEqual({ day: 100, timeZone: 'America/Sao_Paulo' });
     expect([...caller.scopes]).toEqual(['plans:read']);
   });
 
