@@ -307,6 +307,13 @@ function credentialNames(account: AccountLabel): string {
     : `the usernameFile/passwordFile of account ${account.id}`;
 }
 
+/** The settings that hold an account's credentials, for the fix of a refused login. */
+function credentialFiles(account: AccountLabel): string {
+  return account.id === DEFAULT_ACCOUNT
+    ? 'the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE])'
+    : `the files named by the usernameFile and passwordFile of account ${account.id} in UPSTREAM_ACCOUNTS_FILE`;
+}
+
 function diagnoseUnreachable(
   attempt: Extract<TokenAttempt, { kind: 'error' }>,
   account: AccountLabel,
@@ -391,7 +398,7 @@ function diagnoseAnswer(
       title,
       state: 'fail',
       detail: `bad credentials: the provider refused ${credentialNames(account)} (HTTP ${status})`,
-      fix: 'check the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE]) for this environment; a running gateway picks up changed files on its own or on SIGHUP',
+      fix: `check ${credentialFiles(account)} for this environment; a running gateway picks up changed files on its own or on SIGHUP`,
     };
   if (status === 403)
     return {

@@ -71,7 +71,7 @@ export function decodeFailure(text: string, kind: FailureKind): BackoffRecord | 
 
 const DETAIL = {
   UPSTREAM_AUTH_FAILED:
-    'The upstream refused the gateway credentials (check UPSTREAM_USERNAME / UPSTREAM_PASSWORD); retrying later.',
+    "The upstream refused the gateway credentials of this account (check its username and password: UPSTREAM_USERNAME / UPSTREAM_PASSWORD, or the account's usernameFile / passwordFile in UPSTREAM_ACCOUNTS_FILE); retrying later.",
   UPSTREAM_IP_NOT_WHITELISTED:
     "The upstream refused the gateway's IP address: ask the provider to whitelist the gateway's egress IP.",
   UPSTREAM_TIMEOUT: 'The upstream token endpoint did not answer in time; retrying shortly.',

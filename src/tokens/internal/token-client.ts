@@ -43,7 +43,8 @@ export interface TokenClientOptions {
 }
 
 const DETAIL = {
-  loginRefused: 'The upstream refused the gateway credentials (check UPSTREAM_USERNAME / UPSTREAM_PASSWORD).',
+  loginRefused:
+    "The upstream refused the gateway credentials of this account (check its username and password: UPSTREAM_USERNAME / UPSTREAM_PASSWORD, or the account's usernameFile / passwordFile in UPSTREAM_ACCOUNTS_FILE).",
   refreshRefused: 'The upstream refused the refresh token.',
   ipRefused:
     "The upstream refused the gateway's IP address: ask the provider to whitelist the gateway's egress IP.",

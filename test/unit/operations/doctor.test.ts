@@ -331,6 +331,11 @@ describe('runDoctor per provider account, and the fleet back-off', () => {
     expect(text).toContain(
       '✗ upstream token request (account sandbox): bad credentials: the provider refused the usernameFile/passwordFile of account sandbox (HTTP 401); shared with the fleet: no replica (nor the next doctor run) logs in for 20 s',
     );
+    // The fix names where this account's credentials live, not the single-account variables.
+    expect(text).toContain(
+      'check the files named by the usernameFile and passwordFile of account sandbox in UPSTREAM_ACCOUNTS_FILE',
+    );
+    expect(text).not.toContain('UPSTREAM_USERNAME');
   });
 
   test('a 403 back-off names the account and its localAddress, or the host default address', async () => {
