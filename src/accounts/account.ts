@@ -337,6 +337,9 @@ function planCache(spec: AccountSpec, shared: AccountShared, credentials: Creden
   const store: AnswerCache = {
     get: (key) => storeNow().get(key),
     set: (key, answer, seconds) => storeNow().set(key, answer, seconds),
+    // A read keeps its answer in the store it looked up: credentials rotated to another merchant while the call was
+    // out never receive the previous merchant's plan.
+    pin: storeNow,
   };
   return { store, ttlSeconds };
 }

@@ -9,6 +9,11 @@ import type { UpstreamAnswer } from './forwarder';
 export interface AnswerCache {
   get(key: string): Promise<UpstreamAnswer | undefined>;
   set(key: string, answer: UpstreamAnswer, ttlSeconds: number): Promise<void>;
+  /**
+   * A cache whose namespace can change (an account's follows the merchant it logs in as): the store as it is now,
+   * for one read to look up and keep its answer in the same one, whatever changes while the call is out.
+   */
+  pin?(): AnswerCache;
 }
 
 interface StoredAnswer {

@@ -1,6 +1,6 @@
 // Plan reader rules with a scripted forwarder: only answers with a body are shared with followers or cached.
 import type { Request, Response } from 'express';
-import { createMemoryAnswerCache } from '../../../src/forwarding/internal/answer-cache';
+import { type AnswerCache, createMemoryAnswerCache } from '../../../src/forwarding/internal/answer-cache';
 import type { Forwarder, UpstreamAnswer } from '../../../src/forwarding/internal/forwarder';
 import { createPlanReader } from '../../../src/forwarding/internal/plan-reader';
 import { GatewayError } from '../../../src/http/gateway-error';
@@ -94,6 +94,26 @@ describe('plan reader', () => {
     expect(await settle(reader.read(request(), res, ID), upstream)).toEqual(plan);
     expect(res.locals.cache).toBe('hit');
     expect(upstream.calls()).toBe(3);
+  });
+
+  it('keeps an answer in the store its read looked up: a namespace switched while the call was out never gets it', async () => {
+    // An account's cache follows the merchant it logs in as: credentials rotated mid-call switch the namespace.
+    const merchants = { a: createMemoryAnswerCache(), b: createMemoryAnswerCache() };
+    let current: keyof typeof merchants = 'a';
+    const store: AnswerCache = {
+      get: (key) => merchants[current].get(key),
+      set: (key, answer, seconds) => merchants[current].set(key, answer, seconds),
+      pin: () => merchants[current],
+    };
+    const upstream = scriptedForwarder([plan]);
+    const reader = createPlanReader({ forwarder: upstream.forwarder, cache: { store, ttlSeconds: 30 } });
+    const reading = reader.read(request(), response(), ID);
+    await tick();
+    current = 'b';
+    expect(await settle(reading, upstream)).toBe(plan);
+    await tick();
+    expect(await merchants.a.get(`plan:${ID}`)).toEqual(plan);
+    expect(await merchants.b.get(`plan:${ID}`)).toBeUndefined();
   });
 
   it('ignores an empty cache entry left by an older version: reads upstream instead', async () => {
