@@ -20,10 +20,10 @@ export const MAX_REQUESTS_PER_SECOND = 1_000_000;
  */
 export const MIN_REQUESTS_PER_SECOND = 0.01;
 /**
- * Without `burst`, the fleet may send a tenth of a second of budget at once: a provider that counts per second then
- * never sees much above its limit in any second, however the calls bunch up.
+ * Without `burst`, the fleet may send a twentieth of a second of budget at once: the fleet then sends at most the
+ * budget + 5 % in any second (docs/provider-budget.md, the bound), however the calls bunch up.
  */
-export const DEFAULT_BURST_SECONDS = 0.1;
+export const DEFAULT_BURST_SECONDS = 0.05;
 
 const share = z
   .number({ error: 'must be a number' })
@@ -62,7 +62,8 @@ export const accountBudgetSchema = z
       .max(MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
       .optional()
       .meta({
-        description: 'Calls the fleet may send at once after a quiet moment (default: one second of budget).',
+        description:
+          'Calls the fleet may send at once after a quiet moment, on top of the rate in any second (default: a twentieth of a second of budget, at least 1).',
       }),
     shares: budgetSharesSchema.optional(),
   })

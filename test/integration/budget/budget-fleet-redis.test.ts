@@ -35,6 +35,7 @@ describe('provider budget fleet on a real Redis', () => {
     const asked: Record<Priority, number> = { sheddable: 0, standard: 0, critical: 0 };
     const granted: Record<Priority, number> = { sheddable: 0, standard: 0, critical: 0 };
     const reasons = new Set<string>();
+    const criticalRefusedAt: number[] = [];
     const pending: Promise<void>[] = [];
     const start = Date.now();
     const carry = plan.map(() => 0);
@@ -49,6 +50,7 @@ describe('provider budget fleet on a real Redis', () => {
           const record = (a: Awaited<ReturnType<ProviderBudget['admit']>>) => {
             if (!a.granted) {
               reasons.add(a.reason);
+              if (p.priority === 'critical') criticalRefusedAt.push(Date.now() - start);
               return;
             }
             const second = Math.floor(Date.now() / 1000);
@@ -73,7 +75,7 @@ describe('provider budget fleet on a real Redis', () => {
         out.push(perSecond.get(s) ?? 0);
       return out;
     };
-    return { seconds, asked, granted, reasons };
+    return { seconds, asked, granted, reasons, criticalRefusedAt };
   }
 
   beforeAll(async () => {
@@ -88,9 +90,9 @@ describe('provider budget fleet on a real Redis', () => {
     await server.stop();
   });
 
-  // Critical is judged over the whole run, cold start included: the fleet's first exchanges refuse some critical calls
-  // while they learn the demand (docs/provider-budget.md, known limits), which a loaded machine stretches.
-  test('three replicas at 4x the budget, unevenly spread: every second after the first within budget + 5 %, critical >= 85 % over the run', async () => {
+  // Issue 29's bound, exactly: every whole second after the first within budget + 5 % (the default burst, a twentieth
+  // of a second of budget, is that 5 %), critical >= 95 % over the whole run, cold start included.
+  test('three replicas at 4x the budget, unevenly spread: every second after the first within budget + 5 %, critical >= 95 % over the run', async () => {
     const [a, b, c] = await Promise.all([1, 2, 3].map(() => replica('four-times', 60)));
     const run = await drive(
       [
@@ -101,9 +103,13 @@ describe('provider budget fleet on a real Redis', () => {
       ],
       8_000,
     );
-    const seconds = run.seconds(2);
+    const seconds = run.seconds(1);
+    const critical = run.granted.critical / run.asked.critical;
+    console.log(
+      `fleet 4x: per second ${JSON.stringify(seconds)} (first partial ${run.seconds(0)[0]}); critical ${(critical * 100).toFixed(1)} % of ${run.asked.critical}; sheddable ${run.granted.sheddable}/${run.asked.sheddable}; critical refused at ms ${run.criticalRefusedAt}`,
+    );
     for (const granted of seconds) expect(granted).toBeLessThanOrEqual(60 * 1.05);
-    expect(run.granted.critical / run.asked.critical).toBeGreaterThanOrEqual(0.85);
+    expect(critical).toBeGreaterThanOrEqual(0.95);
     expect(run.granted.sheddable).toBeGreaterThan(0);
     expect([...run.reasons]).toEqual(['UPSTREAM_BUDGET_EXHAUSTED']);
   }, 30_000);
@@ -167,8 +173,11 @@ describe('provider budget fleet on a real Redis', () => {
     ];
     const t0 = 1_800_000_000_000;
     const shares = { sheddable: 0.5, standard: 0.8, critical: 1 };
+    const none = { sheddable: 0, standard: 0, critical: 0 };
+    const base = { using: none, maxPauseMs: 120_000 };
     const steps: ExchangeRequest[] = [
       {
+        ...base,
         replicaId: 'a',
         now: t0,
         configuredRate: 100,
@@ -178,6 +187,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 10,
         configuredRate: 100,
@@ -187,6 +197,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'a',
         now: t0 + 1_000,
         configuredRate: 100,
@@ -196,6 +207,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'decrease' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 1_500,
         configuredRate: 100,
@@ -205,6 +217,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'pause', until: t0 + 4_000 },
       },
       {
+        ...base,
         replicaId: 'c',
         now: t0 + 4_100,
         configuredRate: 100,
@@ -214,6 +227,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'probe', leaseMs: 5_000 },
       },
       {
+        ...base,
         replicaId: 'a',
         now: t0 + 4_200,
         configuredRate: 100,
@@ -223,6 +237,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'probe', leaseMs: 5_000 },
       },
       {
+        ...base,
         replicaId: 'c',
         now: t0 + 4_300,
         configuredRate: 100,
@@ -232,6 +247,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'resume' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 9_000,
         configuredRate: 100,
@@ -241,6 +257,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'd',
         now: t0 + 30_000,
         configuredRate: undefined,
@@ -248,6 +265,61 @@ describe('provider budget fleet on a real Redis', () => {
         demand: { sheddable: 0, standard: 10, critical: 10 },
         accepted: 20,
         event: { kind: 'none' },
+      },
+      // Holds: "a" still applies what it had; "b" then gets only what "a" does not hold; "a" reports the lower figure.
+      {
+        ...base,
+        replicaId: 'a',
+        now: t0 + 30_100,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 200, standard: 0, critical: 0 },
+        accepted: 50,
+        using: { sheddable: 50, standard: 10, critical: 10 },
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 30_200,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'a',
+        now: t0 + 30_300,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 200, standard: 0, critical: 0 },
+        accepted: 50,
+        using: { sheddable: 10, standard: 0, critical: 0 },
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 30_400,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        using: { sheddable: 0, standard: 5, critical: 30 },
+        event: { kind: 'none' },
+      },
+      // A pause asked for far beyond the cap is held to now + the cap.
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 31_000,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        event: { kind: 'pause', until: t0 + 10_000_000 },
       },
     ];
     const round = (reply: Awaited<ReturnType<BudgetStore['exchange']>>) =>
