@@ -156,6 +156,7 @@ async function assemble(
     logger,
     tracing: shared.tracing,
     budget,
+    retryAfterMaxSeconds: shared.config.upstream.budget.retryAfterMaxSeconds,
   });
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec.id, shared.quotas);
   const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });

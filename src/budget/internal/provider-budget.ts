@@ -7,6 +7,7 @@ import {
   DEFAULT_SHARES,
   type Priority,
 } from '../../config/budget-schema';
+import { readRetryAfter } from '../../http/retry-after';
 import type { BudgetMetrics } from '../../observability/budget-metrics';
 import type { Clock } from '../../tokens';
 import { BudgetRecordError, type BudgetStore, type FleetSignal } from './budget-store';
@@ -22,7 +23,6 @@ import {
   QUICK_INTERVAL_MS,
 } from './fleet-state';
 import { PriorityBuckets } from './priority-buckets';
-import { readRetryAfter } from './retry-after';
 import { type WaitEnd, WaitingLine } from './waiting-line';
 
 export type RefusalReason = 'UPSTREAM_BUDGET_EXHAUSTED' | 'UPSTREAM_RATE_LIMITED';

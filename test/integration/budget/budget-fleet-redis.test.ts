@@ -20,9 +20,13 @@ describe('provider budget fleet on a real Redis', () => {
   const closers: (() => Promise<void> | void)[] = [];
 
   async function replica(accountId: string, requestsPerSecond: number | undefined): Promise<ProviderBudget> {
+    return (await replicaWithHealth(accountId, requestsPerSecond)).budget;
+  }
+
+  async function replicaWithHealth(accountId: string, requestsPerSecond: number | undefined) {
     const made = await budgetReplica(server.url, accountId, requestsPerSecond);
     closers.push(() => made.close());
-    return made.budget;
+    return made;
   }
 
   /** Asks at `perSecond` for `ms`, in 10 ms steps; returns grants per wall-clock second and per priority. */
@@ -328,6 +332,58 @@ describe('provider budget fleet on a real Redis', () => {
       const [memory, redis] = await Promise.all(stores.map((s) => s.exchange(step)));
       expect(round(redis)).toEqual(round(memory));
     }
+  });
+
+  test('a forged record: a pause years ahead is held to UPSTREAM_RETRY_AFTER_MAX_SECONDS, NaN and Infinity read as absent', async () => {
+    const key = budgetKeys('budget-test:', 'forged').fleet;
+    const now = Date.now();
+    await admin.hset(key, {
+      '@pause': String(now + 10 * 365 * 86_400_000),
+      '@learned': 'nan',
+      '@ceiling': 'inf',
+      '@raisedAt': '-inf',
+      '@lastDecrease': 'garbage',
+    });
+    const client = new Redis(server.url);
+    closers.push(() => client.disconnect());
+    const channels = { publish: async () => undefined, subscribe: () => () => undefined };
+    const store = createRedisBudgetStore({ redis: client, key, channel: 'forged', channels });
+    const none = { sheddable: 0, standard: 0, critical: 0 };
+    const reply = await store.exchange({
+      replicaId: 'x',
+      now,
+      configuredRate: 60,
+      shares: { sheddable: 0.5, standard: 0.8, critical: 1 },
+      demand: { sheddable: 0, standard: 10, critical: 0 },
+      accepted: 0,
+      using: none,
+      maxPauseMs: 120_000,
+      event: { kind: 'none' },
+    });
+    expect(reply.pausedUntil).toBeLessThanOrEqual(now + 120_000);
+    expect(reply.effectiveRate).toBe(60);
+    expect(reply.learnedRate).toBeUndefined();
+    expect(reply.repaired).toBe(4);
+    for (const value of Object.values(reply.allocation ?? {})) expect(Number.isFinite(value)).toBe(true);
+    // What the script wrote back is readable: the pause capped, no NaN left in the record.
+    const record = await admin.hgetall(key);
+    expect(Number(record['@pause'])).toBeLessThanOrEqual(now + 120_000);
+    expect(Object.values(record).some((v) => /nan|inf/i.test(v))).toBe(false);
+    // A replica reading the record pauses at most for the cap.
+    const budget = await replica('forged', 60);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(budget.snapshot().pausedUntil ?? 0).toBeLessThanOrEqual(Date.now() + 120_000);
+    expect(budget.snapshot().effectiveRate).toBe(60);
+  });
+
+  test('a budget key of the wrong type degrades that budget only: Redis stays healthy, the replica keeps to its share', async () => {
+    await admin.set(budgetKeys('budget-test:', 'wrongtype').fleet, 'not a hash');
+    const { budget, health } = await replicaWithHealth('wrongtype', 60);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(budget.snapshot().degraded).toBe(true);
+    expect(health.healthy()).toBe(true);
+    // Its share of the budget (alone: the whole of it), not unbounded.
+    expect(budget.snapshot().allocation).toBeDefined();
   });
 
   test('Redis economy: one replica at ~3,000 calls/s under a budget that does not bind costs well under 1 command per 1,000 calls', async () => {
