@@ -3,7 +3,6 @@
 import type { Logger } from 'pino';
 import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
-import { DEFAULT_SHARES } from '../config/budget-schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
@@ -225,7 +224,7 @@ function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, c
   const { config } = shared;
   const budget = createProviderBudget({
     accountId: spec.id,
-    settings: spec.budget && { ...spec.budget, shares: { ...DEFAULT_SHARES, ...spec.budget.shares } },
+    settings: spec.budget,
     waitMs: config.upstream.budget.waitMs,
     retryAfterMaxSeconds: config.upstream.budget.retryAfterMaxSeconds,
     // The fleet's one probe after a pause may take the account's whole timeout before another replica probes.

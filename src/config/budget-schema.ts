@@ -46,12 +46,9 @@ export const accountBudgetSchema = z
   .strictObject({
     requestsPerSecond: z
       .number({ error: 'must be a number' })
-      .refine(Number.isFinite, 'must be a finite number')
-      .refine((n) => n > 0, {
-        message: 'must be above 0 (to stop calling an account, remove it from the file)',
-      })
-      .refine((n) => n >= MIN_REQUESTS_PER_SECOND, `must be at least ${MIN_REQUESTS_PER_SECOND}`)
-      .refine((n) => n <= MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
+      .gt(0, 'must be above 0 (to stop calling an account, remove it from the file)')
+      .min(MIN_REQUESTS_PER_SECOND, `must be at least ${MIN_REQUESTS_PER_SECOND}`)
+      .max(MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
       .meta({
         description: "The provider's limit for the whole fleet, in calls per second (may be fractional).",
       }),
@@ -72,7 +69,10 @@ export const accountBudgetSchema = z
     burst: b.burst ?? Math.max(1, Math.ceil(b.requestsPerSecond * DEFAULT_BURST_SECONDS)),
     shares: b.shares ?? { ...DEFAULT_SHARES },
   }))
-  .meta({ description: "The provider's rate limit for this account, shared by every replica (SPEC §11)." });
+  .meta({
+    description:
+      "The provider's request limit for this account across the whole fleet: requestsPerSecond with a burst and the priorities' shares.",
+  });
 
 export type AccountBudget = z.output<typeof accountBudgetSchema>;
 
