@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
 import { billablePredicate } from '../config/billable-statuses';
-import { DEFAULT_SHARES } from '../config/budget-schema';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
@@ -157,6 +156,7 @@ async function assemble(
     logger,
     tracing: shared.tracing,
     budget,
+    retryAfterMaxSeconds: shared.config.upstream.budget.retryAfterMaxSeconds,
   });
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
   const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
@@ -225,7 +225,7 @@ function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, c
   const { config } = shared;
   const budget = createProviderBudget({
     accountId: spec.id,
-    settings: spec.budget && { ...spec.budget, shares: { ...DEFAULT_SHARES, ...spec.budget.shares } },
+    settings: spec.budget,
     waitMs: config.upstream.budget.waitMs,
     retryAfterMaxSeconds: config.upstream.budget.retryAfterMaxSeconds,
     // The fleet's one probe after a pause may take the account's whole timeout before another replica probes.

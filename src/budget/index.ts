@@ -1,4 +1,6 @@
 // The provider budget's public surface (SPEC §11): one budget per account, shared by the fleet through a store.
+
+export { type RetryAfterReading, readRetryAfter } from '../http/retry-after';
 export type { BudgetStore, FleetSignal } from './internal/budget-store';
 export { createMemoryBudgetStore } from './internal/memory-budget-store';
 export {
@@ -11,4 +13,3 @@ export {
   type RefusalReason,
 } from './internal/provider-budget';
 export { createRedisBudgetStore, type RedisBudgetStoreOptions } from './internal/redis-budget-store';
-export { type RetryAfterReading, readRetryAfter } from './internal/retry-after';

@@ -1,7 +1,12 @@
 // One provider account as configuration describes it (SPEC §10): where the provider is, whose credentials, how the
 // account's sockets behave. The accounts file (UPSTREAM_ACCOUNTS_FILE) yields several; the single-account variables
 // of §5–§7 yield one named `default`.
+
+/** The account's budget as read (src/config/budget-schema.ts): burst and shares filled in with their defaults. */
+import type { AccountBudget } from './budget-schema';
 import type { CredentialSettings, GatewayConfig } from './gateway-config';
+
+export type { AccountBudget };
 
 /** Lower-case letters, digits and dashes (an id appears in headers, metric labels and Redis keys). */
 export const ACCOUNT_ID_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
@@ -27,13 +32,6 @@ export interface AccountSpec {
   /** Which final provider answers are billable (quota and ledger), e.g. ["2xx","4xx","!401","!403","!429"] (the
    * default when absent). Validated by billableProblems. */
   readonly billable?: readonly string[];
-}
-
-/** `requestsPerSecond` with `burst`; `shares`: the part of it each caller priority may use (0..1]. */
-export interface AccountBudget {
-  readonly requestsPerSecond: number;
-  readonly burst: number;
-  readonly shares?: Readonly<Partial<Record<'sheddable' | 'standard' | 'critical', number>>>;
 }
 
 /** Where the set of accounts comes from: the accounts file (watched), or the fixed single account. */

@@ -8,6 +8,7 @@ import { isAbsolute } from 'node:path';
 import { z } from 'zod';
 import { ACCOUNT_ID_PATTERN, type AccountSpec, type AccountSpecSource } from './account-spec';
 import { billableProblems } from './billable-statuses';
+import { accountBudgetSchema } from './budget-schema';
 import { ConfigError } from './config-error';
 import type { GatewayConfig } from './gateway-config';
 import { parseStaticHeaders } from './parsers';
@@ -23,8 +24,6 @@ const absolutePath = (what: string) =>
     .max(4096)
     .refine(isAbsolute, 'must be an absolute path (a relative one would depend on the working directory)')
     .meta({ description: `Absolute path of the file holding ${what}.` });
-
-const share = z.number().gt(0, 'must be above 0 and at most 1').max(1, 'must be above 0 and at most 1');
 
 export const accountEntrySchema = z
   .strictObject({
@@ -70,26 +69,8 @@ export const accountEntrySchema = z
       .max(120_000)
       .optional()
       .meta({ description: 'Upstream call timeout of this account; UPSTREAM_TIMEOUT_MS when absent.' }),
-    budget: z
-      .strictObject({
-        requestsPerSecond: z.number().positive().max(1_000_000),
-        burst: z.int().min(1).max(1_000_000),
-        shares: z
-          .strictObject({
-            sheddable: share.optional(),
-            standard: share.optional(),
-            critical: share.optional(),
-          })
-          .optional()
-          .meta({
-            description: 'Share of the budget each caller priority may use, e.g. {"sheddable": 0.5}.',
-          }),
-      })
-      .optional()
-      .meta({
-        description:
-          "The provider's request limit for this account across the whole fleet: requestsPerSecond with a burst.",
-      }),
+    // One schema for the budget, wherever it is read: src/config/budget-schema.ts (defaults filled in there).
+    budget: accountBudgetSchema.optional(),
     billable: z
       .array(z.string().max(8))
       .min(1)
@@ -125,7 +106,11 @@ export const accountsFileSchema = z
 
 /** The JSON Schema (draft 2020-12) checked in as config/accounts.schema.json; a unit test keeps the two equal. */
 export function accountsJsonSchema(): Record<string, unknown> {
-  return z.toJSONSchema(accountsFileSchema, { target: 'draft-2020-12' }) as Record<string, unknown>;
+  // The file as written (io: input): what a budget may leave out is optional there, filled in when read.
+  return z.toJSONSchema(accountsFileSchema, { target: 'draft-2020-12', io: 'input' }) as Record<
+    string,
+    unknown
+  >;
 }
 
 export interface AccountsFileOptions {

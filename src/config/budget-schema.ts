@@ -20,10 +20,10 @@ export const MAX_REQUESTS_PER_SECOND = 1_000_000;
  */
 export const MIN_REQUESTS_PER_SECOND = 0.01;
 /**
- * Without `burst`, the fleet may send a tenth of a second of budget at once: a provider that counts per second then
- * never sees much above its limit in any second, however the calls bunch up.
+ * Without `burst`, the fleet may send a twentieth of a second of budget at once: the fleet then sends at most the
+ * budget + 5 % in any second (docs/provider-budget.md, the bound), however the calls bunch up.
  */
-export const DEFAULT_BURST_SECONDS = 0.1;
+export const DEFAULT_BURST_SECONDS = 0.05;
 
 const share = z
   .number({ error: 'must be a number' })
@@ -46,12 +46,9 @@ export const accountBudgetSchema = z
   .strictObject({
     requestsPerSecond: z
       .number({ error: 'must be a number' })
-      .refine(Number.isFinite, 'must be a finite number')
-      .refine((n) => n > 0, {
-        message: 'must be above 0 (to stop calling an account, remove it from the file)',
-      })
-      .refine((n) => n >= MIN_REQUESTS_PER_SECOND, `must be at least ${MIN_REQUESTS_PER_SECOND}`)
-      .refine((n) => n <= MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
+      .gt(0, 'must be above 0 (to stop calling an account, remove it from the file)')
+      .min(MIN_REQUESTS_PER_SECOND, `must be at least ${MIN_REQUESTS_PER_SECOND}`)
+      .max(MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
       .meta({
         description: "The provider's limit for the whole fleet, in calls per second (may be fractional).",
       }),
@@ -62,7 +59,8 @@ export const accountBudgetSchema = z
       .max(MAX_REQUESTS_PER_SECOND, `must be at most ${MAX_REQUESTS_PER_SECOND}`)
       .optional()
       .meta({
-        description: 'Calls the fleet may send at once after a quiet moment (default: one second of budget).',
+        description:
+          'Calls the fleet may send at once after a quiet moment, on top of the rate in any second (default: a twentieth of a second of budget, at least 1).',
       }),
     shares: budgetSharesSchema.optional(),
   })
@@ -71,7 +69,10 @@ export const accountBudgetSchema = z
     burst: b.burst ?? Math.max(1, Math.ceil(b.requestsPerSecond * DEFAULT_BURST_SECONDS)),
     shares: b.shares ?? { ...DEFAULT_SHARES },
   }))
-  .meta({ description: "The provider's rate limit for this account, shared by every replica (SPEC §11)." });
+  .meta({
+    description:
+      "The provider's request limit for this account across the whole fleet: requestsPerSecond with a burst and the priorities' shares.",
+  });
 
 export type AccountBudget = z.output<typeof accountBudgetSchema>;
 

@@ -14,6 +14,8 @@ const quiet = pino({ level: 'silent' });
 
 export interface BudgetReplica {
   readonly budget: ProviderBudget;
+  /** The replica's Redis-health owner (what /readyz reads). */
+  readonly health: { healthy(): boolean };
   close(): Promise<void>;
 }
 
@@ -52,6 +54,7 @@ export async function budgetReplica(
   });
   return {
     budget,
+    health,
     async close() {
       await budget.close();
       await channels.close();

@@ -72,7 +72,8 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
       accountsFile,
       JSON.stringify({
         accounts: [
-          account('budgeted', { budget: { requestsPerSecond: BUDGET, burst: BUDGET / 10 } }),
+          // The burst is part of the 5 %: a twentieth of a second of budget (the default, written out).
+          account('budgeted', { budget: { requestsPerSecond: BUDGET, burst: BUDGET / 20 } }),
           account('metered'),
         ],
       }),
@@ -169,36 +170,28 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
       calls: number;
     }[];
 
-  test('demand at 4x the budget: the provider sees the budget on average (no second over 1.5x), critical is served, sheddable gets 429s', async () => {
+  test('demand at 4x the budget: the provider sees at most the budget + 5 % in every second after the first, critical gets >= 95 % 2xx, sheddable the rest and 429s', async () => {
     const started = Date.now();
     const [critical, sheddable] = await Promise.all([
       // As the budget's own fleet test: critical on two replicas (30 % / 70 %), sheddable mostly on the first.
       drive(CRITICAL_KEY, 30, 8_000, spread([0, 3, 7])),
       drive(SHEDDABLE_KEY, 130, 8_000, spread([8, 2, 0])),
     ]);
-    // Whole seconds from 3 s after a cold start (the fleet's start-up exchanges learn the demand meanwhile: measured,
-    // one second ~2 s after start reached 1.5x the budget in one run of three; docs/provider-budget.md, known limits).
+    // Every whole second of the provider's clock after the first (partial) one of the run; the last (partial) left out.
     const all = await callsPerSecond();
     const seconds = all.filter(
-      (s) => s.second * 1000 >= started + 3_000 && (s.second + 1) * 1000 < Date.now(),
+      (s) => s.second >= Math.floor(started / 1000) + 1 && (s.second + 1) * 1000 < Date.now(),
     );
-    const early = all.filter((s) => s.second * 1000 >= started - 1_000 && s.second * 1000 < started + 3_000);
-    const busiest = Math.max(...seconds.map((s) => s.calls));
-    // From a cold start the fleet learns the demand in its first exchanges (200 ms apart, then further): measured,
-    // critical calls are refused only in the first ~3 s of a 4x overload. Judged once the fleet has learned it.
-    const settled = critical.filter((o) => o.at >= started + 3_000);
-    const criticalOk = settled.filter((o) => o.status === 200).length / settled.length;
-    const wholeRun = critical.filter((o) => o.status === 200).length / critical.length;
+    const first = all.find((s) => s.second === Math.floor(started / 1000));
+    const criticalOk = critical.filter((o) => o.status === 200).length / critical.length;
     const refusedAt = critical.filter((o) => o.status !== 200).map((o) => o.at - started);
     const sheddableStatuses = [...new Set(sheddable.map((o) => `${o.status} ${o.reason ?? ''}`))].sort();
     console.log(
-      `first seconds ${JSON.stringify(early.map((s) => s.calls))}; budget ${BUDGET}/s, demand ~160/s: busiest second from 3 s ${busiest} calls; critical ${critical.length} sent, ${(
-        wholeRun * 100
-      ).toFixed(
-        1,
-      )} % 200 (${(criticalOk * 100).toFixed(1)} % after 3 s); sheddable ${sheddable.length} sent, ${
+      `budget ${BUDGET}/s, demand ~160/s: provider per second ${JSON.stringify(seconds.map((s) => s.calls))} (first partial ${
+        first?.calls ?? 0
+      }); critical ${critical.length} sent, ${(criticalOk * 100).toFixed(1)} % 200; sheddable ${sheddable.length} sent, ${
         sheddable.filter((o) => o.status === 200).length
-      } 200; per second ${JSON.stringify(seconds.map((s) => s.calls))}; critical refused at ms ${refusedAt}`,
+      } 200; critical refused at ms ${refusedAt}`,
     );
     const budgetLines = gateways.flatMap((g) =>
       g
@@ -207,11 +200,8 @@ describe('provider budget and quotas over a fleet of three replicas', () => {
         .filter((l) => /budget/.test(l)),
     );
     if (budgetLines.length > 0) console.log(budgetLines.slice(0, 10).join('\n'));
-    // Issue 29 asks for every second within budget + 5 %: measured 37-40 alone, but one run on a loaded machine held
-    // 49-53 for seconds (docs/provider-budget.md, known limits). Asserted here: the average, and a ceiling per second.
-    const average = seconds.reduce((sum, s) => sum + s.calls, 0) / seconds.length;
-    expect(average).toBeLessThanOrEqual(BUDGET * 1.05);
-    expect(busiest).toBeLessThanOrEqual(BUDGET * 1.5);
+    expect(seconds.length).toBeGreaterThanOrEqual(6);
+    for (const s of seconds) expect(s.calls).toBeLessThanOrEqual(BUDGET * 1.05);
     expect(criticalOk).toBeGreaterThanOrEqual(0.95);
     expect(sheddableStatuses.every((s) => s === '200 ' || s === '429 UPSTREAM_BUDGET_EXHAUSTED')).toBe(true);
     expect(sheddable.some((o) => o.status === 429 && Number(o.retryAfter) >= 1)).toBe(true);

@@ -30,6 +30,13 @@ export interface ExchangeRequest {
   readonly demand: Readonly<PriorityRates>;
   /** What the provider accepted (answers other than 429) over its last interval, calls per second. */
   readonly accepted: number;
+  /**
+   * The rates this replica applies now, by priority (zero when unbounded): held for it in the fleet record until it
+   * reports a lower figure, so capacity it gives up is granted to others only once it has stopped using it.
+   */
+  readonly using: Readonly<PriorityRates>;
+  /** UPSTREAM_RETRY_AFTER_MAX_SECONDS in ms: no pause read from the record lasts longer from now. */
+  readonly maxPauseMs: number;
   readonly event: BudgetEvent;
 }
 
@@ -45,8 +52,12 @@ export interface ExchangeReply {
   readonly probeWon: boolean;
   /** Live replicas, this one included. */
   readonly replicas: number;
-  /** When to exchange next: often near the limit, seldom far from it. */
+  /** When to exchange next: often near the limit, seldom far from it, soon while allocations move. */
   readonly intervalMs: number;
+  /** Epoch ms until which the fleet holds this allocation for this replica (its lease). */
+  readonly leaseUntil: number;
+  /** Shared fields of the record that were unreadable (NaN, Infinity, not numbers) and were read as absent. */
+  readonly repaired: number;
 }
 
 /** After a 429, the rate the fleet was sending is multiplied by this. */
@@ -65,11 +76,20 @@ export const MIN_STEP = 0.05;
 /** A learned rate never falls below this (one call every 10 s): the provider still hears from the fleet. */
 export const MIN_LEARNED_RATE = 0.1;
 export const NEAR_INTERVAL_MS = 1_000;
+/** While a replica waits for capacity others give up, it exchanges this often. */
+export const QUICK_INTERVAL_MS = 150;
+/**
+ * A replica that was just granted less than it applies confirms the lower figure this soon (the others get the
+ * capacity it gives up only then): the time to apply the answer, and no more.
+ */
+export const RELEASE_INTERVAL_MS = 50;
 export const FAR_INTERVAL_MS = 5_000;
 /** The fleet is "near" its limit when demand reaches this part of the effective rate. */
 export const NEAR_SHARE = 0.7;
 /** A replica's allocation lives this long past its interval: a replica gone silent frees its part soon after. */
-export const leaseMs = (intervalMs: number) => 2 * intervalMs + 1_000;
+export const leaseMs = (intervalMs: number) => 2 * Math.max(intervalMs, NEAR_INTERVAL_MS) + 1_000;
+/** Allocations within this many calls a second of each other are settled (no quick exchange for less). */
+export const settleMargin = (rate: number) => Math.max(0.5, 0.02 * rate);
 /** The whole record expires after this long without any exchange (an idle fleet leaves nothing behind). */
 export const RECORD_TTL_MS = 600_000;
 
@@ -78,6 +98,8 @@ export interface ReplicaRecord {
   expiresAt: number;
   demand: PriorityRates;
   allocation: PriorityRates;
+  /** What the fleet keeps for it: the larger of what it applies and what it was last granted, by priority. */
+  hold: PriorityRates;
   accepted: number;
 }
 
@@ -113,8 +135,11 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
     others.n += 1;
     others.accepted += replica.accepted;
     addInto(others.demand, replica.demand);
-    addInto(others.allocation, replica.allocation);
+    // What the others hold, not what they were last granted: a replica that was just cut may still be using more.
+    addInto(others.allocation, replica.hold);
   }
+  // A pause never lasts longer from now than the cap, whoever wrote it (a forged or clock-skewed record).
+  fleet.pauseUntil = Math.min(fleet.pauseUntil, now + request.maxPauseMs);
   // The others' readings may be a whole interval old: an even share of this replica's fresh one bounds them below.
   const fleetAccepted = Math.max(others.accepted + request.accepted, request.accepted * (others.n + 1));
   const probeWon = applyEvent(fleet, request, fleetAccepted);
@@ -125,13 +150,27 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
   const near =
     effectiveRate !== undefined &&
     (fleetDemand >= NEAR_SHARE * effectiveRate || fleet.learned !== undefined || fleet.pauseUntil > 0);
-  const intervalMs = near ? NEAR_INTERVAL_MS : FAR_INTERVAL_MS;
-  const allocation =
-    effectiveRate === undefined ? undefined : allocate(effectiveRate, request, others, replicas);
+  const granted =
+    effectiveRate === undefined ? undefined : allocateWanted(effectiveRate, request, others, replicas);
+  const allocation = granted?.grant;
+  // Soon again while this replica gives up capacity (the others get it once it reports the lower figure) or was
+  // granted less of critical and standard than it wants (capacity others are giving up).
+  const margin = effectiveRate === undefined ? 0 : settleMargin(effectiveRate);
+  const releasing = granted !== undefined && sum(request.using) - sum(granted.grant) > margin;
+  const short = granted !== undefined && granted.short > margin;
+  const soon = releasing ? RELEASE_INTERVAL_MS : short ? QUICK_INTERVAL_MS : NEAR_INTERVAL_MS;
+  const intervalMs = near ? soon : FAR_INTERVAL_MS;
+  const expiresAt = now + leaseMs(intervalMs);
+  const mine = allocation ? { ...allocation } : zero();
   fleet.replicas.set(request.replicaId, {
-    expiresAt: now + leaseMs(intervalMs),
+    expiresAt,
     demand: { ...request.demand },
-    allocation: allocation ? { ...allocation } : zero(),
+    allocation: mine,
+    hold: {
+      critical: Math.max(mine.critical, request.using.critical),
+      standard: Math.max(mine.standard, request.using.standard),
+      sheddable: Math.max(mine.sheddable, request.using.sheddable),
+    },
     accepted: request.accepted,
   });
   return {
@@ -142,6 +181,8 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
     probeWon,
     replicas,
     intervalMs,
+    leaseUntil: expiresAt,
+    repaired: 0,
   };
 }
 
@@ -164,7 +205,7 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, fleetAccepted:
       fleet.raisedAt = now;
     }
   } else if (event.kind === 'pause') {
-    fleet.pauseUntil = Math.max(fleet.pauseUntil, event.until);
+    fleet.pauseUntil = Math.max(fleet.pauseUntil, Math.min(event.until, now + request.maxPauseMs));
     fleet.probeOwner = undefined;
     fleet.probeUntil = 0;
   } else if (event.kind === 'resume') {
@@ -222,6 +263,18 @@ export function allocate(
   /** Keep half of the spare free for the others (false: this replica is on its own, e.g. Redis down). */
   keepSpareFree = true,
 ): PriorityRates {
+  return allocateWanted(rate, request, others, replicas, keepSpareFree).grant;
+}
+
+/** allocate(), and how much of critical and standard it wanted beyond what the others left free (`short`). */
+function allocateWanted(
+  rate: number,
+  request: Pick<ExchangeRequest, 'shares' | 'demand'>,
+  others: { readonly demand: PriorityRates; readonly allocation: PriorityRates },
+  replicas: number,
+  /** Keep half of the spare free for the others (false: this replica is on its own, e.g. Redis down). */
+  keepSpareFree = true,
+): { grant: PriorityRates; short: number } {
   const { shares, demand } = request;
   const total = {
     critical: others.demand.critical + demand.critical,
@@ -272,7 +325,8 @@ export function allocate(
     free,
     Math.max(0, shares.sheddable * rate - others.allocation.sheddable),
   );
-  return { critical, standard, sheddable };
+  const short = wanted.critical - critical + (wanted.standard - standard);
+  return { grant: { critical, standard, sheddable }, short };
 }
 
 function addInto(target: PriorityRates, add: PriorityRates): void {

@@ -7,9 +7,11 @@ import {
   DEFAULT_SHARES,
   type Priority,
 } from '../../config/budget-schema';
+import { readRetryAfter } from '../../http/retry-after';
 import type { BudgetMetrics } from '../../observability/budget-metrics';
 import type { Clock } from '../../tokens';
-import type { BudgetStore, FleetSignal } from './budget-store';
+import { BudgetRecordError, type BudgetStore, type FleetSignal } from './budget-store';
+import { DemandMeter } from './demand-meter';
 import {
   allocate,
   type BudgetEvent,
@@ -18,9 +20,10 @@ import {
   type ExchangeReply,
   NEAR_INTERVAL_MS,
   type PriorityRates,
+  QUICK_INTERVAL_MS,
 } from './fleet-state';
 import { PriorityBuckets } from './priority-buckets';
-import { readRetryAfter } from './retry-after';
+import { type WaitEnd, WaitingLine } from './waiting-line';
 
 export type RefusalReason = 'UPSTREAM_BUDGET_EXHAUSTED' | 'UPSTREAM_RATE_LIMITED';
 
@@ -30,6 +33,12 @@ export type Admission =
 
 /** The one grant object: the fast path allocates nothing. */
 export const GRANTED: Admission = Object.freeze({ granted: true as const });
+/** The end of a wait whose caller left: nobody reads it, nothing is counted. */
+const CALLER_LEFT: Admission = Object.freeze({
+  granted: false as const,
+  reason: 'UPSTREAM_BUDGET_EXHAUSTED' as const,
+  retryAfterSeconds: 1,
+});
 
 export interface BudgetSnapshot {
   readonly account: string;
@@ -47,12 +56,17 @@ export interface BudgetSnapshot {
   readonly allocation?: PriorityRates;
 }
 
+/** A wait for room; `cancel()`, when there, ends it at once (the caller left), nothing taken. */
+export type PendingAdmission = Promise<Admission> & { cancel?(): void };
+
 export interface ProviderBudget {
   /**
    * Room for one call of `priority`: synchronous when the local buckets have it (the common case), a Promise when
    * it has to wait (at most UPSTREAM_BUDGET_WAIT_MS). A refusal never reached the provider.
    */
-  admit(priority?: Priority): Admission | Promise<Admission>;
+  admit(priority?: Priority): Admission | PendingAdmission;
+  /** A granted call that never reached the provider (a later refusal, the caller left): its token comes back. */
+  giveBack(priority?: Priority): void;
   /** Every provider answer of a call admitted here: its status and its Retry-After header (if any). */
   observe(status: number, retryAfter?: string | readonly string[] | number): void;
   snapshot(): BudgetSnapshot;
@@ -89,17 +103,13 @@ const PRIORITY_NAMES: readonly Priority[] = ['sheddable', 'standard', 'critical'
 const EXCHANGE_TIMEOUT_MS = 1_000;
 /** A replica that lost the probe claim asks again after this long (the winner's probe may be lost too). */
 const PROBE_RETRY_MS = 1_000;
-/** Demand is measured over at least this long: the first exchange does not read one call as a rate. */
-const MIN_MEASURE_MS = 250;
 const NOTICED_BY = 'provider budget';
-/**
- * Demand is reported a little above what was measured: a second's demand varies, and when the budget is short the
- * margin of the higher priorities is taken from the lower ones, which is the order the cuts should follow anyway.
- */
-const DEMAND_MARGIN = 1.1;
-/** At start, this many exchanges may come as soon as STARTUP_SPACING_MS apart (the demand is not known yet). */
+/** At start, this many exchanges may come as soon as EARLY_SPACING_MS apart (the demand is not known yet). */
 const STARTUP_EXCHANGES = 3;
-const STARTUP_SPACING_MS = 200;
+/** An exchange brought early by a call that finds no room: at most one per this long, per replica. */
+const EARLY_SPACING_MS = 150;
+/** Demand "grew" (an early exchange is worth it) when a priority's measure exceeds what was reported by this. */
+const GROWTH_FACTOR = 1.25;
 
 export function createProviderBudget(options: ProviderBudgetOptions): ProviderBudget {
   return new AccountBudgetState(options);
@@ -109,6 +119,7 @@ class AccountBudgetState implements ProviderBudget {
   private readonly clock: Clock;
   private readonly replicaId: string;
   private readonly buckets: PriorityBuckets;
+  private readonly line: WaitingLine;
   private readonly shares: Readonly<Record<Priority, number>>;
   private readonly burstSeconds: number;
   private unbounded: boolean;
@@ -122,19 +133,20 @@ class AccountBudgetState implements ProviderBudget {
   private probe: 'none' | 'claiming' | 'mine' | 'lost' = 'none';
   private probeUntil = 0;
   private lastDecreaseAt = Number.NEGATIVE_INFINITY;
-  // Demand and grants since the last exchange, by priority index.
-  private readonly asked = [0, 0, 0];
-  private acceptedCalls = 0;
-  // The interval before the current one: rates are read over both, never over a few ms.
-  private readonly askedBefore = [0, 0, 0];
-  private acceptedBefore = 0;
-  private measuredBefore: number;
+  /** Demand by priority and the provider's acceptances, between exchanges. */
+  private readonly meter: DemandMeter;
+  /** The demand this replica reported at its last exchange (an early one is worth it only when demand grew). */
+  private reported: PriorityRates = { sheddable: 0, standard: 0, critical: 0 };
+  /** Until when the fleet holds this replica's allocation (its lease): failing exchanges keep it until then. */
+  private leaseUntil = 0;
+  private recordUnusable = false;
+  private shortToldAt = Number.NEGATIVE_INFINITY;
   private exchanges = 0;
-  private measuredFrom: number;
   private lastExchangeAt = Number.NEGATIVE_INFINITY;
   private intervalMs = NEAR_INTERVAL_MS;
   private exchanging: Promise<void> | undefined;
   private timer: ReturnType<Clock['setTimeout']> | undefined;
+  private timerAt = Number.POSITIVE_INFINITY;
   private closed = false;
   private readonly unsubscribe: () => void;
   private readonly granted: { inc(value?: number): void }[];
@@ -149,10 +161,10 @@ class AccountBudgetState implements ProviderBudget {
     this.shares = settings?.shares ?? DEFAULT_SHARES;
     this.burstSeconds = settings ? settings.burst / settings.requestsPerSecond : DEFAULT_BURST_SECONDS;
     this.buckets = new PriorityBuckets(this.burstSeconds, now);
+    this.line = new WaitingLine(this.buckets, this.clock);
     this.unbounded = settings === undefined;
     this.effectiveRate = settings?.requestsPerSecond;
-    this.measuredFrom = now;
-    this.measuredBefore = now;
+    this.meter = new DemandMeter(now);
     const { decisions } = options.metrics;
     const child = (decision: string) =>
       PRIORITY_NAMES.map((priority) => decisions.labels(options.accountId, priority, decision));
@@ -168,12 +180,20 @@ class AccountBudgetState implements ProviderBudget {
     this.runExchange({ kind: 'none' }, true);
   }
 
-  admit(priority: Priority = 'standard'): Admission | Promise<Admission> {
+  admit(priority: Priority = 'standard'): Admission | PendingAdmission {
     const index = PRIORITY_INDEX[priority];
-    this.asked[index] += 1;
+    const now = this.clock.now();
+    this.meter.ask(index, now);
     if (this.pausedUntil !== 0) return this.whilePaused(index);
-    if (this.unbounded || this.buckets.tryTake(priority, this.clock.now())) return this.grant(index);
-    return this.waitForRoom(priority, index);
+    if (this.unbounded) return this.grant(index);
+    if (!this.line.blocks(priority) && this.buckets.tryTake(priority, now)) return this.grant(index);
+    return this.waitForRoom(priority, index, now);
+  }
+
+  giveBack(priority: Priority = 'standard'): void {
+    if (this.unbounded) return;
+    this.buckets.giveBack(priority, this.clock.now());
+    this.line.serve();
   }
 
   observe(status: number, retryAfter?: string | readonly string[] | number): void {
@@ -181,7 +201,7 @@ class AccountBudgetState implements ProviderBudget {
       this.onProviderRateLimit(retryAfter);
       return;
     }
-    this.acceptedCalls += 1;
+    this.meter.accepted += 1;
     if (this.probe === 'mine') this.endPause();
   }
 
@@ -202,6 +222,7 @@ class AccountBudgetState implements ProviderBudget {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.line.release();
     if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     this.unsubscribe();
@@ -218,51 +239,39 @@ class AccountBudgetState implements ProviderBudget {
     return { granted: false, reason, retryAfterSeconds };
   }
 
-  /** No token now: one promised within the wait, else a fresher allocation from the fleet, else 429. */
-  private waitForRoom(priority: Priority, index: number): Admission | Promise<Admission> {
-    const now = this.clock.now();
+  /**
+   * No token now: the call waits in line for one (taken when granted) up to UPSTREAM_BUDGET_WAIT_MS, unless none
+   * can come in time at the present rates and no fresher allocation is on its way: then 429 at once.
+   */
+  private waitForRoom(priority: Priority, index: number, now: number): Admission | PendingAdmission {
     const { waitMs } = this.options;
-    const wait = this.buckets.reserve(priority, now, waitMs);
-    if (wait === 0) return this.grant(index);
-    const exchange = this.exchangeEarly(now);
-    if (wait > 0) return this.after(wait).then(() => this.afterWait(index));
-    if (waitMs > 0 && exchange) return this.retryAfterExchange(exchange, priority, index, now + waitMs);
-    return this.exhaustedFor(priority, index, now);
+    const exchangeComing = this.exchangeSoon(now, waitMs);
+    if (waitMs <= 0) return this.exhaustedFor(priority, index, now);
+    const spend = this.buckets.spendRate(priority);
+    const ahead = spend > 0 ? (this.line.ahead(priority) * 1000) / spend : 0;
+    if (!exchangeComing && this.buckets.nextTokenInMs(priority, now) + ahead > waitMs)
+      return this.exhaustedFor(priority, index, now);
+    const waiting = this.line.wait(priority, now + waitMs);
+    const pending = waiting.promise.then((end) => this.afterWait(priority, index, end)) as PendingAdmission;
+    pending.cancel = waiting.cancel;
+    return pending;
   }
 
-  private async retryAfterExchange(
-    exchange: Promise<void>,
-    priority: Priority,
-    index: number,
-    deadline: number,
-  ): Promise<Admission> {
-    await Promise.race([exchange, this.after(deadline - this.clock.now())]);
-    if (this.pausedUntil !== 0) return this.whilePaused(index);
-    const now = this.clock.now();
-    if (this.unbounded || this.buckets.tryTake(priority, now)) return this.grant(index);
-    const wait = this.buckets.reserve(priority, now, Math.max(0, deadline - now));
-    if (wait < 0) return this.exhaustedFor(priority, index, now);
-    if (wait > 0) await this.after(wait);
-    return this.afterWait(index);
-  }
-
-  private afterWait(index: number): Admission {
-    // A pause that began while this call waited holds it too (its token is simply not used).
-    if (this.pausedUntil !== 0) return this.refuse(index, 'UPSTREAM_RATE_LIMITED', this.pauseSecondsLeft());
-    return this.grant(index);
+  private afterWait(priority: Priority, index: number, end: WaitEnd): Admission {
+    if (end === 'cancelled') return CALLER_LEFT;
+    // A pause that began while this call waited holds it too (its token, if taken, goes back).
+    if (this.pausedUntil !== 0) {
+      if (end === 'granted') this.buckets.giveBack(priority, this.clock.now());
+      return this.refuse(index, 'UPSTREAM_RATE_LIMITED', this.pauseSecondsLeft());
+    }
+    if (end === 'granted') return this.grant(index);
+    return this.exhaustedFor(priority, index, this.clock.now());
   }
 
   private exhaustedFor(priority: Priority, index: number, now: number): Admission {
     const next = this.buckets.nextTokenInMs(priority, now);
     const seconds = Number.isFinite(next) ? Math.min(60, Math.max(1, Math.ceil(next / 1000))) : 1;
     return this.refuse(index, 'UPSTREAM_BUDGET_EXHAUSTED', seconds);
-  }
-
-  private after(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = this.clock.setTimeout(resolve, Math.max(0, ms));
-      timer.unref?.();
-    });
   }
 
   // --- the pause and its probe ---------------------------------------------------------------------------------
@@ -324,6 +333,7 @@ class AccountBudgetState implements ProviderBudget {
     this.pausedUntil = until;
     this.pauseSetAt = this.clock.now();
     this.probe = 'none';
+    this.line.release(); // the waiting calls read the pause and get 503
     metrics.paused.set({ account: accountId }, 1);
     if (first) metrics.pauses.inc({ account: accountId });
     if (!ours) return;
@@ -377,7 +387,10 @@ class AccountBudgetState implements ProviderBudget {
 
   private onSignal(signal: FleetSignal): void {
     const now = this.clock.now();
-    if (signal.kind === 'pause') this.startPause(signal.until, false);
+    // A pause never lasts longer from now than the cap, whoever published it (a forged or clock-skewed signal).
+    if (signal.kind === 'pause')
+      this.startPause(Math.min(signal.until, now + this.options.retryAfterMaxSeconds * 1000), false);
+    else if (signal.kind === 'short') this.exchangeSoonAfter(now);
     else if (signal.kind === 'resume') {
       if (this.pausedUntil !== 0 && this.probe !== 'mine') this.clearPause();
     } else if (this.effectiveRate === undefined || signal.rate < this.effectiveRate) {
@@ -401,13 +414,42 @@ class AccountBudgetState implements ProviderBudget {
 
   // --- exchanges with the fleet ----------------------------------------------------------------------------------
 
-  /** An exchange now if the last was at least a second ago (a refused call: demand grew), else none. */
-  private exchangeEarly(now: number): Promise<void> | undefined {
-    if (this.exchanging) return this.exchanging;
-    // The first exchanges know little of the demand: the next two may come sooner, to learn it.
-    const spacing = this.exchanges < STARTUP_EXCHANGES ? STARTUP_SPACING_MS : NEAR_INTERVAL_MS;
-    if (now - this.lastExchangeAt < spacing) return undefined;
-    return this.runExchange({ kind: 'none' }, true);
+  /**
+   * A call found no room: is a fresher allocation coming within `withinMs`? One is running, the next is due, or an
+   * early one is worth it (at most one per EARLY_SPACING_MS, and only while the fleet may not know this replica's
+   * demand yet: its first exchanges, or a priority's demand grew past what was reported): then it is started or
+   * scheduled. A replica whose demand the fleet knows stays on its interval, however many calls it refuses.
+   */
+  private exchangeSoon(now: number, withinMs: number): boolean {
+    if (this.exchanging) return true;
+    if (this.timerAt - now <= withinMs) return true;
+    if (this.exchanges >= STARTUP_EXCHANGES && !this.demandGrew(now)) return false;
+    const at = Math.max(now, this.lastExchangeAt + EARLY_SPACING_MS);
+    if (at - now > withinMs) return false;
+    this.exchangeSoonAfter(now);
+    return true;
+  }
+
+  /** The next exchange as soon as EARLY_SPACING_MS after the last allows (never two running at once). */
+  private exchangeSoonAfter(now: number): void {
+    if (this.exchanging || this.closed) return;
+    const at = Math.max(now, this.lastExchangeAt + EARLY_SPACING_MS);
+    if (at >= this.timerAt) return;
+    if (at <= now) this.runExchange({ kind: 'none' }, true);
+    else this.schedule(at - now);
+  }
+
+  /** Short of room for critical or standard demand: the others are told (at most once per EARLY_SPACING_MS). */
+  private tellShort(now: number): void {
+    if (now - this.shortToldAt < EARLY_SPACING_MS) return;
+    this.shortToldAt = now;
+    this.options.store.publish({ kind: 'short' }).catch(() => undefined);
+  }
+
+  private demandGrew(now: number): boolean {
+    const { demand } = this.demandRequest(now);
+    const grew = (p: Priority) => demand[p] > this.reported[p] * GROWTH_FACTOR + 1;
+    return grew('critical') || grew('standard') || grew('sheddable');
   }
 
   /**
@@ -423,6 +465,7 @@ class AccountBudgetState implements ProviderBudget {
     if (periodic) {
       if (this.timer) this.clock.clearTimeout(this.timer);
       this.timer = undefined;
+      this.timerAt = Number.POSITIVE_INFINITY;
       this.exchanging = run.finally(() => {
         this.exchanging = undefined;
         this.schedule();
@@ -432,12 +475,15 @@ class AccountBudgetState implements ProviderBudget {
     return run;
   }
 
-  private schedule(): void {
+  private schedule(inMs = this.intervalMs): void {
     if (this.closed) return;
+    if (this.timer) this.clock.clearTimeout(this.timer);
+    this.timerAt = this.clock.now() + inMs;
     this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
+      this.timerAt = Number.POSITIVE_INFINITY;
       this.runExchange({ kind: 'none' }, true);
-    }, this.intervalMs);
+    }, inMs);
     this.timer.unref?.();
   }
 
@@ -446,13 +492,9 @@ class AccountBudgetState implements ProviderBudget {
     const now = this.clock.now();
     const request = this.demandRequest(now);
     if (periodic) {
-      for (let i = 0; i < 3; i += 1) this.askedBefore[i] = this.asked[i];
-      this.asked.fill(0);
-      this.acceptedBefore = this.acceptedCalls;
-      this.acceptedCalls = 0;
-      this.measuredBefore = this.measuredFrom;
+      this.meter.restart(now);
+      this.reported = request.demand;
       this.exchanges += 1;
-      this.measuredFrom = now;
       this.lastExchangeAt = now;
     }
     try {
@@ -466,6 +508,8 @@ class AccountBudgetState implements ProviderBudget {
           shares: this.shares,
           demand: request.demand,
           accepted: request.accepted,
+          using: this.unbounded ? NOTHING : this.buckets.currentRates(),
+          maxPauseMs: this.options.retryAfterMaxSeconds * 1000,
           event,
         }),
       );
@@ -473,19 +517,30 @@ class AccountBudgetState implements ProviderBudget {
       this.apply(reply, now);
       return reply;
     } catch (error) {
-      if (store.kind === 'redis' && health?.healthy()) health.reportFailure(error, NOTICED_BY);
-      this.degrade(now);
+      this.failed(error, now);
       throw error;
     }
   }
 
+  /**
+   * A failed exchange. Redis unreachable: told to the Redis-health owner. Redis answered with an error about the
+   * record (a key of the wrong type, a script error): Redis is healthy, only this budget is not: logged, counted.
+   */
+  private failed(error: unknown, now: number): void {
+    const { store, health, logger, accountId } = { ...this.options, accountId: this.options.accountId };
+    if (error instanceof BudgetRecordError) {
+      if (!this.recordUnusable)
+        logger.error(
+          { account: accountId, err: { message: error.message.slice(0, 200) } },
+          'provider budget: the shared record is unusable, keeping to budget / replicas last seen',
+        );
+      this.recordUnusable = true;
+    } else if (store.kind === 'redis' && health?.healthy()) health.reportFailure(error, NOTICED_BY);
+    this.degrade(now);
+  }
+
   private demandRequest(now: number): { demand: PriorityRates; accepted: number } {
-    const seconds = Math.max(MIN_MEASURE_MS, now - this.measuredBefore) / 1000;
-    const asked = (i: number) => ((this.asked[i] + this.askedBefore[i]) * DEMAND_MARGIN) / seconds;
-    return {
-      demand: { sheddable: asked(0), standard: asked(1), critical: asked(2) },
-      accepted: (this.acceptedCalls + this.acceptedBefore) / seconds,
-    };
+    return this.meter.measure(now);
   }
 
   private withTimeout<T>(promise: Promise<T>): Promise<T> {
@@ -515,9 +570,16 @@ class AccountBudgetState implements ProviderBudget {
       this.options.metrics.degraded.set({ account: accountId }, 0);
       logger.info({ account: accountId }, 'provider budget: shared budget rejoined');
     }
+    this.recordUnusable = false;
+    if (reply.repaired > 0)
+      logger.warn(
+        { account: accountId, fields: reply.repaired },
+        'provider budget: unreadable shared fields (not finite numbers) read as absent',
+      );
     const now = this.clock.now();
     this.replicas = Math.max(1, reply.replicas);
     this.intervalMs = reply.intervalMs;
+    this.leaseUntil = reply.leaseUntil;
     this.effectiveRate = reply.effectiveRate;
     this.learnedRate = reply.learnedRate;
     if (reply.allocation === undefined) this.unbounded = true;
@@ -525,7 +587,10 @@ class AccountBudgetState implements ProviderBudget {
       this.unbounded = false;
       this.buckets.setRates(reply.allocation, now, this.burstSeconds);
     }
-    if (reply.pausedUntil > this.pausedUntil) this.startPause(reply.pausedUntil, false);
+    this.line.serve();
+    if (reply.intervalMs === QUICK_INTERVAL_MS) this.tellShort(now);
+    const pausedUntil = Math.min(reply.pausedUntil, now + this.options.retryAfterMaxSeconds * 1000);
+    if (pausedUntil > this.pausedUntil) this.startPause(pausedUntil, false);
     else if (
       reply.pausedUntil === 0 &&
       this.pausedUntil !== 0 &&
@@ -536,20 +601,26 @@ class AccountBudgetState implements ProviderBudget {
     this.reportRates();
   }
 
-  /** The store cannot be reached: budget / replicas last seen, for this replica alone, until it answers again. */
+  /**
+   * The store cannot be reached: while the fleet still holds this replica's lease (past the next exchange), it keeps
+   * the allocation the fleet counts for it; after, budget / replicas last seen, for this replica alone, until the
+   * store answers again.
+   */
   private degrade(now: number): void {
     const { accountId, logger, metrics } = this.options;
     metrics.storeFailures.inc({ account: accountId });
     if (!this.degraded) {
       this.degraded = true;
       metrics.degraded.set({ account: accountId }, 1);
-      logger.warn(
-        { account: accountId, replicas: this.replicas },
-        'provider budget: shared store unreachable, keeping to budget / replicas last seen',
-      );
+      if (!this.recordUnusable)
+        logger.warn(
+          { account: accountId, replicas: this.replicas },
+          'provider budget: shared store unreachable, keeping to budget / replicas last seen',
+        );
     }
     this.intervalMs = NEAR_INTERVAL_MS;
     if (this.effectiveRate === undefined) return;
+    if (!this.unbounded && now + NEAR_INTERVAL_MS + EXCHANGE_TIMEOUT_MS < this.leaseUntil) return;
     const share = this.effectiveRate / this.replicas;
     this.unbounded = false;
     this.buckets.setRates(
@@ -574,6 +645,8 @@ class AccountBudgetState implements ProviderBudget {
       );
   }
 }
+
+const NOTHING: PriorityRates = Object.freeze({ sheddable: 0, standard: 0, critical: 0 });
 
 function noOthers() {
   const zero = { sheddable: 0, standard: 0, critical: 0 };

@@ -3,7 +3,7 @@
 
 import type { RedisClient } from '../../store/redis-connection';
 import type { ChannelListener } from '../../tokens';
-import { type BudgetStore, decodeSignal, encodeSignal } from './budget-store';
+import { BudgetRecordError, type BudgetStore, decodeSignal, encodeSignal } from './budget-store';
 import {
   CEILING_MARGIN,
   CEILING_MEMORY_MS,
@@ -17,15 +17,24 @@ import {
   MIN_STEP,
   NEAR_INTERVAL_MS,
   NEAR_SHARE,
+  QUICK_INTERVAL_MS,
   RECORD_TTL_MS,
+  RELEASE_INTERVAL_MS,
 } from './fleet-state';
 
 /**
- * exchangeWithFleet (fleet-state.ts), step for step. Fields: `r:<replica>` = "expiresAt dc ds dh ac as ah accepted"
- * (demand and allocation by priority: critical, standard, sheddable); `@…` the shared state. Whatever else a field
- * holds (written by hand) reads as absent: an unreadable replica is dropped, an unreadable number is unset.
+ * exchangeWithFleet (fleet-state.ts), step for step. Fields: `r:<replica>` = "expiresAt dc ds dh ac as ah accepted
+ * hc hs hh" (demand, allocation and hold by priority: critical, standard, sheddable; a record of 8 fields, written
+ * before holds existed, holds its allocation); `@…` the shared state. Whatever else a field holds (written by hand,
+ * NaN, Infinity) reads as absent and is counted in the reply: an unreadable replica is dropped, an unreadable
+ * number is unset. A pause read from the record never lasts longer from now than the cap (ARGV[16]).
  */
 const EXCHANGE_SCRIPT = `
+local function num(v)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then return nil end
+  return n
+end
 local now = tonumber(ARGV[1])
 local me = 'r:' .. ARGV[2]
 local configured = tonumber(ARGV[3])
@@ -34,24 +43,35 @@ local shS, shT, shC = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local dC, dT, dS = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local accepted = tonumber(ARGV[10])
 local event, eventArg = ARGV[11], tonumber(ARGV[12])
+local uC, uT, uS = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
+local maxPause = tonumber(ARGV[16])
 local flat = redis.call('HGETALL', KEYS[1])
 local st = {}
+local repaired = 0
 local oN, oDC, oDT, oDS, oAC, oAT, oAS, oG = 0, 0, 0, 0, 0, 0, 0, 0
 local gone = {}
-local pat = '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)$'
+local pat = '^(%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+) (%S+)(.*)$'
+local holds = '^ (%S+) (%S+) (%S+)$'
 for i = 1, #flat, 2 do
   local f, v = flat[i], flat[i + 1]
   if string.sub(f, 1, 1) == '@' then
-    st[f] = tonumber(v)
+    st[f] = num(v)
+    if st[f] == nil and v ~= '' then repaired = repaired + 1 end
   elseif f ~= me then
-    local e, a, b, c, d, x, y, g = string.match(v, pat)
-    local n = {tonumber(e) or -1, tonumber(a) or -1, tonumber(b) or -1, tonumber(c) or -1, tonumber(d) or -1,
-      tonumber(x) or -1, tonumber(y) or -1, tonumber(g) or -1}
-    local ok = n[1] > now and n[1] <= now + ${RECORD_TTL_MS}
-    for j = 2, 8 do ok = ok and n[j] >= 0 end
+    local e, a, b, c, d, x, y, g, rest = string.match(v, pat)
+    local n = {num(e) or -1, num(a) or -1, num(b) or -1, num(c) or -1, num(d) or -1, num(x) or -1, num(y) or -1,
+      num(g) or -1}
+    if rest == '' then
+      n[9], n[10], n[11] = n[5], n[6], n[7]
+    elseif rest ~= nil then
+      local hc, hs, hh = string.match(rest, holds)
+      n[9], n[10], n[11] = num(hc) or -1, num(hs) or -1, num(hh) or -1
+    end
+    local ok = rest ~= nil and n[1] > now and n[1] <= now + ${RECORD_TTL_MS}
+    for j = 2, 11 do ok = ok and n[j] >= 0 end
     if ok then
       oN = oN + 1; oDC = oDC + n[2]; oDT = oDT + n[3]; oDS = oDS + n[4]
-      oAC = oAC + n[5]; oAT = oAT + n[6]; oAS = oAS + n[7]; oG = oG + n[8]
+      oAC = oAC + n[9]; oAT = oAT + n[10]; oAS = oAS + n[11]; oG = oG + n[8]
     else
       gone[#gone + 1] = f
     end
@@ -65,7 +85,7 @@ if ceiling ~= nil and ceiling <= 0 then ceiling = nil end
 local ceilingAt = st['@ceilingAt'] or 0
 local lastDecrease = st['@lastDecrease'] or 0
 local raisedAt = st['@raisedAt'] or 0
-local pause = st['@pause'] or 0
+local pause = math.min(st['@pause'] or 0, now + maxPause)
 local probeUntil = st['@probeUntil'] or 0
 local function effective()
   if learned == nil then return configured end
@@ -82,7 +102,7 @@ if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
     ceilingAt = now; lastDecrease = now; raisedAt = now
   end
 elseif event == 'pause' then
-  pause = math.max(pause, eventArg); probeUntil = 0
+  pause = math.max(pause, math.min(eventArg, now + maxPause)); probeUntil = 0
 elseif event == 'resume' then
   if pause <= now then pause = 0 end
   probeUntil = 0
@@ -101,9 +121,8 @@ end
 local rate = effective()
 local replicas = oN + 1
 local near = rate ~= nil and (oDC + oDT + oDS + dC + dT + dS >= ${NEAR_SHARE} * rate or learned ~= nil or pause > 0)
-local interval = ${FAR_INTERVAL_MS}
-if near then interval = ${NEAR_INTERVAL_MS} end
 local gC, gT, gS = 0, 0, 0
+local releasing, short = false, false
 if rate ~= nil then
   local tC, tT, tS = oDC + dC, oDT + dT, oDS + dS
   local fC = math.min(tC, shC * rate)
@@ -120,14 +139,25 @@ if rate ~= nil then
   gC = math.min(wC, free); free = free - gC
   gT = math.min(wT, free, math.max(0, shT * rate - oAT)); free = free - gT
   gS = math.min(wS, free, math.max(0, shS * rate - oAS))
+  local margin = math.max(0.5, 0.02 * rate)
+  releasing = uC + uT + uS - (gC + gT + gS) > margin
+  short = wC - gC + (wT - gT) > margin
 end
+local interval = ${FAR_INTERVAL_MS}
+if near then
+  if releasing then interval = ${RELEASE_INTERVAL_MS}
+  elseif short then interval = ${QUICK_INTERVAL_MS}
+  else interval = ${NEAR_INTERVAL_MS} end
+end
+local lease = now + 2 * math.max(interval, ${NEAR_INTERVAL_MS}) + 1000
 local function s(n) if n == nil then return '' end return string.format('%.17g', n) end
-redis.call('HSET', KEYS[1], me, table.concat({s(now + 2 * interval + 1000), s(dC), s(dT), s(dS), s(gC), s(gT), s(gS), s(accepted)}, ' '),
+redis.call('HSET', KEYS[1], me, table.concat({s(lease), s(dC), s(dT), s(dS), s(gC), s(gT), s(gS), s(accepted),
+  s(math.max(gC, uC)), s(math.max(gT, uT)), s(math.max(gS, uS))}, ' '),
   '@learned', s(learned or 0), '@ceiling', s(ceiling or 0), '@ceilingAt', s(ceilingAt), '@lastDecrease', s(lastDecrease),
   '@raisedAt', s(raisedAt), '@pause', s(pause), '@probeUntil', s(probeUntil))
 redis.call('PEXPIRE', KEYS[1], ${RECORD_TTL_MS})
-if rate == nil then return {'', '', '', '', s(learned), s(pause), won, replicas, interval} end
-return {s(gC), s(gT), s(gS), s(rate), s(learned), s(pause), won, replicas, interval}`;
+if rate == nil then return {'', '', '', '', s(learned), s(pause), won, replicas, interval, s(lease), repaired} end
+return {s(gC), s(gT), s(gS), s(rate), s(learned), s(pause), won, replicas, interval, s(lease), repaired}`;
 
 export interface RedisBudgetStoreOptions {
   readonly redis: RedisClient;
@@ -148,24 +178,30 @@ export function createRedisBudgetStore(options: RedisBudgetStoreOptions): Budget
     async exchange(request) {
       const { demand, event } = request;
       const eventArg = event.kind === 'pause' ? event.until : event.kind === 'probe' ? event.leaseMs : 0;
-      const reply = (await redis.eval(
-        EXCHANGE_SCRIPT,
-        1,
-        key,
-        request.now,
-        request.replicaId,
-        request.configuredRate ?? 0,
-        request.shares.sheddable,
-        request.shares.standard,
-        request.shares.critical,
-        demand.critical,
-        demand.standard,
-        demand.sheddable,
-        request.accepted,
-        event.kind,
-        eventArg,
-      )) as [string, string, string, string, string, string, number, number, number];
-      return readReply(reply);
+      const reply = (await redis
+        .eval(
+          EXCHANGE_SCRIPT,
+          1,
+          key,
+          request.now,
+          request.replicaId,
+          request.configuredRate ?? 0,
+          request.shares.sheddable,
+          request.shares.standard,
+          request.shares.critical,
+          demand.critical,
+          demand.standard,
+          demand.sheddable,
+          request.accepted,
+          event.kind,
+          eventArg,
+          request.using.critical,
+          request.using.standard,
+          request.using.sheddable,
+          request.maxPauseMs,
+        )
+        .catch(asRecordError)) as ScriptReply;
+      return readReply(reply, request.now, request.maxPauseMs);
     },
     publish: (signal) => channels.publish(channel, encodeSignal(signal)),
     subscribe(listener) {
@@ -177,21 +213,41 @@ export function createRedisBudgetStore(options: RedisBudgetStoreOptions): Budget
   };
 }
 
-function readReply(
-  reply: [string, string, string, string, string, string, number, number, number],
-): ExchangeReply {
-  const [critical, standard, sheddable, rate, learned, pause, won, replicas, interval] = reply;
-  const optional = (text: string) => (text === '' || Number(text) <= 0 ? undefined : Number(text));
+/** Redis answered with an error (WRONGTYPE, a script error): the record's fault, not Redis's health. */
+function asRecordError(error: unknown): never {
+  if (error instanceof Error && error.name === 'ReplyError') throw new BudgetRecordError(error.message);
+  throw error;
+}
+
+type ScriptReply = [string, string, string, string, string, string, number, number, number, string, number];
+
+/** A number the script wrote; anything not finite (a record written by hand) reads as absent. */
+function finite(text: string): number | undefined {
+  const n = text === '' ? Number.NaN : Number(text);
+  return Number.isFinite(n) ? n : undefined;
+}
+
+function readReply(reply: ScriptReply, now: number, maxPauseMs: number): ExchangeReply {
+  const [critical, standard, sheddable, rate, learned, pause, won, replicas, interval, lease, repaired] =
+    reply;
+  const positive = (text: string) => {
+    const n = finite(text);
+    return n !== undefined && n > 0 ? n : undefined;
+  };
+  const effectiveRate = positive(rate);
+  const rateOf = (text: string) => Math.max(0, finite(text) ?? 0);
   return {
     allocation:
-      rate === ''
+      effectiveRate === undefined
         ? undefined
-        : { critical: Number(critical), standard: Number(standard), sheddable: Number(sheddable) },
-    effectiveRate: optional(rate),
-    learnedRate: optional(learned),
-    pausedUntil: Number(pause) || 0,
+        : { critical: rateOf(critical), standard: rateOf(standard), sheddable: rateOf(sheddable) },
+    effectiveRate,
+    learnedRate: positive(learned),
+    pausedUntil: Math.min(positive(pause) ?? 0, now + maxPauseMs),
     probeWon: Number(won) === 1,
-    replicas: Number(replicas),
-    intervalMs: Number(interval),
+    replicas: Math.max(1, Number(replicas) || 1),
+    intervalMs: positive(String(interval)) ?? NEAR_INTERVAL_MS,
+    leaseUntil: finite(lease) ?? now,
+    repaired: Number(repaired) || 0,
   };
 }

@@ -60,7 +60,11 @@ export interface ForwarderDeps {
   readonly tracing?: Tracing;
   /** The account's provider budget (SPEC §11): asked before every provider call, told of every answer. */
   readonly budget?: ForwarderBudget;
+  /** UPSTREAM_RETRY_AFTER_MAX_SECONDS: a provider's Retry-After reaches the caller at most this long (default 120). */
+  readonly retryAfterMaxSeconds?: number;
 }
+
+type Priority = 'critical' | 'standard' | 'sheddable';
 
 /** A refusal of the provider budget: never sent, answered with Retry-After. */
 type BudgetRefusal = {
@@ -72,8 +76,11 @@ type BudgetAdmission = { readonly granted: true } | BudgetRefusal;
 
 /** What the forwarder needs of src/budget's ProviderBudget (structural: forwarding does not depend on budget). */
 export interface ForwarderBudget {
-  admit(priority?: 'critical' | 'standard' | 'sheddable'): BudgetAdmission | Promise<BudgetAdmission>;
+  /** A wait comes as a Promise; its `cancel()`, when there, ends the wait (the caller left). */
+  admit(priority?: Priority): BudgetAdmission | (Promise<BudgetAdmission> & { cancel?(): void });
   observe(status: number, retryAfter?: string | readonly string[] | number): void;
+  /** A granted call that never reached the provider: its unit comes back. */
+  giveBack?(priority?: Priority): void;
 }
 
 export interface Forwarder {
@@ -92,6 +99,8 @@ class Call extends UpstreamRequest {
   answers = 0;
   /** The call ended on a provider answer: the last attempt made was answered (not cut, timed out or refused after). */
   lastAnswered = false;
+  /** Budget units granted and not yet spent on an attempt: given back if the exchange ends without sending. */
+  budgetHeld = 0;
   /**
    * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
    * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
@@ -136,6 +145,7 @@ const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIP
 
 export function createForwarder(deps: ForwarderDeps): Forwarder {
   const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
+  const retryAfterMaxSeconds = deps.retryAfterMaxSeconds ?? 120;
   const tracing = deps.tracing ?? NO_TRACING;
   // Made once, not per request: with traces off the span wrapper only calls it.
   const getAccessToken = () => deps.tokens.getAccessToken();
@@ -198,7 +208,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
               proxyRes.resume();
               return;
             }
-            readAnswer(proxyRes, maxAnswerBytes).then(
+            readAnswer(proxyRes, maxAnswerBytes, retryAfterMaxSeconds).then(
               (answer) => {
                 if (attempt.settled) return;
                 settle(attempt);
@@ -245,6 +255,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       };
       call.runningAttempt = attempt;
       call.lastAnswered = false;
+      if (call.budgetHeld > 0) call.budgetHeld -= 1; // spent: this attempt goes to the provider
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
@@ -285,7 +296,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         { requestId: req.id, route: call.exchange.route, code: error.code },
         'upstream connection error, retrying once',
       );
-      const admitting = admit(req, res);
+      const admitting = admit(req, res, call);
       if (admitting) await admitting;
       return circuit.run(() => attemptOnce(call, accessToken));
     }
@@ -305,7 +316,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         }),
       );
       try {
-        const admitting = admit(req, res);
+        const admitting = admit(req, res, call);
         if (admitting) await admitting;
         const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
         noteTokenSource(res, token.source);
@@ -318,7 +329,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop. The
         // 401 is not the call's final answer: only the retry's is (a refusal before it leaves none).
         call.lastAnswered = false;
-        const readmitting = admit(req, res);
+        const readmitting = admit(req, res, call);
         if (readmitting) await readmitting;
         const renewed = await tracing.inSpan(
           'token.renew',
@@ -335,6 +346,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       } catch (error) {
         throw toGatewayError(error, deps.circuits.of(exchange.route));
       } finally {
+        giveBackUnsent(req, call);
         if (call.upstreamMs > 0) res.locals.upstreamMs = Math.round(call.upstreamMs * 10) / 10;
         if (call.answers > 0) {
           res.locals.upstreamStatus = call.lastStatus;
@@ -349,12 +361,27 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
    * Room in the provider budget for one call of the caller's priority: synchronous and allocation-free when granted
    * (the common case); a wait only when the budget says so. Refused: the reason with Retry-After, never sent.
    */
-  function admit(req: Request, res: Response): Promise<void> | undefined {
+  function admit(req: Request, res: Response, call: Call): Promise<void> | undefined {
     if (!deps.budget) return undefined;
     const priority = req.caller?.priority ?? 'standard';
     const admission = deps.budget.admit(priority);
-    if (!(admission instanceof Promise) && admission.granted) return undefined;
-    return settleAdmission(admission, res, priority);
+    if (!(admission instanceof Promise)) {
+      if (!admission.granted) return settleAdmission(admission, res, priority);
+      call.budgetHeld += 1;
+      return undefined;
+    }
+    return settleAdmission(admission, res, priority).then(() => {
+      call.budgetHeld += 1;
+    });
+  }
+
+  /**
+   * Units granted for attempts that were never sent (the token could not be had, the upstream slots or the circuit
+   * refused, the caller left): back to the budget, which may grant them to another call.
+   */
+  function giveBackUnsent(req: Request, call: Call) {
+    for (; call.budgetHeld > 0; call.budgetHeld -= 1)
+      deps.budget?.giveBack?.(req.caller?.priority ?? 'standard');
   }
 
   /** For the request log; the token manager counts the sources in metrics. */
@@ -379,11 +406,21 @@ function sourceAttribute(token: { readonly source: TokenSource }) {
 
 /** A budget that had to wait: granted after all, or refused (noted for the request log). */
 async function settleAdmission(
-  pending: BudgetAdmission | Promise<BudgetAdmission>,
+  pending: BudgetAdmission | (Promise<BudgetAdmission> & { cancel?(): void }),
   res: Response,
   priority: string,
 ): Promise<void> {
-  const admission = await pending;
+  let admission: BudgetAdmission;
+  if (pending instanceof Promise && pending.cancel) {
+    // The caller hangs up while waiting: the wait ends, nothing is taken from the budget.
+    const cancel = pending.cancel;
+    res.once('close', cancel);
+    try {
+      admission = await pending;
+    } finally {
+      res.off('close', cancel);
+    }
+  } else admission = await pending;
   if (admission.granted) return;
   res.locals.budget = admission.reason === 'UPSTREAM_BUDGET_EXHAUSTED' ? 'exhausted' : 'rate_limited';
   res.locals.priority = priority;
@@ -424,7 +461,11 @@ function toGatewayError(error: unknown, circuit: UpstreamCircuit): unknown {
   return error;
 }
 
-function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<UpstreamAnswer> {
+function readAnswer(
+  proxyRes: IncomingMessage,
+  maxBytes: number,
+  retryAfterMaxSeconds: number,
+): Promise<UpstreamAnswer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -444,7 +485,7 @@ function readAnswer(proxyRes: IncomingMessage, maxBytes: number): Promise<Upstre
       }
       resolve({
         status: proxyRes.statusCode ?? 502,
-        headers: allowedAnswerHeaders(proxyRes.headers),
+        headers: allowedAnswerHeaders(proxyRes.headers, retryAfterMaxSeconds),
         body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
       });
     });

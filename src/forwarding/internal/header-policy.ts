@@ -1,5 +1,6 @@
 // Header allow-lists in both directions: what may travel to the upstream, and what may come back to a caller.
 import type { IncomingHttpHeaders } from 'node:http';
+import { readRetryAfter } from '../../http/retry-after';
 
 /**
  * Upstream answer headers a client needs; everything else (Set-Cookie, Server, X-Powered-By, ...) is dropped. No
@@ -33,11 +34,25 @@ export function upstreamRequestHeaders(input: UpstreamRequestHeaderInput): Recor
   return headers;
 }
 
-export function allowedAnswerHeaders(upstream: IncomingHttpHeaders): Record<string, string> {
+/**
+ * The allow-listed answer headers. A provider's Retry-After reaches the caller as whole seconds, at most
+ * `retryAfterMaxSeconds` (UPSTREAM_RETRY_AFTER_MAX_SECONDS, the cap the budget's pause keeps to): an HTTP date
+ * becomes the seconds left, a negative, zero, past or unreadable value is dropped.
+ */
+export function allowedAnswerHeaders(
+  upstream: IncomingHttpHeaders,
+  retryAfterMaxSeconds: number,
+  now = Date.now(),
+): Record<string, string> {
   const kept: Record<string, string> = {};
   for (const name of ANSWER_HEADERS) {
     const value = upstream[name];
-    if (typeof value === 'string') kept[name] = value;
+    if (typeof value !== 'string') continue;
+    if (name !== 'retry-after') kept[name] = value;
+    else {
+      const reading = readRetryAfter(value, now, retryAfterMaxSeconds);
+      if (reading.kind === 'pause') kept[name] = String(reading.seconds);
+    }
   }
   return kept;
 }

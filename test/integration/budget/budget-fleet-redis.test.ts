@@ -20,9 +20,13 @@ describe('provider budget fleet on a real Redis', () => {
   const closers: (() => Promise<void> | void)[] = [];
 
   async function replica(accountId: string, requestsPerSecond: number | undefined): Promise<ProviderBudget> {
+    return (await replicaWithHealth(accountId, requestsPerSecond)).budget;
+  }
+
+  async function replicaWithHealth(accountId: string, requestsPerSecond: number | undefined) {
     const made = await budgetReplica(server.url, accountId, requestsPerSecond);
     closers.push(() => made.close());
-    return made.budget;
+    return made;
   }
 
   /** Asks at `perSecond` for `ms`, in 10 ms steps; returns grants per wall-clock second and per priority. */
@@ -35,6 +39,7 @@ describe('provider budget fleet on a real Redis', () => {
     const asked: Record<Priority, number> = { sheddable: 0, standard: 0, critical: 0 };
     const granted: Record<Priority, number> = { sheddable: 0, standard: 0, critical: 0 };
     const reasons = new Set<string>();
+    const criticalRefusedAt: number[] = [];
     const pending: Promise<void>[] = [];
     const start = Date.now();
     const carry = plan.map(() => 0);
@@ -49,6 +54,7 @@ describe('provider budget fleet on a real Redis', () => {
           const record = (a: Awaited<ReturnType<ProviderBudget['admit']>>) => {
             if (!a.granted) {
               reasons.add(a.reason);
+              if (p.priority === 'critical') criticalRefusedAt.push(Date.now() - start);
               return;
             }
             const second = Math.floor(Date.now() / 1000);
@@ -73,7 +79,7 @@ describe('provider budget fleet on a real Redis', () => {
         out.push(perSecond.get(s) ?? 0);
       return out;
     };
-    return { seconds, asked, granted, reasons };
+    return { seconds, asked, granted, reasons, criticalRefusedAt };
   }
 
   beforeAll(async () => {
@@ -88,9 +94,9 @@ describe('provider budget fleet on a real Redis', () => {
     await server.stop();
   });
 
-  // Critical is judged over the whole run, cold start included: the fleet's first exchanges refuse some critical calls
-  // while they learn the demand (docs/provider-budget.md, known limits), which a loaded machine stretches.
-  test('three replicas at 4x the budget, unevenly spread: every second after the first within budget + 5 %, critical >= 85 % over the run', async () => {
+  // Issue 29's bound, exactly: every whole second after the first within budget + 5 % (the default burst, a twentieth
+  // of a second of budget, is that 5 %), critical >= 95 % over the whole run, cold start included.
+  test('three replicas at 4x the budget, unevenly spread: every second after the first within budget + 5 %, critical >= 95 % over the run', async () => {
     const [a, b, c] = await Promise.all([1, 2, 3].map(() => replica('four-times', 60)));
     const run = await drive(
       [
@@ -101,9 +107,13 @@ describe('provider budget fleet on a real Redis', () => {
       ],
       8_000,
     );
-    const seconds = run.seconds(2);
+    const seconds = run.seconds(1);
+    const critical = run.granted.critical / run.asked.critical;
+    console.log(
+      `fleet 4x: per second ${JSON.stringify(seconds)} (first partial ${run.seconds(0)[0]}); critical ${(critical * 100).toFixed(1)} % of ${run.asked.critical}; sheddable ${run.granted.sheddable}/${run.asked.sheddable}; critical refused at ms ${run.criticalRefusedAt}`,
+    );
     for (const granted of seconds) expect(granted).toBeLessThanOrEqual(60 * 1.05);
-    expect(run.granted.critical / run.asked.critical).toBeGreaterThanOrEqual(0.85);
+    expect(critical).toBeGreaterThanOrEqual(0.95);
     expect(run.granted.sheddable).toBeGreaterThan(0);
     expect([...run.reasons]).toEqual(['UPSTREAM_BUDGET_EXHAUSTED']);
   }, 30_000);
@@ -167,8 +177,11 @@ describe('provider budget fleet on a real Redis', () => {
     ];
     const t0 = 1_800_000_000_000;
     const shares = { sheddable: 0.5, standard: 0.8, critical: 1 };
+    const none = { sheddable: 0, standard: 0, critical: 0 };
+    const base = { using: none, maxPauseMs: 120_000 };
     const steps: ExchangeRequest[] = [
       {
+        ...base,
         replicaId: 'a',
         now: t0,
         configuredRate: 100,
@@ -178,6 +191,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 10,
         configuredRate: 100,
@@ -187,6 +201,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'a',
         now: t0 + 1_000,
         configuredRate: 100,
@@ -196,6 +211,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'decrease' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 1_500,
         configuredRate: 100,
@@ -205,6 +221,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'pause', until: t0 + 4_000 },
       },
       {
+        ...base,
         replicaId: 'c',
         now: t0 + 4_100,
         configuredRate: 100,
@@ -214,6 +231,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'probe', leaseMs: 5_000 },
       },
       {
+        ...base,
         replicaId: 'a',
         now: t0 + 4_200,
         configuredRate: 100,
@@ -223,6 +241,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'probe', leaseMs: 5_000 },
       },
       {
+        ...base,
         replicaId: 'c',
         now: t0 + 4_300,
         configuredRate: 100,
@@ -232,6 +251,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'resume' },
       },
       {
+        ...base,
         replicaId: 'b',
         now: t0 + 9_000,
         configuredRate: 100,
@@ -241,6 +261,7 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'none' },
       },
       {
+        ...base,
         replicaId: 'd',
         now: t0 + 30_000,
         configuredRate: undefined,
@@ -249,6 +270,61 @@ describe('provider budget fleet on a real Redis', () => {
         accepted: 20,
         event: { kind: 'none' },
       },
+      // Holds: "a" still applies what it had; "b" then gets only what "a" does not hold; "a" reports the lower figure.
+      {
+        ...base,
+        replicaId: 'a',
+        now: t0 + 30_100,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 200, standard: 0, critical: 0 },
+        accepted: 50,
+        using: { sheddable: 50, standard: 10, critical: 10 },
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 30_200,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'a',
+        now: t0 + 30_300,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 200, standard: 0, critical: 0 },
+        accepted: 50,
+        using: { sheddable: 10, standard: 0, critical: 0 },
+        event: { kind: 'none' },
+      },
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 30_400,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        using: { sheddable: 0, standard: 5, critical: 30 },
+        event: { kind: 'none' },
+      },
+      // A pause asked for far beyond the cap is held to now + the cap.
+      {
+        ...base,
+        replicaId: 'b',
+        now: t0 + 31_000,
+        configuredRate: 100,
+        shares,
+        demand: { sheddable: 0, standard: 10, critical: 80 },
+        accepted: 30,
+        event: { kind: 'pause', until: t0 + 10_000_000 },
+      },
     ];
     const round = (reply: Awaited<ReturnType<BudgetStore['exchange']>>) =>
       JSON.parse(JSON.stringify(reply, (_k, v) => (typeof v === 'number' ? Math.round(v * 1e6) / 1e6 : v)));
@@ -256,6 +332,58 @@ describe('provider budget fleet on a real Redis', () => {
       const [memory, redis] = await Promise.all(stores.map((s) => s.exchange(step)));
       expect(round(redis)).toEqual(round(memory));
     }
+  });
+
+  test('a forged record: a pause years ahead is held to UPSTREAM_RETRY_AFTER_MAX_SECONDS, NaN and Infinity read as absent', async () => {
+    const key = budgetKeys('budget-test:', 'forged').fleet;
+    const now = Date.now();
+    await admin.hset(key, {
+      '@pause': String(now + 10 * 365 * 86_400_000),
+      '@learned': 'nan',
+      '@ceiling': 'inf',
+      '@raisedAt': '-inf',
+      '@lastDecrease': 'garbage',
+    });
+    const client = new Redis(server.url);
+    closers.push(() => client.disconnect());
+    const channels = { publish: async () => undefined, subscribe: () => () => undefined };
+    const store = createRedisBudgetStore({ redis: client, key, channel: 'forged', channels });
+    const none = { sheddable: 0, standard: 0, critical: 0 };
+    const reply = await store.exchange({
+      replicaId: 'x',
+      now,
+      configuredRate: 60,
+      shares: { sheddable: 0.5, standard: 0.8, critical: 1 },
+      demand: { sheddable: 0, standard: 10, critical: 0 },
+      accepted: 0,
+      using: none,
+      maxPauseMs: 120_000,
+      event: { kind: 'none' },
+    });
+    expect(reply.pausedUntil).toBeLessThanOrEqual(now + 120_000);
+    expect(reply.effectiveRate).toBe(60);
+    expect(reply.learnedRate).toBeUndefined();
+    expect(reply.repaired).toBe(4);
+    for (const value of Object.values(reply.allocation ?? {})) expect(Number.isFinite(value)).toBe(true);
+    // What the script wrote back is readable: the pause capped, no NaN left in the record.
+    const record = await admin.hgetall(key);
+    expect(Number(record['@pause'])).toBeLessThanOrEqual(now + 120_000);
+    expect(Object.values(record).some((v) => /nan|inf/i.test(v))).toBe(false);
+    // A replica reading the record pauses at most for the cap.
+    const budget = await replica('forged', 60);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(budget.snapshot().pausedUntil ?? 0).toBeLessThanOrEqual(Date.now() + 120_000);
+    expect(budget.snapshot().effectiveRate).toBe(60);
+  });
+
+  test('a budget key of the wrong type degrades that budget only: Redis stays healthy, the replica keeps to its share', async () => {
+    await admin.set(budgetKeys('budget-test:', 'wrongtype').fleet, 'not a hash');
+    const { budget, health } = await replicaWithHealth('wrongtype', 60);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(budget.snapshot().degraded).toBe(true);
+    expect(health.healthy()).toBe(true);
+    // Its share of the budget (alone: the whole of it), not unbounded.
+    expect(budget.snapshot().allocation).toBeDefined();
   });
 
   test('Redis economy: one replica at ~3,000 calls/s under a budget that does not bind costs well under 1 command per 1,000 calls', async () => {

@@ -221,4 +221,45 @@ describe('provider budget', () => {
     expect(Math.min(...perSecond)).toBeGreaterThanOrEqual(30 * 0.8);
     for (const r of replicas) await r.budget.close();
   });
+
+  test('a pause signal years ahead (forged or clock-skewed) is held to UPSTREAM_RETRY_AFTER_MAX_SECONDS', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const a = replica(store, clock, budgetOf(100), { replicaId: 'a' });
+    await clock.advance(1_000);
+    await store.publish({ kind: 'pause', until: clock.now() + 10 * 365 * 86_400_000 });
+    await clock.advance(10);
+    const until = a.budget.snapshot().pausedUntil ?? 0;
+    expect(until).toBeGreaterThan(clock.now());
+    expect(until).toBeLessThanOrEqual(clock.now() + 120_000);
+    await a.budget.close();
+  });
+
+  test('a wait whose caller left is cancelled: nothing taken, the next call gets the token', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, budgetOf(10), { waitMs: 1_000 });
+    await clock.advance(2_000);
+    while (a.budget.admit('critical') === GRANTED); // empties the buckets (the last one waits)
+    const waiting = [a.budget.admit('critical'), a.budget.admit('critical')];
+    const [first, second] = waiting as (Promise<unknown> & { cancel?(): void })[];
+    expect(first?.cancel).toBeDefined();
+    first?.cancel?.();
+    await clock.advance(1);
+    expect(await first).toMatchObject({ granted: false });
+    await clock.advance(300);
+    // The cancelled call took nothing: the one behind it got the next token.
+    expect(await second).toBe(GRANTED);
+    await a.budget.close();
+  });
+
+  test('a granted call that never went gives its token back: the next call is granted at once', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, budgetOf(10), { waitMs: 0 });
+    await clock.advance(2_000);
+    while (a.budget.admit('critical') === GRANTED);
+    expect(a.budget.admit('critical')).toMatchObject({ granted: false });
+    a.budget.giveBack('critical');
+    expect(a.budget.admit('critical')).toBe(GRANTED);
+    await a.budget.close();
+  });
 });

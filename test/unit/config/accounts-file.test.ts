@@ -75,15 +75,25 @@ describe('UPSTREAM_ACCOUNTS_FILE', () => {
     });
   });
 
-  test('carries a budget for the budget module, and refuses a malformed one', async () => {
+  test('carries a budget for the budget module, defaults filled in by the one budget schema, and refuses a malformed one', async () => {
     const budget = { requestsPerSecond: 50, burst: 100, shares: { sheddable: 0.5, critical: 1 } };
-    expect((await read({ accounts: [account('sandbox', { budget })] }))[0]?.budget).toEqual(budget);
+    // The shares not given take their defaults here (src/config/budget-schema.ts), not in the account.
+    expect((await read({ accounts: [account('sandbox', { budget })] }))[0]?.budget).toEqual({
+      ...budget,
+      shares: { sheddable: 0.5, standard: 0.8, critical: 1 },
+    });
+    // burst may be left out: a twentieth of a second of budget, at least one call.
+    expect(
+      (await read({ accounts: [account('sandbox', { budget: { requestsPerSecond: 50 } })] }))[0]?.budget,
+    ).toEqual({ requestsPerSecond: 50, burst: 3, shares: { sheddable: 0.5, standard: 0.8, critical: 1 } });
     const refused = await problems({
       accounts: [account('sandbox', { budget: { requestsPerSecond: 0, burst: 1, shares: { standard: 2 } } })],
     });
     expect(refused).toEqual([
-      expect.stringContaining('account "sandbox" (accounts[0]) budget.requestsPerSecond:'),
-      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.shares.standard: must be above 0 and at most 1',
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.requestsPerSecond: must be above 0 (to stop calling an account, remove it from the file)',
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.requestsPerSecond: must be at least 0.01',
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.shares.standard: must be at most 1 (the whole budget)',
+      'UPSTREAM_ACCOUNTS_FILE: account "sandbox" (accounts[0]) budget.shares: must keep sheddable <= standard <= critical (a lower priority never gets more than a higher one)',
     ]);
   });
 

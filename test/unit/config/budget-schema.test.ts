@@ -38,8 +38,8 @@ describe('account budget schema', () => {
     });
   });
 
-  test('the default burst is a tenth of a second of budget', () => {
-    expect(accountBudgetSchema.parse({ requestsPerSecond: 200 }).burst).toBe(20);
+  test('the default burst is a twentieth of a second of budget (the 5 % of the per-second bound)', () => {
+    expect(accountBudgetSchema.parse({ requestsPerSecond: 200 }).burst).toBe(10);
   });
 });
 

@@ -1,5 +1,5 @@
 // A provider's Retry-After read into a bounded pause: seconds, HTTP dates, and the hostile rest.
-import { readRetryAfter } from '../../../src/budget/internal/retry-after';
+import { readRetryAfter } from '../../../src/http/retry-after';
 
 const NOW = Date.parse('2026-11-25T12:00:00Z');
 
