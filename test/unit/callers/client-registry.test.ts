@@ -409,11 +409,9 @@ describe('SSO clients: entries with neither keys nor session', () => {
   });
 
   test('are loaded with SSO on: the entry lends its accounts, priority and quota to its tokens, and takes no key', () => {
-    const snapshot = parseClientRegistry(
-      registryText([{ ...sso, quota: { day: 10 } }]),
-      'clients.json',
-      { ssoClients: true },
-    );
+    const snapshot = parseClientRegistry(registryText([{ ...sso, quota: { day: 10 } }]), 'clients.json', {
+      ssoClients: true,
+    });
     const caller = snapshot.byId.get('reports-service');
     expect(caller?.accounts).toEqual(['sandbox']);
     expect(caller?.priority).toBe('sheddable');
