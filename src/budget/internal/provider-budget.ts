@@ -150,6 +150,9 @@ class AccountBudgetState implements ProviderBudget {
   private closed = false;
   private readonly unsubscribe: () => void;
   private readonly granted: { inc(value?: number): void }[];
+  /** Grants since the counter was last read, by priority index (added to it by flushGrants). */
+  private readonly grantedSinceRead = [0, 0, 0];
+  private readonly stopFlushing: () => void;
   private readonly exhausted: { inc(value?: number): void }[];
   private readonly rateLimited: { inc(value?: number): void }[];
 
@@ -173,6 +176,7 @@ class AccountBudgetState implements ProviderBudget {
     this.rateLimited = child('rate_limited');
     for (const counters of [this.granted, this.exhausted, this.rateLimited])
       for (const c of counters) c.inc(0);
+    this.stopFlushing = options.metrics.flushDecisionsBeforeRead(() => this.flushGrants());
     options.metrics.paused.set({ account: options.accountId }, 0);
     options.metrics.degraded.set({ account: options.accountId }, 0);
     this.reportRates();
@@ -226,12 +230,24 @@ class AccountBudgetState implements ProviderBudget {
     if (this.timer) this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     this.unsubscribe();
+    this.flushGrants();
+    this.stopFlushing();
     await this.exchanging?.catch(() => undefined);
   }
 
+  /** The hot path: a number incremented; the counter learns it when it is read. */
   private grant(index: number): Admission {
-    this.granted[index].inc();
+    this.grantedSinceRead[index] += 1;
     return GRANTED;
+  }
+
+  private flushGrants(): void {
+    for (let i = 0; i < this.grantedSinceRead.length; i++) {
+      const count = this.grantedSinceRead[i] as number;
+      if (count === 0) continue;
+      this.grantedSinceRead[i] = 0;
+      this.granted[i]?.inc(count);
+    }
   }
 
   private refuse(index: number, reason: RefusalReason, retryAfterSeconds: number): Admission {

@@ -38,6 +38,24 @@ describe('provider budget', () => {
     await a.budget.close();
   });
 
+  test('grants are counted in upstream_budget_decisions_total by priority whenever it is read, and at close', async () => {
+    const clock = new FakeClock();
+    const a = replica(createMemoryBudgetStore(), clock, undefined); // unbounded: every call granted
+    const grantedOf = async (priority: Priority) =>
+      (await a.metrics.budget.decisions.get()).values.find(
+        (v) => v.labels.priority === priority && v.labels.decision === 'granted',
+      )?.value;
+    for (let i = 0; i < 3; i++) a.budget.admit('standard');
+    a.budget.admit('critical');
+    expect(await grantedOf('standard')).toBe(3);
+    expect(await grantedOf('critical')).toBe(1);
+    a.budget.admit('standard');
+    expect(await grantedOf('standard')).toBe(4); // read twice: counted once
+    a.budget.admit('sheddable');
+    await a.budget.close();
+    expect(await grantedOf('sheddable')).toBe(1);
+  });
+
   test('three replicas at 4x the budget, spread unevenly: each second after the first stays within budget + 5 %, critical is served', async () => {
     const clock = new FakeClock();
     const store = createMemoryBudgetStore();
