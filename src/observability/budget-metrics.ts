@@ -3,24 +3,8 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 
 /** Every label value is bounded: account ids of the accounts file, the three priorities, three decisions. */
 export function createBudgetMetrics(registers: Registry[]) {
-  // Grants are counted per call in plain numbers and added to the counter when it is read: a prom-client increment
-  // validates and hashes its labels every time, which was most of what admitting a call cost.
-  const beforeRead = new Set<() => void>();
   return {
-    decisions: new Counter({
-      name: 'upstream_budget_decisions_total',
-      help: "Calls the account's provider budget let through (granted) or refused: exhausted (429 UPSTREAM_BUDGET_EXHAUSTED) or rate_limited (503 UPSTREAM_RATE_LIMITED, the account paused).",
-      labelNames: ['account', 'priority', 'decision'] as const,
-      registers,
-      collect() {
-        for (const flush of beforeRead) flush();
-      },
-    }),
-    /** Runs `flush` before every read of upstream_budget_decisions_total (a scrape); returns how to stop. */
-    flushDecisionsBeforeRead(flush: () => void): () => void {
-      beforeRead.add(flush);
-      return () => beforeRead.delete(flush);
-    },
+    ...decisionMetrics(registers),
     effectiveRate: new Gauge({
       name: 'upstream_budget_effective_rate',
       help: "The fleet's rate for the account now, calls per second: min(configured budget, learned limit); +Inf when neither exists.",
@@ -85,3 +69,28 @@ export function createBudgetMetrics(registers: Registry[]) {
 }
 
 export type BudgetMetrics = ReturnType<typeof createBudgetMetrics>;
+
+/**
+ * The calls granted and refused. Grants are counted per call in plain numbers and added to the counter when it is
+ * read: a prom-client increment validates and hashes its labels every time, which was most of what admitting a call
+ * cost.
+ */
+function decisionMetrics(registers: Registry[]) {
+  const beforeRead = new Set<() => void>();
+  return {
+    decisions: new Counter({
+      name: 'upstream_budget_decisions_total',
+      help: "Calls the account's provider budget let through (granted) or refused: exhausted (429 UPSTREAM_BUDGET_EXHAUSTED) or rate_limited (503 UPSTREAM_RATE_LIMITED, the account paused).",
+      labelNames: ['account', 'priority', 'decision'] as const,
+      registers,
+      collect() {
+        for (const flush of beforeRead) flush();
+      },
+    }),
+    /** Runs `flush` before every read of upstream_budget_decisions_total (a scrape); returns how to stop. */
+    flushDecisionsBeforeRead(flush: () => void): () => void {
+      beforeRead.add(flush);
+      return () => beforeRead.delete(flush);
+    },
+  };
+}
