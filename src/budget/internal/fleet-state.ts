@@ -198,8 +198,11 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, fleetAccepted:
       // A reading of what was accepted is no ceiling (it may be taken over too short a time): the rate climbs on
       // until the next 429, whose allowed rate is one.
       // So is a 429 soon after the last decrease (calls sent before the fleet heard of it).
+      // The ceiling is the lower of the rate the fleet was allowed and what the provider accepted (measured over a
+      // second or more): a fleet still climbing when the 429 came was allowed more than the provider's limit, and a
+      // ceiling of 0.9 x that allowed rate could sit above the limit (measured: 30.9/s learned at a limit of 30/s).
       const settled = current !== undefined && now - fleet.lastDecrease >= CEILING_SETTLE_MS;
-      fleet.ceiling = settled ? drew : undefined;
+      fleet.ceiling = settled ? (fleetAccepted > 0 ? Math.min(drew, fleetAccepted) : drew) : undefined;
       fleet.ceilingAt = now;
       fleet.lastDecrease = now;
       fleet.raisedAt = now;

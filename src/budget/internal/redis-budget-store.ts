@@ -95,10 +95,13 @@ end
 local won = 0
 if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
   local current = effective()
-  local drew = current or math.max(oG + accepted, accepted * (oN + 1))
+  local fleetAccepted = math.max(oG + accepted, accepted * (oN + 1))
+  local drew = current or fleetAccepted
   if drew > 0 then
     learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
-    if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then ceiling = drew else ceiling = nil end
+    if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then
+      if fleetAccepted > 0 then ceiling = math.min(drew, fleetAccepted) else ceiling = drew end
+    else ceiling = nil end
     ceilingAt = now; lastDecrease = now; raisedAt = now
   end
 elseif event == 'pause' then
