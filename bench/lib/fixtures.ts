@@ -62,12 +62,14 @@ export function writeGovernedSetup(
     passwordFile: secret(`${accountId}-password`, credentials.password),
     ...extra,
   });
+  // BENCH_GOVERNANCE=accounts: the two accounts alone (no budget, no quota), to tell their cost from the others'.
+  const accountsOnly = process.env.BENCH_GOVERNANCE === 'accounts';
   const accountsFile = join(dir, 'accounts.json');
   writeFileSync(
     accountsFile,
     JSON.stringify({
       accounts: [
-        account('primary', { budget: { requestsPerSecond: 1_000_000, burst: 100_000 } }),
+        account('primary', accountsOnly ? {} : { budget: { requestsPerSecond: 1_000_000, burst: 100_000 } }),
         account('secondary'),
       ],
     }),
@@ -83,8 +85,10 @@ export function writeGovernedSetup(
           scopes: ['documents:validate', 'plans:read'],
           rateLimit: { limit: 1_000_000, windowSeconds: 60 },
           accounts: ['primary', 'secondary'],
-          priority: 'standard',
-          quota: { day: 1_000_000_000, timezone: 'America/Sao_Paulo' },
+          ...(!accountsOnly && {
+            priority: 'standard',
+            quota: { day: 1_000_000_000, timezone: 'America/Sao_Paulo' },
+          }),
         },
       ],
     }),
