@@ -106,4 +106,23 @@ describe('profile summary by feature', () => {
       'Node.js HTTP, streams, timers (no feature on the stack)': 0.7,
     });
   });
+
+  test('governing an account counts apart: the account guard, the budget, the quotas and the ledger, each its own', () => {
+    const nodes: Node[] = [
+      { id: 1, callFrame: frame('(root)'), children: [2] },
+      // The account's quota guard wraps the forwarder, which asks the budget; the ledger counts at the end.
+      { id: 2, callFrame: frame('forward', `${APP}/accounts/account.js`), children: [3, 4, 6] },
+      { id: 3, callFrame: frame('reserve', `${APP}/usage/internal/quota-gate.js`) },
+      { id: 4, callFrame: frame('forward', `${APP}/forwarding/internal/forwarder.js`), children: [5] },
+      { id: 5, callFrame: frame('admit', `${APP}/budget/internal/provider-budget.js`) },
+      { id: 6, callFrame: frame('record', `${APP}/usage/internal/usage-ledger.js`) },
+    ];
+    const summary = summarizeProfile(writeProfileOf(nodes, { 2: 100, 3: 200, 4: 300, 5: 400, 6: 500 }));
+    expect(Object.fromEntries(summary.features.map((e) => [e.name, e.selfMs]))).toEqual({
+      'provider accounts (choice, hold, quota guard)': 0.1,
+      'quotas + usage ledger': 0.7,
+      'forwarder, tokens, plan reads': 0.3,
+      'provider budget': 0.4,
+    });
+  });
 });
