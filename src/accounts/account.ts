@@ -1,5 +1,6 @@
 // What an account is: everything one provider account owns (credentials, token lifecycle, socket pool, circuits,
 // forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
+import type { Response } from 'express';
 import type { Logger } from 'pino';
 import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
@@ -277,6 +278,7 @@ export function quotaGuarded(
         }
       } finally {
         inFlight--;
+        countIfCallerLeft(res);
       }
     },
   };
@@ -290,6 +292,17 @@ export function quotaGuarded(
     };
   };
   return { forwarder, inFlight: () => inFlight, hold };
+}
+
+/**
+ * The caller hung up before the ledger could count its request (usage/request-usage.ts): it is counted now that the
+ * provider call ended, after the request's own handling of the outcome (a timeout's refusal) has run.
+ */
+function countIfCallerLeft(res: Response): void {
+  const pending = res.locals.usagePending;
+  if (pending === undefined) return;
+  res.locals.usagePending = undefined;
+  setImmediate(pending);
 }
 
 /** The account's budget shared by the fleet through Redis (its record and signal channel), else in this process. */

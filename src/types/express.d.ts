@@ -46,6 +46,11 @@ declare global {
       refusal?: string;
       /** The plan read shared another caller's upstream call. */
       coalesced?: boolean;
+      /**
+       * The caller hung up before anything the usage ledger counts was known: the ledger's count of this request,
+       * run by the account's forwarder once a provider call it may still make has ended (the provider bills it).
+       */
+      usagePending?: () => void;
       /** The plan answer came from the short answer cache. */
       cache?: 'hit';
       /** The id of this request's trace, for the request log line (only while tracing is on). */

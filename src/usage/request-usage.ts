@@ -18,7 +18,7 @@ export function requestUsageRecorder(
   defaultAccountOf: (caller: Caller) => string | undefined,
 ): (req: Request, res: Response) => void {
   const counted = new Set(operations);
-  return (req, res) => {
+  const record = (req: Request, res: Response): void => {
     const caller = req.caller;
     const locals = res.locals;
     const operation = locals.route;
@@ -39,5 +39,9 @@ export function requestUsageRecorder(
     else if (locals.refusal === 'UPSTREAM_TIMEOUT') ledger.record(client, account, operation, 'timeouts');
     else if (locals.refusal !== undefined)
       ledger.record(client, account, operation, `refused:${locals.refusal}`);
+    // Nothing known yet: the caller hung up while its provider call was out, or before it started (the call goes on,
+    // detached from the caller). Counted when it ends (quotaGuarded), as the provider counts it.
+    else locals.usagePending = () => record(req, res);
   };
+  return record;
 }

@@ -89,11 +89,25 @@ for i = 1, counters do
 end
 return out`;
 
+/**
+ * Units given back (a graceful stop, a reload): only to a counter Redis still holds, and never below 0. A plain DECRBY
+ * on a counter Redis lost (a restart without persistence, an eviction) made a negative one without expiry: kept
+ * forever, and granting the lost units again on top of the limit.
+ */
+const GIVE_BACK_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local total = redis.call('DECRBY', KEYS[1], ARGV[1])
+if total < 0 then total = redis.call('INCRBY', KEYS[1], -total) end
+return total`;
+
 export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
   redis.defineCommand('usageQuotaClaim', { lua: CLAIM_SCRIPT });
-  const run = (
-    redis as unknown as Record<string, (...args: unknown[]) => Promise<[number, number, number?][]>>
-  ).usageQuotaClaim;
+  redis.defineCommand('usageQuotaGiveBack', { numberOfKeys: 1, lua: GIVE_BACK_SCRIPT });
+  const commands = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+  const run = commands.usageQuotaClaim as
+    | ((...args: unknown[]) => Promise<[number, number, number?][]>)
+    | undefined;
+  const giveBack = commands.usageQuotaGiveBack;
   return {
     async claim(claims, replica) {
       const keys = claims.map((c) => c.key);
@@ -110,7 +124,7 @@ export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
       }));
     },
     async giveBack(returns) {
-      await Promise.all(returns.map((r) => redis.decrby(r.key, r.units)));
+      await Promise.all(returns.map((r) => giveBack?.call(redis, r.key, r.units)));
     },
   };
 }
@@ -147,7 +161,7 @@ export function memoryQuotaCounters(now: () => number = Date.now): QuotaCounters
     async giveBack(returns) {
       for (const r of returns) {
         const counter = counters.get(r.key);
-        if (counter) counter.total -= r.units;
+        if (counter) counter.total = Math.max(0, counter.total - r.units);
       }
     },
   };

@@ -408,8 +408,9 @@ export class QuotaGate {
     return { granted, total: lease.fleetTotal + granted };
   }
 
-  private apply(slot: Slot, lease: PeriodLease, claim: QuotaClaim, grant: QuotaGrant, now: number): void {
+  private apply(slot: Slot, lease: PeriodLease, claim: QuotaClaim, claimed: QuotaGrant, now: number): void {
     if (!slot.leases.includes(lease)) return; // the period ended (or the limits changed) while the claim ran
+    const grant = this.withinLimit(lease, claim, claimed);
     if (!this.outage) {
       lease.unsynced = 0;
       lease.outageLeft = undefined;
@@ -421,12 +422,25 @@ export class QuotaGate {
     lease.reservedSinceClaim = 0;
     lease.lastClaimAt = now;
     lease.exhaustedUntil =
-      grant.granted === 0 && claim.want > 0
+      grant.granted === 0 && claim.want > 0 && claim.limit === lease.limit // trimmed by a reload: ask again
         ? Math.min(lease.period.endsAt, now + (this.outage ? 5_000 : EXHAUSTED_RECHECK_MS))
         : 0;
     const event = this.event(slot, lease, grant.total);
     this.options.onClaim?.(event);
     if (lease.exhaustedUntil > 0 && grant.total >= lease.limit) this.crossAll(slot, lease, grant.total);
+  }
+
+  /**
+   * A reload lowered the limit while the claim was out (it was granted under the old one): the units beyond the new
+   * limit go back (to the store, or to the outage's unsynced count they were taken into), never granted.
+   */
+  private withinLimit(lease: PeriodLease, claim: QuotaClaim, grant: QuotaGrant): QuotaGrant {
+    if (claim.limit === lease.limit) return grant;
+    const excess = Math.min(grant.granted, Math.max(0, grant.total - lease.limit));
+    if (excess === 0) return grant;
+    if (this.outage) lease.unsynced = Math.max(0, lease.unsynced - excess);
+    else void this.options.counters.giveBack([{ key: lease.key, units: excess }]).catch(() => undefined);
+    return { ...grant, granted: grant.granted - excess, total: grant.total - excess };
   }
 
   /** Committed units the fleet has used as far as this replica can tell: claimed, minus its own unspent units. */

@@ -48,3 +48,22 @@ test('claims count the replicas that claimed within the window and forget the qu
     { granted: 4, total: 4 },
   ]);
 });
+
+test('units given back to a counter Redis no longer holds (restart, eviction) leave no key and grant nothing extra', async () => {
+  const counters = redisQuotaCounters(redis as unknown as RedisClient);
+  const claim = {
+    key: '{quota:app:lost}:day:UTC:2026-11-25',
+    want: 4,
+    limit: 10,
+    unsynced: 0,
+    expireAt: Date.now() + 60_000,
+  };
+  expect(await counters.claim([claim])).toEqual([{ granted: 4, total: 4 }]);
+  await redis.del(claim.key); // Redis lost the counter (a restart without persistence, an eviction)
+  await counters.giveBack([{ key: claim.key, units: 4 }]); // a graceful stop gives the unspent units back
+  // No counter without expiry, below zero, that would live forever and grant beyond the limit.
+  expect(await redis.exists(claim.key)).toBe(0);
+  expect(await counters.claim([{ ...claim, want: 10 }])).toEqual([{ granted: 10, total: 10 }]);
+  expect(await redis.pttl(claim.key)).toBeGreaterThan(0);
+  expect(await counters.claim([claim])).toEqual([{ granted: 0, total: 10 }]);
+});

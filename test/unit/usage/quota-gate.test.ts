@@ -322,6 +322,47 @@ describe('quota gate', () => {
     expect(await total(keyOf('app', 'default', 'month', '2026-11'), 10_000)).toBe(82);
   });
 
+  test('a reload that lowers the quota while a claim is out: the units it brings back never pass the new limit', async () => {
+    let limits: QuotaLimits = { day: 1_000, timeZone: 'UTC' };
+    const clock = { now: Date.parse('2026-11-25T12:00:00Z') };
+    const memory = memoryQuotaCounters(() => clock.now);
+    let hold: Promise<void> | undefined;
+    const counters: QuotaCounters = {
+      claim: async (c, r) => {
+        const grants = await memory.claim(c, r);
+        await hold;
+        return grants;
+      },
+      giveBack: (r) => memory.giveBack(r),
+    };
+    const gate = new QuotaGate({ counters, keyOf, limitsOf: () => limits, now: () => clock.now });
+    let committed = 0;
+    const spend = async () => {
+      const decision = await gate.reserve('app', 'default');
+      if (!decision.allowed) return false;
+      decision.reservation.commit();
+      committed += 1;
+      return true;
+    };
+    // A busy client: its next lease is large.
+    for (let i = 0; i < 40; i++) await spend();
+    clock.now += 1_000;
+    let open: () => void = () => undefined;
+    hold = new Promise((resolve) => {
+      open = resolve;
+    });
+    // Spends its lease down to the refill point: a large claim (under the limit of 1,000) goes out and is held.
+    for (let i = 0; i < 100 && committed < 95; i++) await spend();
+    limits = { day: 100, timeZone: 'UTC' }; // the operator lowers the quota meanwhile
+    const during = spend();
+    open();
+    hold = undefined;
+    await during;
+    for (let i = 0; i < 200; i++) if (!(await spend())) break;
+    // Every call under the new limit, and none beyond it.
+    expect(committed).toBe(100);
+  });
+
   test('Redis unreachable: each of three replicas keeps to its share (remaining / replicas last seen), logged once', async () => {
     const clock = { now: Date.parse('2026-11-25T12:00:00Z') };
     const memory = memoryQuotaCounters(() => clock.now);
