@@ -337,8 +337,14 @@ class AccountBudgetState implements ProviderBudget {
         'provider Retry-After not taken as given',
       );
     }
-    if (reading.kind === 'pause') this.startPause(now + reading.seconds * 1000, true);
-    else this.decrease(now);
+    if (reading.kind === 'pause') {
+      this.startPause(now + reading.seconds * 1000, true);
+      return;
+    }
+    // The probe's answer without a usable Retry-After: the pause is over and AIMD takes over (kept "in flight"
+    // instead, the fleet would answer 503 until the probe's lease ran out, a pause the provider never asked for).
+    if (this.probe === 'mine') this.endPause();
+    this.decrease(now);
   }
 
   private startPause(until: number, ours: boolean): void {

@@ -131,6 +131,41 @@ describe('provider budget', () => {
     for (const r of replicas) await r.budget.close();
   });
 
+  // The probe's 429 without Retry-After left the probe "in flight" until its lease ran out (the account's timeout
+  // + 1 s): every caller of the fleet got 503 for that long, a pause the provider never asked for.
+  test('a probe answered 429 without Retry-After ends the pause: the rate is lowered (AIMD), no pause is invented', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const replicas = [1, 2].map((n) => replica(store, clock, budgetOf(100), { replicaId: `r${n}` }));
+    await clock.advance(1_500);
+    replicas[0].budget.observe(429, '2');
+    await clock.advance(2_000);
+    let prober: (typeof replicas)[number] | undefined;
+    for (let i = 0; i < 20 && !prober; i += 1) {
+      for (const r of replicas) {
+        const answer = await r.budget.admit('critical');
+        if (answer.granted) prober = r;
+      }
+      await clock.advance(10);
+    }
+    expect(prober).toBeDefined();
+    prober?.budget.observe(429);
+    await clock.advance(100);
+    // Well within the probe lease (5 s here): calls go again, at the lowered rate, on every replica.
+    const tally = new Tally(clock);
+    await load(
+      clock,
+      tally,
+      replicas.map((r) => ({ budget: r.budget, priority: 'critical' as Priority, perSecond: 20 })),
+      2,
+    );
+    for (const r of replicas) expect(r.budget.snapshot().pausedUntil).toBeUndefined();
+    expect(replicas[0].budget.snapshot().learnedRate).toBeLessThan(100);
+    expect(tally.granted.critical).toBeGreaterThan(40);
+    expect(tally.refusals.some((r) => !r.granted && r.reason === 'UPSTREAM_RATE_LIMITED')).toBe(false);
+    for (const r of replicas) await r.budget.close();
+  });
+
   test.each([
     ['garbage', 'soon'],
     ['negative', '-5'],
