@@ -56,6 +56,45 @@ describe('provider budget', () => {
     expect(await grantedOf('sheddable')).toBe(1);
   });
 
+  // A removed account's budget left its gauges behind: removed while paused, upstream_budget_paused stayed 1 for
+  // good and the pause alert (max by account == 1) fired for an account that no longer exists.
+  test('a closed budget removes its gauges; a replaced one (its successor exports the account) neither writes nor removes them', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const series = async (r: ReturnType<typeof replica>) => {
+      const { budget } = r.metrics;
+      const gauges = [
+        budget.paused,
+        budget.degraded,
+        budget.effectiveRate,
+        budget.replicas,
+        budget.allocatedRate,
+      ];
+      const values = await Promise.all(gauges.map(async (g) => (await g.get()).values));
+      return values.flat().filter((v) => v.labels.account === 'acme');
+    };
+    const removed = replica(store, clock, budgetOf(100));
+    await clock.advance(1_500);
+    removed.budget.observe(429, '30');
+    expect(await series(removed)).not.toEqual([]);
+    await removed.budget.close();
+    expect(await series(removed)).toEqual([]);
+
+    let newest = false;
+    const replaced = replica(store, clock, budgetOf(100), { newest: () => newest });
+    newest = true;
+    await clock.advance(1_500);
+    replaced.metrics.budget.paused.set({ account: 'acme' }, 0); // what the successor exports
+    newest = false;
+    replaced.budget.observe(429, '30');
+    await clock.advance(1_100);
+    expect((await replaced.metrics.budget.paused.get()).values).toEqual([
+      expect.objectContaining({ labels: { account: 'acme' }, value: 0 }),
+    ]);
+    await replaced.budget.close();
+    expect((await replaced.metrics.budget.paused.get()).values).toHaveLength(1);
+  });
+
   test('three replicas at 4x the budget, spread unevenly: each second after the first stays within budget + 5 %, critical is served', async () => {
     const clock = new FakeClock();
     const store = createMemoryBudgetStore();
