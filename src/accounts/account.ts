@@ -144,7 +144,7 @@ async function assemble(
     socketsInUse: () => busySockets(agent),
     waiting: () => slots.waiting,
   });
-  const budget = startBudget(spec, shared, logger, closers);
+  const budget = startBudget(spec, shared, logger, closers, view.isNewest);
   const inner = createForwarder({
     baseUrl: spec.baseUrl,
     agent,
@@ -222,7 +222,14 @@ async function startTokens(
 }
 
 /** The account's provider budget, shared by the fleet (SPEC §11), closed with the account. */
-function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, closers: (() => unknown)[]) {
+function startBudget(
+  spec: AccountSpec,
+  shared: AccountShared,
+  logger: Logger,
+  closers: (() => unknown)[],
+  /** A changed account's old unit, still draining, leaves the account's gauges to its successor. */
+  newest: () => boolean,
+) {
   const { config } = shared;
   const budget = createProviderBudget({
     accountId: spec.id,
@@ -236,6 +243,7 @@ function startBudget(spec: AccountSpec, shared: AccountShared, logger: Logger, c
     clock: systemClock,
     logger,
     metrics: shared.metrics.budget,
+    newest,
   });
   closers.push(() => budget.close());
   return budget;

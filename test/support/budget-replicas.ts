@@ -7,7 +7,7 @@ import { budgetKeys } from '../../src/keys/redis-keys';
 import { createMetrics } from '../../src/observability/metrics';
 import { createRedisHealth } from '../../src/store/redis-health';
 import { createRedisTokenStore } from '../../src/store/redis-token-store';
-import { systemClock } from '../../src/tokens';
+import { type Clock, systemClock } from '../../src/tokens';
 import { waitFor } from './ports';
 
 const quiet = pino({ level: 'silent' });
@@ -26,6 +26,8 @@ export async function budgetReplica(
   requestsPerSecond: number | undefined,
   waitMs = 200,
   burst?: number,
+  /** This replica's clock (a skewed host's, in the clock-skew test). */
+  clock: Clock = systemClock,
 ): Promise<BudgetReplica> {
   // The gateway's fail-fast settings (src/store/redis-connection.ts): no offline queue, a short command timeout.
   const client = new Redis(url, {
@@ -48,7 +50,7 @@ export async function budgetReplica(
     probeLeaseMs: 5_000,
     store: createRedisBudgetStore({ redis: client, key: keys.fleet, channel: keys.channel, channels }),
     health,
-    clock: systemClock,
+    clock,
     logger: quiet,
     metrics: metrics.budget,
   });

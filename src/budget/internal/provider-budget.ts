@@ -95,6 +95,11 @@ export interface ProviderBudgetOptions {
   readonly metrics: BudgetMetrics;
   /** Names this replica in the fleet record (default: random). */
   readonly replicaId?: string;
+  /**
+   * Whether this budget exports the account's gauges (default: always). False for a changed account's old unit while
+   * it drains: its successor exports them, and the old one neither overwrites nor removes them.
+   */
+  readonly newest?: () => boolean;
 }
 
 const PRIORITY_INDEX: Readonly<Record<Priority, number>> = { sheddable: 0, standard: 1, critical: 2 };
@@ -177,8 +182,8 @@ class AccountBudgetState implements ProviderBudget {
     for (const counters of [this.granted, this.exhausted, this.rateLimited])
       for (const c of counters) c.inc(0);
     this.stopFlushing = options.metrics.flushDecisionsBeforeRead(() => this.flushGrants());
-    options.metrics.paused.set({ account: options.accountId }, 0);
-    options.metrics.degraded.set({ account: options.accountId }, 0);
+    this.gauge(options.metrics.paused, 0);
+    this.gauge(options.metrics.degraded, 0);
     this.reportRates();
     this.unsubscribe = options.store.subscribe((signal) => this.onSignal(signal));
     this.runExchange({ kind: 'none' }, true);
@@ -232,7 +237,23 @@ class AccountBudgetState implements ProviderBudget {
     this.unsubscribe();
     this.flushGrants();
     this.stopFlushing();
+    this.removeGauges();
     await this.exchanging?.catch(() => undefined);
+  }
+
+  /** Sets one of the account's gauges, unless a newer unit of the account exports them. */
+  private gauge(gauge: { set(labels: { account: string }, value: number): void }, value: number): void {
+    if (this.options.newest?.() ?? true) gauge.set({ account: this.options.accountId }, value);
+  }
+
+  /** A closed budget leaves no series behind (a removed account paused for good would fire the pause alert). */
+  private removeGauges(): void {
+    if (!(this.options.newest?.() ?? true)) return;
+    const { metrics, accountId: account } = this.options;
+    for (const gauge of [metrics.paused, metrics.degraded, metrics.effectiveRate, metrics.learnedRate])
+      gauge.remove({ account });
+    metrics.replicas.remove({ account });
+    for (const priority of PRIORITY_NAMES) metrics.allocatedRate.remove({ account, priority });
   }
 
   /** The hot path: a number incremented; the counter learns it when it is read. */
@@ -337,8 +358,14 @@ class AccountBudgetState implements ProviderBudget {
         'provider Retry-After not taken as given',
       );
     }
-    if (reading.kind === 'pause') this.startPause(now + reading.seconds * 1000, true);
-    else this.decrease(now);
+    if (reading.kind === 'pause') {
+      this.startPause(now + reading.seconds * 1000, true);
+      return;
+    }
+    // The probe's answer without a usable Retry-After: the pause is over and AIMD takes over (kept "in flight"
+    // instead, the fleet would answer 503 until the probe's lease ran out, a pause the provider never asked for).
+    if (this.probe === 'mine') this.endPause();
+    this.decrease(now);
   }
 
   private startPause(until: number, ours: boolean): void {
@@ -350,7 +377,7 @@ class AccountBudgetState implements ProviderBudget {
     this.pauseSetAt = this.clock.now();
     this.probe = 'none';
     this.line.release(); // the waiting calls read the pause and get 503
-    metrics.paused.set({ account: accountId }, 1);
+    this.gauge(metrics.paused, 1);
     if (first) metrics.pauses.inc({ account: accountId });
     if (!ours) return;
     logger.warn(
@@ -374,7 +401,7 @@ class AccountBudgetState implements ProviderBudget {
   private clearPause(): void {
     this.pausedUntil = 0;
     this.probe = 'none';
-    this.options.metrics.paused.set({ account: this.options.accountId }, 0);
+    this.gauge(this.options.metrics.paused, 0);
   }
 
   /** A 429 without a usable Retry-After: the rate falls at once here, and for the fleet at the exchange. */
@@ -583,7 +610,7 @@ class AccountBudgetState implements ProviderBudget {
     const { accountId, logger } = this.options;
     if (this.degraded) {
       this.degraded = false;
-      this.options.metrics.degraded.set({ account: accountId }, 0);
+      this.gauge(this.options.metrics.degraded, 0);
       logger.info({ account: accountId }, 'provider budget: shared budget rejoined');
     }
     this.recordUnusable = false;
@@ -627,7 +654,7 @@ class AccountBudgetState implements ProviderBudget {
     metrics.storeFailures.inc({ account: accountId });
     if (!this.degraded) {
       this.degraded = true;
-      metrics.degraded.set({ account: accountId }, 1);
+      this.gauge(metrics.degraded, 1);
       if (!this.recordUnusable)
         logger.warn(
           { account: accountId, replicas: this.replicas },
@@ -648,6 +675,7 @@ class AccountBudgetState implements ProviderBudget {
   }
 
   private reportRates(): void {
+    if (!(this.options.newest?.() ?? true)) return;
     const { accountId, metrics } = this.options;
     metrics.effectiveRate.set({ account: accountId }, this.effectiveRate ?? Number.POSITIVE_INFINITY);
     if (this.learnedRate === undefined) metrics.learnedRate.remove({ account: accountId });

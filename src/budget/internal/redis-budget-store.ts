@@ -1,5 +1,5 @@
 // The budget store shared by the fleet: the state of fleet-state.ts in one Redis hash per account, changed by one
-// Lua script per exchange (HGETALL, HSET, PEXPIRE: four commands with the EVAL), and signals on a channel.
+// Lua script per exchange (TIME, HGETALL, HSET, PEXPIRE: five commands with the EVAL), and signals on a channel.
 
 import type { RedisClient } from '../../store/redis-connection';
 import type { ChannelListener } from '../../tokens';
@@ -28,6 +28,10 @@ import {
  * before holds existed, holds its allocation); `@…` the shared state. Whatever else a field holds (written by hand,
  * NaN, Infinity) reads as absent and is counted in the reply: an unreadable replica is dropped, an unreadable
  * number is unset. A pause read from the record never lasts longer from now than the cap (ARGV[16]).
+ * Times: with ARGV[17] = 'redis' (the default) the record keeps Redis's clock (TIME), one clock for the fleet: the
+ * caller's times (its now, a pause's end) are moved onto it by the difference of the two clocks, and the times
+ * answered (the pause's end, the lease) moved back, so a replica whose host clock is off neither expires the others'
+ * leases early (they would be dropped and their part granted twice) nor ends a pause early.
  */
 const EXCHANGE_SCRIPT = `
 local function num(v)
@@ -35,7 +39,14 @@ local function num(v)
   if n == nil or n ~= n or n == math.huge or n == -math.huge then return nil end
   return n
 end
-local now = tonumber(ARGV[1])
+local callerNow = tonumber(ARGV[1])
+local now = callerNow
+if ARGV[17] == 'redis' then
+  if redis.replicate_commands then redis.replicate_commands() end
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local shift = now - callerNow
 local me = 'r:' .. ARGV[2]
 local configured = tonumber(ARGV[3])
 if configured ~= nil and configured <= 0 then configured = nil end
@@ -43,6 +54,7 @@ local shS, shT, shC = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local dC, dT, dS = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local accepted = tonumber(ARGV[10])
 local event, eventArg = ARGV[11], tonumber(ARGV[12])
+if event == 'pause' then eventArg = eventArg + shift end
 local uC, uT, uS = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local maxPause = tonumber(ARGV[16])
 local flat = redis.call('HGETALL', KEYS[1])
@@ -159,8 +171,13 @@ redis.call('HSET', KEYS[1], me, table.concat({s(lease), s(dC), s(dT), s(dS), s(g
   '@learned', s(learned or 0), '@ceiling', s(ceiling or 0), '@ceilingAt', s(ceilingAt), '@lastDecrease', s(lastDecrease),
   '@raisedAt', s(raisedAt), '@pause', s(pause), '@probeUntil', s(probeUntil))
 redis.call('PEXPIRE', KEYS[1], ${RECORD_TTL_MS})
-if rate == nil then return {'', '', '', '', s(learned), s(pause), won, replicas, interval, s(lease), repaired} end
-return {s(gC), s(gT), s(gS), s(rate), s(learned), s(pause), won, replicas, interval, s(lease), repaired}`;
+local callerPause = 0
+if pause > 0 then callerPause = pause - shift end
+local callerLease = lease - shift
+if rate == nil then
+  return {'', '', '', '', s(learned), s(callerPause), won, replicas, interval, s(callerLease), repaired}
+end
+return {s(gC), s(gT), s(gS), s(rate), s(learned), s(callerPause), won, replicas, interval, s(callerLease), repaired}`;
 
 export interface RedisBudgetStoreOptions {
   readonly redis: RedisClient;
@@ -172,10 +189,15 @@ export interface RedisBudgetStoreOptions {
     publish(channel: string, message: string): Promise<void>;
     subscribe(channel: string, listener: ChannelListener): () => void;
   };
+  /**
+   * The clock of the record: `redis` (default) reads Redis's TIME, one clock for every replica; `caller` takes the
+   * request's `now` as is (the memory store's behaviour, which the step-by-step equality test holds it to).
+   */
+  readonly time?: 'redis' | 'caller';
 }
 
 export function createRedisBudgetStore(options: RedisBudgetStoreOptions): BudgetStore {
-  const { redis, key, channel, channels } = options;
+  const { redis, key, channel, channels, time = 'redis' } = options;
   return {
     kind: 'redis',
     async exchange(request) {
@@ -202,6 +224,7 @@ export function createRedisBudgetStore(options: RedisBudgetStoreOptions): Budget
           request.using.standard,
           request.using.sheddable,
           request.maxPauseMs,
+          time,
         )
         .catch(asRecordError)) as ScriptReply;
       return readReply(reply, request.now, request.maxPauseMs);

@@ -11,6 +11,7 @@ import {
 import type { ExchangeRequest } from '../../../src/budget/internal/fleet-state';
 import type { Priority } from '../../../src/config/budget-schema';
 import { budgetKeys } from '../../../src/keys/redis-keys';
+import { systemClock } from '../../../src/tokens';
 import { budgetReplica } from '../../support/budget-replicas';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
 
@@ -173,7 +174,13 @@ describe('provider budget fleet on a real Redis', () => {
     const channels = { publish: async () => undefined, subscribe: () => () => undefined };
     const stores: BudgetStore[] = [
       createMemoryBudgetStore(),
-      createRedisBudgetStore({ redis: client, key: keys.fleet, channel: keys.channel, channels }),
+      createRedisBudgetStore({
+        redis: client,
+        key: keys.fleet,
+        channel: keys.channel,
+        channels,
+        time: 'caller',
+      }),
     ];
     const t0 = 1_800_000_000_000;
     const shares = { sheddable: 0.5, standard: 0.8, critical: 1 };
@@ -365,9 +372,10 @@ describe('provider budget fleet on a real Redis', () => {
     expect(reply.learnedRate).toBeUndefined();
     expect(reply.repaired).toBe(4);
     for (const value of Object.values(reply.allocation ?? {})) expect(Number.isFinite(value)).toBe(true);
-    // What the script wrote back is readable: the pause capped, no NaN left in the record.
+    // What the script wrote back is readable: the pause capped (the record keeps Redis's clock, this host's), no NaN
+    // left in the record.
     const record = await admin.hgetall(key);
-    expect(Number(record['@pause'])).toBeLessThanOrEqual(now + 120_000);
+    expect(Number(record['@pause'])).toBeLessThanOrEqual(Date.now() + 120_000);
     expect(Object.values(record).some((v) => /nan|inf/i.test(v))).toBe(false);
     // A replica reading the record pauses at most for the cap.
     const budget = await replica('forged', 60);
@@ -385,6 +393,33 @@ describe('provider budget fleet on a real Redis', () => {
     // Its share of the budget (alone: the whole of it), not unbounded.
     expect(budget.snapshot().allocation).toBeDefined();
   });
+
+  // Each replica passed its own clock into the script: a host 10 s behind wrote leases the others read as expired, so
+  // they dropped its record (its demand and its hold) and took the budget for themselves: its critical callers got
+  // 26 % of their calls.
+  test('a replica whose clock is 10 s behind: the fleet still keeps to the budget and its critical callers keep their share', async () => {
+    const behind = { ...systemClock, now: () => Date.now() - 10_000 };
+    const made = await budgetReplica(server.url, 'skewed', 60, 200, undefined, behind);
+    closers.push(() => made.close());
+    const skewed = made.budget;
+    const honest = await replica('skewed', 60);
+    // The skewed replica's critical callers alone first: it holds most of the budget.
+    await drive([{ budget: skewed, priority: 'critical', perSecond: 50 }], 2_500);
+    const run = await drive(
+      [
+        { budget: skewed, priority: 'critical', perSecond: 50 },
+        { budget: honest, priority: 'standard', perSecond: 200 },
+      ],
+      4_000,
+    );
+    const seconds = run.seconds(0);
+    const critical = run.granted.critical / run.asked.critical;
+    console.log(
+      `clock skew: per second ${JSON.stringify(seconds)}; critical ${(critical * 100).toFixed(1)} %`,
+    );
+    for (const granted of seconds) expect(granted).toBeLessThanOrEqual(60 * 1.05);
+    expect(critical).toBeGreaterThanOrEqual(0.9);
+  }, 30_000);
 
   test('Redis economy: one replica at ~3,000 calls/s under a budget that does not bind costs well under 1 command per 1,000 calls', async () => {
     const budget = await replica('economy', 100_000);

@@ -76,6 +76,7 @@ export function replica(
     waitMs?: number;
     replicaId?: string;
     health?: Parameters<typeof createProviderBudget>[0]['health'];
+    newest?: () => boolean;
   } = {},
 ): Replica {
   const { logger, lines } = captureLogger();
@@ -92,6 +93,7 @@ export function replica(
     metrics: metrics.budget,
     replicaId: overrides.replicaId,
     health: overrides.health,
+    newest: overrides.newest,
   });
   return { budget, lines, metrics };
 }

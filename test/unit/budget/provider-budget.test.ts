@@ -56,6 +56,45 @@ describe('provider budget', () => {
     expect(await grantedOf('sheddable')).toBe(1);
   });
 
+  // A removed account's budget left its gauges behind: removed while paused, upstream_budget_paused stayed 1 for
+  // good and the pause alert (max by account == 1) fired for an account that no longer exists.
+  test('a closed budget removes its gauges; a replaced one (its successor exports the account) neither writes nor removes them', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const series = async (r: ReturnType<typeof replica>) => {
+      const { budget } = r.metrics;
+      const gauges = [
+        budget.paused,
+        budget.degraded,
+        budget.effectiveRate,
+        budget.replicas,
+        budget.allocatedRate,
+      ];
+      const values = await Promise.all(gauges.map(async (g) => (await g.get()).values));
+      return values.flat().filter((v) => v.labels.account === 'acme');
+    };
+    const removed = replica(store, clock, budgetOf(100));
+    await clock.advance(1_500);
+    removed.budget.observe(429, '30');
+    expect(await series(removed)).not.toEqual([]);
+    await removed.budget.close();
+    expect(await series(removed)).toEqual([]);
+
+    let newest = false;
+    const replaced = replica(store, clock, budgetOf(100), { newest: () => newest });
+    newest = true;
+    await clock.advance(1_500);
+    replaced.metrics.budget.paused.set({ account: 'acme' }, 0); // what the successor exports
+    newest = false;
+    replaced.budget.observe(429, '30');
+    await clock.advance(1_100);
+    expect((await replaced.metrics.budget.paused.get()).values).toEqual([
+      expect.objectContaining({ labels: { account: 'acme' }, value: 0 }),
+    ]);
+    await replaced.budget.close();
+    expect((await replaced.metrics.budget.paused.get()).values).toHaveLength(1);
+  });
+
   test('three replicas at 4x the budget, spread unevenly: each second after the first stays within budget + 5 %, critical is served', async () => {
     const clock = new FakeClock();
     const store = createMemoryBudgetStore();
@@ -128,6 +167,41 @@ describe('provider budget', () => {
     await clock.advance(1_100);
     for (const r of replicas) expect(r.budget.snapshot().pausedUntil).toBeUndefined();
     expect(replicas[1].metrics.budget.pauses.get()).toBeDefined();
+    for (const r of replicas) await r.budget.close();
+  });
+
+  // The probe's 429 without Retry-After left the probe "in flight" until its lease ran out (the account's timeout
+  // + 1 s): every caller of the fleet got 503 for that long, a pause the provider never asked for.
+  test('a probe answered 429 without Retry-After ends the pause: the rate is lowered (AIMD), no pause is invented', async () => {
+    const clock = new FakeClock();
+    const store = createMemoryBudgetStore();
+    const replicas = [1, 2].map((n) => replica(store, clock, budgetOf(100), { replicaId: `r${n}` }));
+    await clock.advance(1_500);
+    replicas[0].budget.observe(429, '2');
+    await clock.advance(2_000);
+    let prober: (typeof replicas)[number] | undefined;
+    for (let i = 0; i < 20 && !prober; i += 1) {
+      for (const r of replicas) {
+        const answer = await r.budget.admit('critical');
+        if (answer.granted) prober = r;
+      }
+      await clock.advance(10);
+    }
+    expect(prober).toBeDefined();
+    prober?.budget.observe(429);
+    await clock.advance(100);
+    // Well within the probe lease (5 s here): calls go again, at the lowered rate, on every replica.
+    const tally = new Tally(clock);
+    await load(
+      clock,
+      tally,
+      replicas.map((r) => ({ budget: r.budget, priority: 'critical' as Priority, perSecond: 20 })),
+      2,
+    );
+    for (const r of replicas) expect(r.budget.snapshot().pausedUntil).toBeUndefined();
+    expect(replicas[0].budget.snapshot().learnedRate).toBeLessThan(100);
+    expect(tally.granted.critical).toBeGreaterThan(40);
+    expect(tally.refusals.some((r) => !r.granted && r.reason === 'UPSTREAM_RATE_LIMITED')).toBe(false);
     for (const r of replicas) await r.budget.close();
   });
 
