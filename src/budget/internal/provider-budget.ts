@@ -106,6 +106,10 @@ const PRIORITY_INDEX: Readonly<Record<Priority, number>> = { sheddable: 0, stand
 const PRIORITY_NAMES: readonly Priority[] = ['sheddable', 'standard', 'critical'];
 /** An exchange that takes longer is a failure (a hung Redis): the replica keeps to its own share meanwhile. */
 const EXCHANGE_TIMEOUT_MS = 1_000;
+/** A pause ending within this long after the one known is that pause (its 429s in flight, the clocks' jitter). */
+const SAME_PAUSE_MS = 1_000;
+/** The probe is claimed this long after the pause's end (the clocks' jitter between this replica and Redis). */
+const PROBE_MARGIN_MS = 50;
 /** A replica that lost the probe claim asks again after this long (the winner's probe may be lost too). */
 const PROBE_RETRY_MS = 1_000;
 const NOTICED_BY = 'provider budget';
@@ -315,7 +319,10 @@ class AccountBudgetState implements ProviderBudget {
 
   private whilePaused(index: number): Admission | Promise<Admission> {
     const now = this.clock.now();
-    if (now < this.pausedUntil) return this.refuse(index, 'UPSTREAM_RATE_LIMITED', this.pauseSecondsLeft());
+    // The probe is claimed a little after the pause's end as this replica knows it: the fleet's record keeps the end on
+    // Redis's clock, and a claim that arrives before it there is lost (then asked again only PROBE_RETRY_MS later).
+    if (now < this.pausedUntil + PROBE_MARGIN_MS)
+      return this.refuse(index, 'UPSTREAM_RATE_LIMITED', this.pauseSecondsLeft());
     if (this.probe === 'mine' && now >= this.probeUntil) this.probe = 'none'; // our probe was never answered
     if (this.probe === 'lost' && now >= this.probeUntil) this.probe = 'none';
     if (this.probe !== 'none') return this.refuse(index, 'UPSTREAM_RATE_LIMITED', 1);
@@ -369,8 +376,11 @@ class AccountBudgetState implements ProviderBudget {
   }
 
   private startPause(until: number, ours: boolean): void {
-    // The 429s of calls already in flight repeat the same pause: one pause, one event.
-    if (until <= this.pausedUntil + (ours ? 1_000 : 0)) return;
+    // The 429s of calls already in flight repeat the same pause: one pause, one event. The fleet's copy of a pause
+    // comes back moved between Redis's clock and this one by a few ms (a network round trip): the same pause too.
+    // Taken for a new one, it reset a probe this replica had just won, and the fleet stayed paused for the probe's
+    // lease (the account's timeout) with no probe sent.
+    if (until <= this.pausedUntil + SAME_PAUSE_MS) return;
     const { accountId, logger, metrics } = this.options;
     const first = this.pausedUntil === 0;
     this.pausedUntil = until;
@@ -435,7 +445,12 @@ class AccountBudgetState implements ProviderBudget {
       this.startPause(Math.min(signal.until, now + this.options.retryAfterMaxSeconds * 1000), false);
     else if (signal.kind === 'short') this.exchangeSoonAfter(now);
     else if (signal.kind === 'resume') {
-      if (this.pausedUntil !== 0 && this.probe !== 'mine') this.clearPause();
+      if (this.pausedUntil !== 0 && this.probe !== 'mine') {
+        this.clearPause();
+        // The rates this replica held through the pause are stale: it asks the fleet for its part now, not at its
+        // next interval (seconds away when far from the limit; meanwhile its callers got 429).
+        this.exchangeSoonAfter(now);
+      }
     } else if (this.effectiveRate === undefined || signal.rate < this.effectiveRate) {
       if (this.unbounded) {
         // The fleet has just learned a limit where this replica knew none: its share of it, until the exchange.

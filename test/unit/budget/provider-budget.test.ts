@@ -170,6 +170,60 @@ describe('provider budget', () => {
     for (const r of replicas) await r.budget.close();
   });
 
+  // The Redis store answers the pause's end moved between Redis's clock and the replica's by a round trip's few ms:
+  // the probe claim's own reply, a few ms later than the pause known, was taken for a new pause that reset the probe
+  // just won, and the fleet stayed paused for the probe's lease with no probe sent (seen in the three-replica test).
+  test("a pause's end that comes back a few ms later (the clocks' jitter) is the same pause: the won probe is sent", async () => {
+    const clock = new FakeClock();
+    const inner = createMemoryBudgetStore();
+    let exchanges = 0;
+    const jittery: typeof inner = {
+      ...inner,
+      exchange: async (request) => {
+        const reply = await inner.exchange(request);
+        exchanges += 1; // each round trip a little different: each reply a ms later than the one before
+        return reply.pausedUntil > 0 ? { ...reply, pausedUntil: reply.pausedUntil + exchanges } : reply;
+      },
+    };
+    const a = replica(jittery, clock, budgetOf(100), { replicaId: 'a' });
+    await clock.advance(1_500);
+    a.budget.observe(429, '2');
+    await clock.advance(2_100);
+    const probe = await a.budget.admit('critical');
+    expect(probe).toBe(GRANTED);
+    expect(a.budget.snapshot().probing).toBe(true);
+    a.budget.observe(200);
+    expect(a.budget.snapshot().pausedUntil).toBeUndefined();
+    await a.budget.close();
+  });
+
+  // After a pause a replica held the rates of the pause until its next interval (up to 1 s near the limit, 5 s far
+  // from it): its callers got 429 UPSTREAM_BUDGET_EXHAUSTED with the fleet under its rate.
+  test('a replica told the pause is over asks the fleet for its part at once', async () => {
+    const clock = new FakeClock();
+    const inner = createMemoryBudgetStore();
+    const exchangedBy: string[] = [];
+    const counting: typeof inner = {
+      ...inner,
+      exchange: (request) => {
+        exchangedBy.push(request.replicaId);
+        return inner.exchange(request);
+      },
+    };
+    const [a, b] = ['a', 'b'].map((id) => replica(counting, clock, budgetOf(100), { replicaId: id }));
+    await clock.advance(1_500);
+    a?.budget.observe(429, '2');
+    await clock.advance(2_100);
+    // a probes (its own pause), and its 200 ends the pause for the fleet.
+    expect(await a?.budget.admit('critical')).toBe(GRANTED);
+    a?.budget.observe(200);
+    exchangedBy.length = 0;
+    await clock.advance(200);
+    expect(b?.budget.snapshot().pausedUntil).toBeUndefined();
+    expect(exchangedBy).toContain('b');
+    for (const r of [a, b]) await r?.budget.close();
+  });
+
   // The probe's 429 without Retry-After left the probe "in flight" until its lease ran out (the account's timeout
   // + 1 s): every caller of the fleet got 503 for that long, a pause the provider never asked for.
   test('a probe answered 429 without Retry-After ends the pause: the rate is lowered (AIMD), no pause is invented', async () => {
