@@ -23,7 +23,15 @@ export function billableProblems(entries: readonly unknown[]): string[] {
   });
   if (problems.length === 0 && !entries.some((entry) => !(entry as string).startsWith('!')))
     problems.push('must include at least one class or code (only exclusions bill nothing)');
+  else if (problems.length === 0 && !billsAnything(entries as string[]))
+    problems.push('excludes every status it includes (["2xx", "!2xx"] bills nothing): quotas would never be spent');
   return problems;
+}
+
+function billsAnything(entries: readonly string[]): boolean {
+  const billable = billablePredicate(entries);
+  for (let status = 200; status < 600; status++) if (billable(status)) return true;
+  return false;
 }
 
 function matches(entry: string, status: number): boolean {
