@@ -24,7 +24,9 @@ export function billableProblems(entries: readonly unknown[]): string[] {
   if (problems.length === 0 && !entries.some((entry) => !(entry as string).startsWith('!')))
     problems.push('must include at least one class or code (only exclusions bill nothing)');
   else if (problems.length === 0 && !billsAnything(entries as string[]))
-    problems.push('excludes every status it includes (["2xx", "!2xx"] bills nothing): quotas would never be spent');
+    problems.push(
+      'excludes every status it includes (["2xx", "!2xx"] bills nothing): quotas would never be spent',
+    );
   return problems;
 }
 

@@ -38,7 +38,11 @@ describe('billable statuses', () => {
       'must include at least one class or code (only exclusions bill nothing)',
     ]);
     // Found by the adversarial read: a list whose exclusions cover its inclusions bills nothing, silently.
-    for (const list of [['2xx', '!2xx'], ['404', '!4xx'], ['2xx', '!200', '!2xx']])
+    for (const list of [
+      ['2xx', '!2xx'],
+      ['404', '!4xx'],
+      ['2xx', '!200', '!2xx'],
+    ])
       expect(billableProblems(list)).toEqual([
         'excludes every status it includes (["2xx", "!2xx"] bills nothing): quotas would never be spent',
       ]);
