@@ -300,18 +300,20 @@ export function diagnoseToken(
 
 const DEFAULT_ACCOUNT = 'default';
 
-/** Where an account's credentials come from, in the words of its configuration. */
-function credentialNames(account: AccountLabel): string {
+/**
+ * Where an account's credentials come from, in the words of its configuration: `names` for the refusal, `files` for
+ * its fix.
+ */
+function credentialSettings(account: AccountLabel): { names: string; files: string } {
   return account.id === DEFAULT_ACCOUNT
-    ? 'UPSTREAM_USERNAME/UPSTREAM_PASSWORD'
-    : `the usernameFile/passwordFile of account ${account.id}`;
-}
-
-/** The settings that hold an account's credentials, for the fix of a refused login. */
-function credentialFiles(account: AccountLabel): string {
-  return account.id === DEFAULT_ACCOUNT
-    ? 'the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE])'
-    : `the files named by the usernameFile and passwordFile of account ${account.id} in UPSTREAM_ACCOUNTS_FILE`;
+    ? {
+        names: 'UPSTREAM_USERNAME/UPSTREAM_PASSWORD',
+        files: 'the configured username and password (UPSTREAM_USERNAME[_FILE], UPSTREAM_PASSWORD[_FILE])',
+      }
+    : {
+        names: `the usernameFile/passwordFile of account ${account.id}`,
+        files: `the files named by the usernameFile and passwordFile of account ${account.id} in UPSTREAM_ACCOUNTS_FILE`,
+      };
 }
 
 function diagnoseUnreachable(
@@ -393,13 +395,15 @@ function diagnoseAnswer(
         : `, access token valid for ${attempt.accessLifetimeSeconds} s`;
     return { title, state: 'pass', detail: `${at} issued a token pair (HTTP 200${lifetime})` };
   }
-  if (status === 401 || status === 400)
+  if (status === 401 || status === 400) {
+    const credentials = credentialSettings(account);
     return {
       title,
       state: 'fail',
-      detail: `bad credentials: the provider refused ${credentialNames(account)} (HTTP ${status})`,
-      fix: `check ${credentialFiles(account)} for this environment; a running gateway picks up changed files on its own or on SIGHUP`,
+      detail: `bad credentials: the provider refused ${credentials.names} (HTTP ${status})`,
+      fix: `check ${credentials.files} for this environment; a running gateway picks up changed files on its own or on SIGHUP`,
     };
+  }
   if (status === 403)
     return {
       title,

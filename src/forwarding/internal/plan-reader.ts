@@ -18,7 +18,6 @@ export interface PlanReaderDeps {
 }
 
 type Read = (req: Request, res: Response, id: string) => Promise<UpstreamAnswer>;
-type CachedRead = (req: Request, res: Response, id: string, store: AnswerCache) => Promise<UpstreamAnswer>;
 
 /**
  * Only an answer with a body is handed to another caller (coalescing) or kept (cache): an empty body is never a
@@ -55,34 +54,9 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
   const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
 
   const plainRead: Read = (req, res, id) => forwarder.forward(req, res, planExchange(id));
-
-  /** One upstream call whose complete 200 answer is kept in `store` (the one the read looked up). */
-  const cachedRead: CachedRead = async (req, res, id, store) => {
-    const answer = await forwarder.forward(req, res, planExchange(id));
-    if (cache && isCacheable(answer)) void store.set(planAnswerKey(id), answer, cache.ttlSeconds);
-    return answer;
-  };
-
-  /** The store for one read: pinned at its start (a merchant change meanwhile never gets this answer). */
-  const storeOfRead = (): AnswerCache | undefined => cache && (cache.store.pin?.() ?? cache.store);
-
-  /** One upstream call; with a cache, a complete 200 answer is kept. */
-  const upstreamRead: Read = cache
-    ? (req, res, id) => cachedRead(req, res, id, storeOfRead() as AnswerCache)
-    : plainRead;
-
-  /** The leader's read: the cache first when there is one, else the upstream call itself. */
-  const fetchPlan: Read = cache
-    ? async (req, res, id) => {
-        const store = storeOfRead() as AnswerCache;
-        const cached = await store.get(planAnswerKey(id));
-        if (cached && isCacheable(cached)) {
-          res.locals.cache = 'hit';
-          return cached;
-        }
-        return cachedRead(req, res, id, store);
-      }
-    : plainRead;
+  const { upstreamRead, fetchPlan } = cache
+    ? cachedReads(forwarder, cache)
+    : { upstreamRead: plainRead, fetchPlan: plainRead };
 
   /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
   async function lead(req: Request, res: Response, entry: InFlightRead<Promise<UpstreamAnswer>>) {
@@ -128,4 +102,32 @@ export function createPlanReader({ forwarder, cache }: PlanReaderDeps): PlanRead
     },
   };
   return reader;
+}
+
+/**
+ * The reads of a reader with a cache: the leader looks the plan up first; an upstream call keeps a complete 200
+ * answer. Each read uses the store pinned at its start (a merchant change meanwhile never gets its answer).
+ */
+function cachedReads(
+  forwarder: Forwarder,
+  cache: NonNullable<PlanReaderDeps['cache']>,
+): { upstreamRead: Read; fetchPlan: Read } {
+  const pinned = (): AnswerCache => cache.store.pin?.() ?? cache.store;
+  const readInto = async (req: Request, res: Response, id: string, store: AnswerCache) => {
+    const answer = await forwarder.forward(req, res, planExchange(id));
+    if (isCacheable(answer)) void store.set(planAnswerKey(id), answer, cache.ttlSeconds);
+    return answer;
+  };
+  return {
+    upstreamRead: (req, res, id) => readInto(req, res, id, pinned()),
+    fetchPlan: async (req, res, id) => {
+      const store = pinned();
+      const cached = await store.get(planAnswerKey(id));
+      if (cached && isCacheable(cached)) {
+        res.locals.cache = 'hit';
+        return cached;
+      }
+      return readInto(req, res, id, store);
+    },
+  };
 }
