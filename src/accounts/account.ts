@@ -343,24 +343,40 @@ function planCache(spec: AccountSpec, shared: AccountShared, credentials: Creden
   if (ttlSeconds <= 0) return undefined;
   const { redis, seal } = shared;
   const keyPrefix = shared.config.redis.keyPrefix;
-  let current: { readonly username: string; readonly store: AnswerCache } | undefined;
-  const storeNow = (): AnswerCache => {
-    const { username } = credentials.current();
-    if (current?.username !== username) {
-      const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
-      current = {
-        username,
-        store: redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache(),
-      };
-    }
-    return current.store;
-  };
-  const store: AnswerCache = {
-    get: (key) => storeNow().get(key),
-    set: (key, answer, seconds) => storeNow().set(key, answer, seconds),
-    // A read keeps its answer in the store it looked up: credentials rotated to another merchant while the call was
-    // out never receive the previous merchant's plan.
-    pin: storeNow,
-  };
+  const store = merchantAnswerCache(credentials, (username) => {
+    const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
+    return redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache();
+  });
   return { store, ttlSeconds };
+}
+
+/**
+ * An answer cache per merchant: the one of the username the account logs in with now. A read pins the store it looks
+ * up, and keeps its answer there only if the username is still the same when the answer is in: credentials rotated
+ * to another merchant while the call was out (whichever token it then carried) never mix two merchants' plans.
+ */
+export function merchantAnswerCache(
+  credentials: Pick<CredentialSource, 'current'>,
+  storeOf: (username: string) => AnswerCache,
+): AnswerCache {
+  let current: { readonly username: string; readonly store: AnswerCache } | undefined;
+  const storeNow = (): { readonly username: string; readonly store: AnswerCache } => {
+    const { username } = credentials.current();
+    if (current?.username !== username) current = { username, store: storeOf(username) };
+    return current;
+  };
+  return {
+    get: (key) => storeNow().store.get(key),
+    set: (key, answer, seconds) => storeNow().store.set(key, answer, seconds),
+    pin() {
+      const pinned = storeNow();
+      return {
+        get: (key) => pinned.store.get(key),
+        set: (key, answer, seconds) =>
+          credentials.current().username === pinned.username
+            ? pinned.store.set(key, answer, seconds)
+            : Promise.resolve(),
+      };
+    },
+  };
 }

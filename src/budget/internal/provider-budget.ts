@@ -262,7 +262,9 @@ class AccountBudgetState implements ProviderBudget {
 
   /** The hot path: a number incremented; the counter learns it when it is read. */
   private grant(index: number): Admission {
-    this.grantedSinceRead[index] += 1;
+    // After close (a retired account's last retries) nothing flushes any more: counted at once.
+    if (this.closed) this.granted[index]?.inc();
+    else this.grantedSinceRead[index] += 1;
     return GRANTED;
   }
 

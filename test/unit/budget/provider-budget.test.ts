@@ -54,6 +54,9 @@ describe('provider budget', () => {
     a.budget.admit('sheddable');
     await a.budget.close();
     expect(await grantedOf('sheddable')).toBe(1);
+    // A retired account's last retries are admitted after close, when nothing flushes any more: counted at once.
+    a.budget.admit('sheddable');
+    expect(await grantedOf('sheddable')).toBe(2);
   });
 
   // A removed account's budget left its gauges behind: removed while paused, upstream_budget_paused stayed 1 for
