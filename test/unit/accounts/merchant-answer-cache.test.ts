@@ -12,11 +12,14 @@ const plan = (merchant: string): UpstreamAnswer => ({
 function setUp() {
   let username = 'merchant-a';
   const stores = { 'merchant-a': createMemoryAnswerCache(), 'merchant-b': createMemoryAnswerCache() };
-  const cache = merchantAnswerCache({ current: () => ({ username, password: 'x' }) }, (name) => {
-    const store = stores[name as keyof typeof stores];
-    if (!store) throw new Error(`no store for ${name}`);
-    return store;
-  });
+  const cache = merchantAnswerCache(
+    { current: () => ({ username, password: 'x', fingerprint: 'f' }) },
+    (name) => {
+      const store = stores[name as keyof typeof stores];
+      if (!store) throw new Error(`no store for ${name}`);
+      return store;
+    },
+  );
   return { cache, stores, rotateTo: (name: string) => (username = name) };
 }
 
