@@ -67,7 +67,7 @@ import {
   startSimulatorProcess,
 } from './lib/processes';
 import { commandsPer1k, type RedisCommandCounter, redisCommandCounter } from './lib/redis-commands';
-import { startBareProxy, startNginx } from './lib/reference-proxies';
+import { startBareProxy, startNginx, startStackProxy } from './lib/reference-proxies';
 import { makeThrowawayCertificates } from './lib/throwaway-ca';
 import { formatProfile, summarizeProfile } from './profile-summary';
 
@@ -117,7 +117,7 @@ const UPSTREAM_LABEL: Record<Upstream, string> = {
   slow: `slow ${settings.slowLatencyMs}ms`,
 };
 
-type TargetName = 'direct' | 'bare-proxy' | 'gateway' | 'nginx' | 'compare';
+type TargetName = 'direct' | 'bare-proxy' | 'stack-proxy' | 'gateway' | 'nginx' | 'compare';
 
 interface Target {
   readonly name: TargetName;
@@ -230,7 +230,7 @@ async function main(): Promise<void> {
   async function startGroup(
     upstream: Upstream,
     served: Served,
-    options: { direct: boolean; nginx: boolean; extraEnv?: Record<string, string> },
+    options: { direct: boolean; nginx: boolean; stack?: boolean; extraEnv?: Record<string, string> },
   ): Promise<Group> {
     const procs: Proc[] = [];
     const extra = options.extraEnv ?? {};
@@ -264,6 +264,22 @@ async function main(): Promise<void> {
       cpu: () => cpuTimeMs(bare.proc.pid),
       pid: bare.proc.pid,
     });
+    if (options.stack) {
+      const stack = await startStackProxy(`stack-proxy-${upstream}`, served.url, token, settings.maxSockets, {
+        apiKey,
+        logFile: join(tmp, `stack-proxy-${upstream}.log`),
+        extraEnv: extra,
+      });
+      procs.push(stack.proc);
+      targets.push({
+        name: 'stack-proxy',
+        upstream,
+        url: stack.url,
+        headers: callerHeaders,
+        cpu: () => cpuTimeMs(stack.proc.pid),
+        pid: stack.proc.pid,
+      });
+    }
     targets.push(gateway);
     // Right after `gateway`, so the two builds run back to back in every round.
     if (compareBuild) {
@@ -329,6 +345,7 @@ async function main(): Promise<void> {
       await startGroup('fast', await startFastUpstream('fast-upstream', { cpus: cpus?.upstream }), {
         direct: true,
         nginx: true,
+        stack: true,
       }),
     );
   if (withSimulator)
@@ -365,7 +382,7 @@ async function main(): Promise<void> {
   const targetsOf = (kind: Kind) =>
     (groups.get(kind.upstream)?.targets ?? []).filter((t) => kind.targets.includes(t.name));
 
-  const ALL: TargetName[] = ['direct', 'bare-proxy', 'gateway', 'compare', 'nginx'];
+  const ALL: TargetName[] = ['direct', 'bare-proxy', 'stack-proxy', 'gateway', 'compare', 'nginx'];
   const planGet = (upstream: Upstream): Kind => ({
     name: 'plan GET',
     upstream,
@@ -508,6 +525,11 @@ async function main(): Promise<void> {
       gatewayOverBarePost: pair('fast', 'validation POST', 'gateway', 'bare-proxy'),
       gatewayOverBareGet: pair('fast', 'plan GET', 'gateway', 'bare-proxy'),
       gatewayOverDirectGet: pair('fast', 'plan GET', 'gateway', 'direct'),
+      // The required stack alone against the bare proxy: a ceiling for the gateway's own ratio (issue 32).
+      stackOverBareGetUniqueIds: pair('fast', 'plan GET unique ids', 'stack-proxy', 'bare-proxy'),
+      stackOverBarePost: pair('fast', 'validation POST', 'stack-proxy', 'bare-proxy'),
+      gatewayOverStackGetUniqueIds: pair('fast', 'plan GET unique ids', 'gateway', 'stack-proxy'),
+      gatewayOverStackPost: pair('fast', 'validation POST', 'gateway', 'stack-proxy'),
     },
     simulator: {
       gatewayOverBareGetUniqueIds: pair('simulator', 'plan GET unique ids', 'gateway', 'bare-proxy'),
@@ -522,13 +544,11 @@ async function main(): Promise<void> {
     },
   };
   // The CPU the gateway's features cost per request, the budget a throughput ratio hides: paired like the ratios.
-  const cpuOver = (upstream: Upstream, prefix: string): CpuDelta | null => {
+  const cpuOver = (upstream: Upstream, prefix: string, target: TargetName = 'gateway'): CpuDelta | null => {
     const kind = kindOf(upstream, prefix);
-    return kind
-      ? pairedCpuDelta(
-          samples.get(keyOf(kind, 'gateway')) ?? [],
-          samples.get(keyOf(kind, 'bare-proxy')) ?? [],
-        )
+    const over = kind ? (samples.get(keyOf(kind, target)) ?? []) : [];
+    return kind && over.length > 0
+      ? pairedCpuDelta(over, samples.get(keyOf(kind, 'bare-proxy')) ?? [])
       : null;
   };
   // What the read costs beyond the validation (issue 32): the unique-id GET's CPU added minus the POST's, per round.
@@ -551,6 +571,8 @@ async function main(): Promise<void> {
       'plan GET unique ids': cpuOver('fast', 'plan GET unique ids'),
       'validation POST': cpuOver('fast', 'validation POST'),
       [GET_ONLY]: getOnly('fast'),
+      'stack proxy, plan GET unique ids': cpuOver('fast', 'plan GET unique ids', 'stack-proxy'),
+      'stack proxy, validation POST': cpuOver('fast', 'validation POST', 'stack-proxy'),
     },
     tls: {
       'plan GET unique ids': cpuOver('tls', 'plan GET unique ids'),
@@ -1019,7 +1041,7 @@ function formatReport(
     ...(slowP99Ratio === null
       ? []
       : [`  ${'slow: gateway/bare p99 (of medians)'.padEnd(48)} ${slowP99Ratio.toFixed(3)}`]),
-    'CPU the gateway adds per request over the bare proxy (µs, median of the per-round differences [lowest to highest]):',
+    'CPU added per request over the bare proxy, by the gateway unless the stack proxy is named (µs, median of the per-round differences [lowest to highest]):',
     ...Object.entries(cpuAdded).flatMap(([upstream, scenarios]) =>
       Object.entries(scenarios ?? {}).flatMap(([scenario, cpu]) =>
         cpu
@@ -1051,6 +1073,10 @@ const RATIO_LABEL: Record<string, string> = {
   gatewayOverBareGet: 'gateway/bare plan GET (coalesced)',
   gatewayOverDirectGet: 'gateway/direct plan GET',
   gatewayOverBareThroughput: 'gateway/bare throughput',
+  stackOverBareGetUniqueIds: 'stack/bare plan GET unique ids',
+  stackOverBarePost: 'stack/bare validation POST',
+  gatewayOverStackGetUniqueIds: 'gateway/stack plan GET unique ids',
+  gatewayOverStackPost: 'gateway/stack validation POST',
 };
 
 /** `--only fast,tls`: the upstreams to measure (all by default). */

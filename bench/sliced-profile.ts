@@ -2,10 +2,13 @@
 // the fast upstream, and every CPU sample is charged to the load of its slice, so both loads see the same machine
 // (two profiles taken minutes apart on a shared machine differ by more than the two requests do). Issue 32.
 //   npm run build && node dist/bench/sliced-profile.js [BUILD_DIR]   (BUILD_DIR: another checkout's build; default this)
-//   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway; --governed runs the
+//   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway, --stack the
+//   stack proxy (the bare one plus the required libraries); --governed runs the
 //   gateway as `npm run bench` does (two provider accounts, a budget, a quota, the usage ledger: writeGovernedSetup);
 //   --versus profiles two gateways of the build side by side, plain and governed, their slices interleaved, and
-//   prints what governing costs per request by feature (governed minus plain).
+//   prints what governing costs per request by feature (governed minus plain). --alone gives each profiled process
+//   a CPU of its own (the load generator, the upstream and Redis share the other): the profile is then its CPU time,
+//   not CPU time plus the moments the load generator ran in the middle of one of its socket writes.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -23,6 +26,7 @@ import { type LoadSpec, runLoad } from './lib/load';
 import {
   freePort,
   pinCpus,
+  pinProcess,
   type Served,
   start,
   startFastUpstream,
@@ -44,9 +48,15 @@ const SLICES = envNumber('BENCH_SLICES', 12);
 /** Trimmed at both ends of a slice: autocannon opening and closing its connections. */
 const EDGE_US = 50_000;
 const args = process.argv.slice(2);
-const bare = args.includes('--bare');
+/** --bare or --stack: a reference proxy profiled instead of the gateway. */
+const reference = args.includes('--bare')
+  ? 'bare-proxy'
+  : args.includes('--stack')
+    ? 'stack-proxy'
+    : undefined;
 const versus = args.includes('--versus');
 const governedOnly = args.includes('--governed');
+const alone = args.includes('--alone');
 const build = resolve(args.find((a) => !a.startsWith('--')) ?? ROOT);
 
 const spec = (load: Load, url: string, headers: Record<string, string>, seconds: number): LoadSpec =>
@@ -113,24 +123,23 @@ async function startTarget(
 ): Promise<ProfiledTarget> {
   const dir = join(tmp, `profile-${name}`);
   const profiling = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
-  if (bare) {
+  if (reference) {
     const port = await freePort();
-    const proc = start('bare-proxy', NODE, [...profiling, join(ROOT, 'dist/bench/bare-proxy.js')], {
+    const apiKey = 'stack-proxy-key';
+    const proc = start(reference, NODE, [...profiling, join(ROOT, `dist/bench/${reference}.js`)], {
       cwd: ROOT,
       env: {
         BARE_PORT: String(port),
         BARE_TARGET: upstream,
         BARE_TOKEN: 'bench.token.x',
         BARE_MAX_SOCKETS: '1024',
+        STACK_API_KEY: apiKey,
+        STACK_LOG_FILE: join(tmp, `${reference}.log`),
       },
     });
     const served: Served = { proc, url: `http://127.0.0.1:${port}` };
-    await waitFor(
-      'bare-proxy',
-      async () => (await fetch(`${served.url}/__simulator/stats`)).status > 0,
-      proc,
-    );
-    return { name, dir, served, headers: {}, stop: async () => {} };
+    await waitFor(reference, async () => (await fetch(`${served.url}/__simulator/stats`)).status > 0, proc);
+    return { name, dir, served, headers: { 'x-api-key': apiKey }, stop: async () => {} };
   }
   const { apiKey, clientsFile } = writeLoadClient('bench');
   const redis = await startRedis(tmp);
@@ -198,12 +207,16 @@ async function main(): Promise<void> {
   if (!process.env.BENCH_KEEP) process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   else process.stderr.write(`sliced-profile: profiles kept in ${tmp}\n`);
   const upstream = await startFastUpstream('fast-upstream', { cpus: cpus?.upstream });
+  // --alone: this process (the load) and every child from now on (Redis) on the upstream's CPU, the targets apart.
+  const profiledCpus = alone && cpus ? cpus.rest : undefined;
+  if (profiledCpus && cpus) pinProcess(process.pid, cpus.upstream);
   const targets = versus
     ? [
         await startTarget(tmp, upstream.url, 'plain', false),
         await startTarget(tmp, upstream.url, 'governed', true),
       ]
-    : [await startTarget(tmp, upstream.url, bare ? 'bare-proxy' : 'gateway', governedOnly)];
+    : [await startTarget(tmp, upstream.url, reference ?? 'gateway', governedOnly)];
+  if (profiledCpus) for (const t of targets) pinProcess(t.served.proc.pid, profiledCpus);
   for (const t of targets)
     for (const load of ['GET', 'POST'] as const) await runLoad(spec(load, t.served.url, t.headers, 2));
   const slices = new Map<ProfiledTarget, Slice[]>(targets.map((t) => [t, []]));
@@ -228,7 +241,7 @@ async function main(): Promise<void> {
     const mine = slices.get(t) ?? [];
     const summary = { GET: summarizeSlices(path, mine, 'GET'), POST: summarizeSlices(path, mine, 'POST') };
     summaries.push(summary);
-    const title = bare ? 'bare proxy' : `${t.name === 'gateway' ? '' : `${t.name} `}gateway (${build})`;
+    const title = reference ?? `${t.name === 'gateway' ? '' : `${t.name} `}gateway (${build})`;
     process.stdout.write(`${report(title, summary.GET, summary.POST)}\n\n`);
   }
   await upstream.proc.stop();

@@ -213,8 +213,13 @@ export function pinCpus(enabled: boolean): { upstream: string; rest: string } | 
   if (!enabled || cpus < 2 || !onPath('taskset')) return undefined;
   const rest = cpus === 2 ? '0' : `0-${cpus - 2}`;
   // -a: every thread of this process (libuv pool, V8 helpers), not only the main one.
-  execFileSync('taskset', ['-a', '-pc', rest, String(process.pid)], { stdio: 'ignore' });
+  pinProcess(process.pid, rest);
   return { upstream: String(cpus - 1), rest };
+}
+
+/** Moves a running process, every thread of it, to `cpus` (a taskset list). */
+export function pinProcess(pid: number, cpus: string): void {
+  execFileSync('taskset', ['-a', '-pc', cpus, String(pid)], { stdio: 'ignore' });
 }
 
 function onPath(command: string): boolean {

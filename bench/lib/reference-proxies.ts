@@ -1,30 +1,58 @@
-// The reference proxies the gateway is measured against: the hand-written bare proxy and, when installed, nginx.
+// The reference proxies the gateway is measured against: the hand-written bare proxy, the same with the gateway's
+// required libraries (the stack proxy) and, when installed, nginx.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { NODE, ROOT } from './fixtures';
 import { freePort, type Served, start, waitFor } from './processes';
 
 /** The bare proxy with the same number of upstream sockets as the gateway; `extraEnv` e.g. NODE_EXTRA_CA_CERTS. */
-export async function startBareProxy(
+export function startBareProxy(
   name: string,
   target: string,
   token: string,
   maxSockets: number,
   extraEnv: Record<string, string>,
 ): Promise<Served> {
+  return startNodeProxy('bare-proxy.js', name, { target, token, maxSockets, env: extraEnv });
+}
+
+/**
+ * The bare proxy plus the gateway's required libraries as the gateway configures them (bench/stack-proxy.ts): what
+ * the stack alone costs. Callers present `apiKey` as X-Api-Key, as they do to the gateway.
+ */
+export function startStackProxy(
+  name: string,
+  target: string,
+  token: string,
+  maxSockets: number,
+  options: { apiKey: string; logFile: string; extraEnv: Record<string, string> },
+): Promise<Served> {
+  return startNodeProxy('stack-proxy.js', name, {
+    target,
+    token,
+    maxSockets,
+    env: { STACK_API_KEY: options.apiKey, STACK_LOG_FILE: options.logFile, ...options.extraEnv },
+  });
+}
+
+async function startNodeProxy(
+  script: string,
+  name: string,
+  options: { target: string; token: string; maxSockets: number; env: Record<string, string> },
+): Promise<Served> {
   const port = await freePort();
-  const proc = start(name, NODE, [join(ROOT, 'dist/bench/bare-proxy.js')], {
+  const proc = start(name, NODE, [join(ROOT, 'dist/bench', script)], {
     cwd: ROOT,
     env: {
       BARE_PORT: String(port),
-      BARE_TARGET: target,
-      BARE_TOKEN: token,
-      BARE_MAX_SOCKETS: String(maxSockets),
-      ...extraEnv,
+      BARE_TARGET: options.target,
+      BARE_TOKEN: options.token,
+      BARE_MAX_SOCKETS: String(options.maxSockets),
+      ...options.env,
     },
   });
   const url = `http://127.0.0.1:${port}`;
-  // Any HTTP answer means it serves (the upstream's stats, proxied).
+  // Any HTTP answer means it serves (the upstream's stats, proxied; the stack proxy answers 401 without a key).
   await waitFor(name, async () => (await fetch(`${url}/__simulator/stats`)).status > 0, proc);
   return { proc, url };
 }
