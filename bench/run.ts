@@ -248,22 +248,7 @@ async function main(): Promise<void> {
         cpu: () => cpuTimeMs(served.proc.pid),
         pid: served.proc.pid,
       });
-    const bare = await startBareProxy(
-      `bare-proxy-${upstream}`,
-      served.url,
-      token,
-      settings.maxSockets,
-      extra,
-    );
-    procs.push(bare.proc);
-    targets.push({
-      name: 'bare-proxy',
-      upstream,
-      url: bare.url,
-      headers: callerHeaders,
-      cpu: () => cpuTimeMs(bare.proc.pid),
-      pid: bare.proc.pid,
-    });
+    // The stack proxy before the bare one: stack, bare, gateway run back to back, so both pairs stay adjacent.
     if (options.stack) {
       const stack = await startStackProxy(`stack-proxy-${upstream}`, served.url, token, settings.maxSockets, {
         apiKey,
@@ -280,6 +265,22 @@ async function main(): Promise<void> {
         pid: stack.proc.pid,
       });
     }
+    const bare = await startBareProxy(
+      `bare-proxy-${upstream}`,
+      served.url,
+      token,
+      settings.maxSockets,
+      extra,
+    );
+    procs.push(bare.proc);
+    targets.push({
+      name: 'bare-proxy',
+      upstream,
+      url: bare.url,
+      headers: callerHeaders,
+      cpu: () => cpuTimeMs(bare.proc.pid),
+      pid: bare.proc.pid,
+    });
     targets.push(gateway);
     // Right after `gateway`, so the two builds run back to back in every round.
     if (compareBuild) {
@@ -473,7 +474,7 @@ async function main(): Promise<void> {
         samples.set(keyOf(kind, target.name), [...(samples.get(keyOf(kind, target.name)) ?? []), sample]);
         log(
           `round ${round + 1}/${settings.rounds} ${UPSTREAM_LABEL[kind.upstream].padEnd(11)} ` +
-            `${kind.name.padEnd(24)} ${target.name.padEnd(10)} ` +
+            `${kind.name.padEnd(24)} ${target.name.padEnd(11)} ` +
             `${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms.toFixed(2)} ms  ` +
             `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}  503s ${sample.status503}`,
         );
@@ -546,9 +547,8 @@ async function main(): Promise<void> {
   // The CPU the gateway's features cost per request, the budget a throughput ratio hides: paired like the ratios.
   const cpuOver = (upstream: Upstream, prefix: string, target: TargetName = 'gateway'): CpuDelta | null => {
     const kind = kindOf(upstream, prefix);
-    const over = kind ? (samples.get(keyOf(kind, target)) ?? []) : [];
-    return kind && over.length > 0
-      ? pairedCpuDelta(over, samples.get(keyOf(kind, 'bare-proxy')) ?? [])
+    return kind
+      ? pairedCpuDelta(samples.get(keyOf(kind, target)) ?? [], samples.get(keyOf(kind, 'bare-proxy')) ?? [])
       : null;
   };
   // What the read costs beyond the validation (issue 32): the unique-id GET's CPU added minus the POST's, per round.
@@ -665,7 +665,7 @@ async function main(): Promise<void> {
     ratios,
     /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
     ratioDetails,
-    /** CPU µs per request of the gateway minus the bare proxy's, paired by round. */
+    /** CPU µs per request of the gateway (of the stack proxy where named) minus the bare proxy's, paired by round. */
     cpuAddedOverBare,
     tokens: tokens
       ? {
@@ -1025,7 +1025,7 @@ function formatReport(
     `Node ${process.version}; medians of ${settings.rounds} interleaved rounds of ${settings.durationSeconds}s; ` +
       `${settings.connections} connections (pipelining 1), latency row at ${settings.rate} req/s; ` +
       `slow upstream: ${settings.slowLatencyMs} ms, ${settings.slowConnections} connections; ` +
-      `${settings.maxSockets} upstream sockets for gateway and bare proxy`,
+      `${settings.maxSockets} upstream sockets for the gateway and the reference proxies`,
     notes.pinned
       ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest}`
       : 'not pinned',

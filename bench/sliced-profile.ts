@@ -6,9 +6,10 @@
 //   stack proxy (the bare one plus the required libraries); --governed runs the
 //   gateway as `npm run bench` does (two provider accounts, a budget, a quota, the usage ledger: writeGovernedSetup);
 //   --versus profiles two gateways of the build side by side, plain and governed, their slices interleaved, and
-//   prints what governing costs per request by feature (governed minus plain). --alone gives each profiled process
-//   a CPU of its own (the load generator, the upstream and Redis share the other): the profile is then its CPU time,
-//   not CPU time plus the moments the load generator ran in the middle of one of its socket writes.
+//   prints what governing costs per request by feature (governed minus plain). --alone keeps the load generator,
+//   the upstream and Redis on the last CPU and the profiled process(es) on the others (--versus: the two gateways
+//   share them, one serving at a time): the profile is then the process's CPU time, not CPU time plus the moments
+//   the load generator ran in the middle of one of its socket writes. Needs taskset and at least 2 CPUs.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -48,6 +49,8 @@ const SLICES = envNumber('BENCH_SLICES', 12);
 /** Trimmed at both ends of a slice: autocannon opening and closing its connections. */
 const EDGE_US = 50_000;
 const args = process.argv.slice(2);
+if (args.includes('--bare') && args.includes('--stack'))
+  throw new Error('sliced-profile: --bare or --stack, not both');
 /** --bare or --stack: a reference proxy profiled instead of the gateway. */
 const reference = args.includes('--bare')
   ? 'bare-proxy'
@@ -203,6 +206,7 @@ function versusReport(plain: Record<Load, ProfileSummary>, governed: Record<Load
 
 async function main(): Promise<void> {
   const cpus = pinCpus(true);
+  if (alone && !cpus) throw new Error('sliced-profile: --alone needs taskset and at least 2 CPUs');
   const tmp = mkdtempSync(join(tmpdir(), 'bff-sliced-'));
   if (!process.env.BENCH_KEEP) process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   else process.stderr.write(`sliced-profile: profiles kept in ${tmp}\n`);

@@ -27,7 +27,8 @@ if (!target || !token || !apiKey || !logFile) {
 }
 
 const logger = createLogger({ level: 'info', file: logFile });
-const observe = requestObserver(logger, createMetrics());
+const metrics = createMetrics();
+const observe = requestObserver(logger, metrics);
 
 /** The request line and latency observation, as the gateway takes them (labelled like a plan read). */
 const logAndCount: RequestHandler = (req, res, next) => {
@@ -48,7 +49,7 @@ const requireKey: RequestHandler = (req, res, next) => {
 
 const agentOptions = { keepAlive: true, maxSockets: Number(process.env.BARE_MAX_SOCKETS ?? 256) };
 const app = express();
-app.disable('x-powered-by');
+app.disable('x-powered-by'); // as the gateway (the bare proxy keeps Express's default)
 app.set('etag', false);
 app.set('query parser', false);
 app.use(logAndCount);
@@ -77,8 +78,19 @@ const server = app.listen(Number(process.env.BARE_PORT ?? 0), '127.0.0.1', () =>
   const { port } = server.address() as AddressInfo;
   process.stdout.write(`stack-proxy listening on http://127.0.0.1:${port}\n`);
 });
+/** How many latencies the histogram holds: printed at exit, so a test can see they were observed. */
+async function observedRequests(): Promise<number> {
+  const { values } = await metrics.httpDuration.get();
+  return values
+    .filter((value) => value.metricName === 'http_request_duration_seconds_count')
+    .reduce((sum, value) => sum + value.value, 0);
+}
+
 process.once('SIGTERM', () => {
   server.close();
   server.closeAllConnections();
-  void flushLogger(logger).finally(() => process.exit(0));
+  void observedRequests()
+    .then((count) => process.stdout.write(`stack-proxy observed ${count} request latencies\n`))
+    .then(() => flushLogger(logger))
+    .finally(() => process.exit(0));
 });

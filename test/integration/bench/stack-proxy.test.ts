@@ -12,7 +12,12 @@ const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const API_KEY = 'stack-proxy-test-key';
 const children: ChildProcess[] = [];
 
-async function run(script: string, env: Record<string, string>, ready: string): Promise<ChildProcess> {
+interface Running {
+  readonly child: ChildProcess;
+  output(): string;
+}
+
+async function run(script: string, env: Record<string, string>, ready: string): Promise<Running> {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', ...env },
@@ -24,7 +29,7 @@ async function run(script: string, env: Record<string, string>, ready: string): 
     output += chunk.toString();
   });
   await waitFor(() => output.includes(ready), { timeoutMs: 20_000, what: script });
-  return child;
+  return { child, output: () => output };
 }
 
 afterAll(() => {
@@ -60,9 +65,11 @@ it('forwards a keyed call with the security and rate-limit headers, logs it, and
   expect(answer.headers.get('x-content-type-options')).toBe('nosniff');
   expect(answer.headers.get('ratelimit')).toMatch(/^limit=1000000000, remaining=\d+, reset=\d+$/);
 
-  // SIGTERM flushes the batched log: one line per call, the refused one included, each with its latency.
-  proxy.kill('SIGTERM');
-  await waitFor(() => proxy.exitCode !== null, { timeoutMs: 10_000, what: 'stack-proxy exit' });
+  // At exit the batched log reaches the file and the proxy prints how many latencies its histogram holds: one line
+  // and one observation per call, the refused one included.
+  proxy.child.kill('SIGTERM');
+  await waitFor(() => proxy.child.exitCode !== null, { timeoutMs: 10_000, what: 'stack-proxy exit' });
+  expect(proxy.output()).toContain('stack-proxy observed 2 request latencies');
   expect(existsSync(logFile)).toBe(true);
   const lines = readFileSync(logFile, 'utf8')
     .trim()
