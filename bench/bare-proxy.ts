@@ -3,11 +3,8 @@
 // no logging, no metrics. Run as its own process by bench/run.ts:
 //   BARE_PORT=0 BARE_TARGET=http://127.0.0.1:4010 BARE_TOKEN=<access token> [BARE_MAX_SOCKETS=256] \
 //   node dist/bench/bare-proxy.js        (an https target is trusted through NODE_EXTRA_CA_CERTS)
-import { Agent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
-import { createProxyMiddleware } from 'http-proxy-middleware';
+import { bareForwarding, listenOnBarePort } from './lib/bare-forwarding';
 
 const target = process.env.BARE_TARGET;
 const token = process.env.BARE_TOKEN;
@@ -16,23 +13,6 @@ if (!target || !token) {
   process.exit(1);
 }
 
-const agentOptions = { keepAlive: true, maxSockets: Number(process.env.BARE_MAX_SOCKETS ?? 256) };
 const app = express();
-app.use(
-  createProxyMiddleware({
-    target,
-    changeOrigin: true,
-    agent: target.startsWith('https:') ? new HttpsAgent(agentOptions) : new Agent(agentOptions),
-    headers: { authorization: `Bearer ${token}` },
-  }),
-);
-
-const server = app.listen(Number(process.env.BARE_PORT ?? 0), '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`bare-proxy listening on http://127.0.0.1:${port}\n`);
-});
-process.once('SIGTERM', () => {
-  server.close();
-  server.closeAllConnections();
-  process.exit(0);
-});
+app.use(bareForwarding(target, token));
+listenOnBarePort(app, 'bare-proxy');

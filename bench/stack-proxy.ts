@@ -6,16 +6,13 @@
 // ceiling of the gateway's throughput against it (bench/README.md). Run as its own process by bench/run.ts:
 //   BARE_PORT=0 BARE_TARGET=http://127.0.0.1:4010 BARE_TOKEN=<access token> STACK_API_KEY=<key> \
 //   STACK_LOG_FILE=/tmp/stack.log [BARE_MAX_SOCKETS=256] node dist/bench/stack-proxy.js
-import { Agent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import express, { type RequestHandler } from 'express';
 import { rateLimit } from 'express-rate-limit';
-import { createProxyMiddleware } from 'http-proxy-middleware';
 import { securityHeaders } from '../src/http/security-headers';
 import { createLogger, flushLogger } from '../src/observability/logger';
 import { createMetrics } from '../src/observability/metrics';
 import { requestObserver } from '../src/observability/request-log';
+import { bareForwarding, listenOnBarePort } from './lib/bare-forwarding';
 
 const target = process.env.BARE_TARGET;
 const token = process.env.BARE_TOKEN;
@@ -47,7 +44,6 @@ const requireKey: RequestHandler = (req, res, next) => {
   next();
 };
 
-const agentOptions = { keepAlive: true, maxSockets: Number(process.env.BARE_MAX_SOCKETS ?? 256) };
 const app = express();
 app.disable('x-powered-by'); // as the gateway (the bare proxy keeps Express's default)
 app.set('etag', false);
@@ -65,19 +61,8 @@ app.use(
     validate: { singleCount: false },
   }),
 );
-app.use(
-  createProxyMiddleware({
-    target,
-    changeOrigin: true,
-    agent: target.startsWith('https:') ? new HttpsAgent(agentOptions) : new Agent(agentOptions),
-    headers: { authorization: `Bearer ${token}` },
-  }),
-);
+app.use(bareForwarding(target, token));
 
-const server = app.listen(Number(process.env.BARE_PORT ?? 0), '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.stdout.write(`stack-proxy listening on http://127.0.0.1:${port}\n`);
-});
 /** How many latencies the histogram holds: printed at exit, so a test can see they were observed. */
 async function observedRequests(): Promise<number> {
   const { values } = await metrics.httpDuration.get();
@@ -86,11 +71,7 @@ async function observedRequests(): Promise<number> {
     .reduce((sum, value) => sum + value.value, 0);
 }
 
-process.once('SIGTERM', () => {
-  server.close();
-  server.closeAllConnections();
-  void observedRequests()
-    .then((count) => process.stdout.write(`stack-proxy observed ${count} request latencies\n`))
-    .then(() => flushLogger(logger))
-    .finally(() => process.exit(0));
+listenOnBarePort(app, 'stack-proxy', async () => {
+  process.stdout.write(`stack-proxy observed ${await observedRequests()} request latencies\n`);
+  await flushLogger(logger);
 });
