@@ -18,23 +18,20 @@ import {
   DOCUMENT_BODY,
   envNumber,
   featuredGatewayEnv,
-  NODE,
   ROOT,
   writeGovernedSetup,
   writeLoadClient,
 } from './lib/fixtures';
 import { type LoadSpec, runLoad } from './lib/load';
 import {
-  freePort,
   pinCpus,
   pinProcess,
   type Served,
-  start,
   startFastUpstream,
   startGatewayProcess,
   startRedis,
-  waitFor,
 } from './lib/processes';
+import { startBareProxy, startStackProxy } from './lib/reference-proxies';
 import { type ProfileSummary, summarizeProfile } from './profile-summary';
 
 type Load = 'GET' | 'POST';
@@ -127,21 +124,16 @@ async function startTarget(
   const dir = join(tmp, `profile-${name}`);
   const profiling = ['--cpu-prof', `--cpu-prof-dir=${dir}`];
   if (reference) {
-    const port = await freePort();
     const apiKey = 'stack-proxy-key';
-    const proc = start(reference, NODE, [...profiling, join(ROOT, `dist/bench/${reference}.js`)], {
-      cwd: ROOT,
-      env: {
-        BARE_PORT: String(port),
-        BARE_TARGET: upstream,
-        BARE_TOKEN: 'bench.token.x',
-        BARE_MAX_SOCKETS: '1024',
-        STACK_API_KEY: apiKey,
-        STACK_LOG_FILE: join(tmp, `${reference}.log`),
-      },
-    });
-    const served: Served = { proc, url: `http://127.0.0.1:${port}` };
-    await waitFor(reference, async () => (await fetch(`${served.url}/__simulator/stats`)).status > 0, proc);
+    const served =
+      reference === 'bare-proxy'
+        ? await startBareProxy(reference, upstream, 'bench.token.x', 1024, {}, profiling)
+        : await startStackProxy(reference, upstream, 'bench.token.x', 1024, {
+            apiKey,
+            logFile: join(tmp, `${reference}.log`),
+            extraEnv: {},
+            nodeArgs: profiling,
+          });
     return { name, dir, served, headers: { 'x-api-key': apiKey }, stop: async () => {} };
   }
   const { apiKey, clientsFile } = writeLoadClient('bench');
@@ -212,15 +204,14 @@ async function main(): Promise<void> {
   else process.stderr.write(`sliced-profile: profiles kept in ${tmp}\n`);
   const upstream = await startFastUpstream('fast-upstream', { cpus: cpus?.upstream });
   // --alone: this process (the load) and every child from now on (Redis) on the upstream's CPU, the targets apart.
-  const profiledCpus = alone && cpus ? cpus.rest : undefined;
-  if (profiledCpus && cpus) pinProcess(process.pid, cpus.upstream);
+  if (alone && cpus) pinProcess(process.pid, cpus.upstream);
   const targets = versus
     ? [
         await startTarget(tmp, upstream.url, 'plain', false),
         await startTarget(tmp, upstream.url, 'governed', true),
       ]
     : [await startTarget(tmp, upstream.url, reference ?? 'gateway', governedOnly)];
-  if (profiledCpus) for (const t of targets) pinProcess(t.served.proc.pid, profiledCpus);
+  if (alone && cpus) for (const t of targets) pinProcess(t.served.proc.pid, cpus.rest);
   for (const t of targets)
     for (const load of ['GET', 'POST'] as const) await runLoad(spec(load, t.served.url, t.headers, 2));
   const slices = new Map<ProfiledTarget, Slice[]>(targets.map((t) => [t, []]));

@@ -8,6 +8,7 @@
 //   STACK_LOG_FILE=/tmp/stack.log [BARE_MAX_SOCKETS=256] node dist/bench/stack-proxy.js
 import express, { type RequestHandler } from 'express';
 import { rateLimit } from 'express-rate-limit';
+import type { Caller } from '../src/callers/caller';
 import { securityHeaders } from '../src/http/security-headers';
 import { createLogger, flushLogger } from '../src/observability/logger';
 import { createMetrics } from '../src/observability/metrics';
@@ -34,13 +35,16 @@ const logAndCount: RequestHandler = (req, res, next) => {
   next();
 };
 
+/** The one caller, made once. */
+const CALLER: Caller = { id: 'bench', scopes: new Set(), via: 'api-key', origins: [] };
+
 /** The cheapest caller check there is (the gateway hashes a key once per connection and remembers it). */
 const requireKey: RequestHandler = (req, res, next) => {
   if (req.headers['x-api-key'] !== apiKey) {
     res.status(401).end();
     return;
   }
-  req.caller = { id: 'bench', scopes: new Set(), via: 'api-key', origins: [] };
+  req.caller = CALLER;
   next();
 };
 

@@ -5,15 +5,19 @@ import { delimiter, join } from 'node:path';
 import { NODE, ROOT } from './fixtures';
 import { freePort, type Served, start, waitFor } from './processes';
 
-/** The bare proxy with the same number of upstream sockets as the gateway; `extraEnv` e.g. NODE_EXTRA_CA_CERTS. */
+/**
+ * The bare proxy with the same number of upstream sockets as the gateway; `extraEnv` e.g. NODE_EXTRA_CA_CERTS,
+ * `nodeArgs` e.g. a profiler's flags.
+ */
 export function startBareProxy(
   name: string,
   target: string,
   token: string,
   maxSockets: number,
   extraEnv: Record<string, string>,
+  nodeArgs: readonly string[] = [],
 ): Promise<Served> {
-  return startNodeProxy('bare-proxy.js', name, { target, token, maxSockets, env: extraEnv });
+  return startNodeProxy('bare-proxy.js', name, { target, token, maxSockets, env: extraEnv, nodeArgs });
 }
 
 /**
@@ -25,23 +29,35 @@ export function startStackProxy(
   target: string,
   token: string,
   maxSockets: number,
-  options: { apiKey: string; logFile: string; extraEnv: Record<string, string> },
+  options: {
+    apiKey: string;
+    logFile: string;
+    extraEnv: Record<string, string>;
+    nodeArgs?: readonly string[];
+  },
 ): Promise<Served> {
   return startNodeProxy('stack-proxy.js', name, {
     target,
     token,
     maxSockets,
     env: { STACK_API_KEY: options.apiKey, STACK_LOG_FILE: options.logFile, ...options.extraEnv },
+    nodeArgs: options.nodeArgs ?? [],
   });
 }
 
 async function startNodeProxy(
   script: string,
   name: string,
-  options: { target: string; token: string; maxSockets: number; env: Record<string, string> },
+  options: {
+    target: string;
+    token: string;
+    maxSockets: number;
+    env: Record<string, string>;
+    nodeArgs: readonly string[];
+  },
 ): Promise<Served> {
   const port = await freePort();
-  const proc = start(name, NODE, [join(ROOT, 'dist/bench', script)], {
+  const proc = start(name, NODE, [...options.nodeArgs, join(ROOT, 'dist/bench', script)], {
     cwd: ROOT,
     env: {
       BARE_PORT: String(port),
