@@ -106,3 +106,34 @@ export function durabilityOfServerSettings(entries: Iterable<readonly [string, s
     maxmemory: Number.parseInt(get('maxmemory'), 10) || 0,
   };
 }
+
+/** The last durability read of a store, refreshed in the background (for /readyz, which never waits on Redis). */
+export interface DurabilityWatch {
+  /** Undefined until the first read answered (or while Redis is unreachable at start). */
+  latest(): Durability | undefined;
+  stop(): void;
+}
+
+/** Reads at start and then every `everyMs` (one CONFIG GET: nothing next to the ledger's once-a-second write). */
+export function watchDurability(redis: RedisClient, everyMs = 300_000): DurabilityWatch {
+  let latest: Durability | undefined;
+  const read = () => {
+    readDurability(redis).then(
+      (durability) => {
+        latest = durability;
+      },
+      () => undefined,
+    );
+  };
+  if (redis.status === 'ready') read();
+  else redis.once('ready', read);
+  const timer = setInterval(read, everyMs);
+  timer.unref();
+  return {
+    latest: () => latest,
+    stop: () => {
+      clearInterval(timer);
+      redis.off('ready', read);
+    },
+  };
+}
