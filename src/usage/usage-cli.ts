@@ -39,8 +39,11 @@ async function main(argv: string[]): Promise<number> {
     }
     const report = await readUsage(usageLedgerStore(redis, store.keyPrefix), args);
     process.stdout.write(formatUsage(report, args.format));
-    // Beside the figures, never inside a csv or json stream: the json holds `missing` and `gaps` as fields.
-    for (const note of usageNotes(report)) process.stderr.write(`npm run usage: ${note}\n`);
+    // What the figures cannot say: under the table; on stderr beside a csv; a json holds `missing` and `gaps`.
+    const notes = args.format === 'json' ? [] : usageNotes(report);
+    const out = args.format === 'table' ? process.stdout : process.stderr;
+    if (notes.length > 0 && args.format === 'table') out.write('\n');
+    for (const note of notes) out.write(`${args.format === 'table' ? 'note: ' : 'npm run usage: '}${note}\n`);
     if (report.skipped > 0)
       process.stderr.write(
         `npm run usage: ${report.skipped} stored ledger entries were not a replica's counts (malformed) and were skipped\n`,
