@@ -131,7 +131,7 @@ export function createUsage(options: UsageOptions): Usage {
       metrics?.storeReset();
       logger.warn(
         { event: 'usage_store_reset', at: new Date(at).toISOString() },
-        "usage ledger: the store lost this replica's earlier count (a Redis restart without persistence, or an eviction); the figures before now are missing, `npm run usage` says so",
+        "usage ledger: the store no longer held this replica's earlier count (restarted without persistence, or evicted); figures before now are missing, `npm run usage` says so",
       );
     },
   });
@@ -195,7 +195,7 @@ function quotaGate(
           periodId: event.periodId,
           restartedAt: event.used,
         },
-        "quota counter lost mid-period (a Redis restart without persistence, or an eviction): started again from this replica's count; the fleet's figure may be low",
+        "quota counter missing mid-period (its store restarted without persistence, or evicted): started again from this replica's count; the fleet's figure may be low",
       );
     },
   });
