@@ -242,9 +242,19 @@ describe('the ledger knows what it may have lost', () => {
     });
     await load.stop();
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+    const ready = (await (await fetch(`${gateway.url}/readyz`)).json()) as {
+      status: string;
+      checks: { ledgerStore?: { state: string; detail: string } };
+    };
     await gateway.stop();
 
     expect(gateway.logs()).toContain('quota_counter_lost');
+    // /readyz names why (detail only: the replica stays ready).
+    expect(ready.status).not.toBe('not-ready');
+    expect(ready.checks.ledgerStore).toMatchObject({
+      state: 'degraded',
+      detail: expect.stringContaining('persistence is off'),
+    });
     expect(metrics).toMatch(/gateway_usage_store_resets_total 1\b/);
     expect(metrics).toMatch(
       /gateway_quota_counters_lost_total\{client="shop",account="default",period="month"\} 1\b/,
