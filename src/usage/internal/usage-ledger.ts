@@ -89,6 +89,7 @@ export class UsageLedger {
   /** When this replica's count of each day first reached the store (a missing count later means a reset). */
   private readonly firstWrittenAt = new Map<string, number>();
   private storeNoted = false;
+  private pendingReset: { at: number; day: string; expiry: number } | undefined;
   private final = false;
 
   constructor(private readonly options: UsageLedgerOptions) {
@@ -207,22 +208,30 @@ export class UsageLedger {
   }
 
   /**
-   * The first write of a day notes since when the store holds the ledger (once per replica start); a count of this
-   * replica that the store no longer held is a reset: noted in the store's marker (the report says it) and reported.
+   * Notes since when the store holds the ledger (once per replica start); a count of this replica that the store no
+   * longer held is a reset: reported once, and noted in the store's marker (the report says it). A note that fails
+   * is made again at the next flush; it never fails the write it follows.
    */
   private async noticeStore(day: string, created: boolean, now: number, expiry: number): Promise<void> {
     const first = this.firstWrittenAt.get(day);
-    if (first === undefined) {
-      this.firstWrittenAt.set(day, now);
+    if (first === undefined) this.firstWrittenAt.set(day, now);
+    else if (created && now - first >= RESET_GRACE_MS) {
+      this.pendingReset = { at: now, day, expiry };
+      this.options.onStoreReset?.(now);
+    }
+    try {
+      if (this.pendingReset) {
+        const { at, day: lost, expiry: expireAt } = this.pendingReset;
+        await this.options.store.noteReset(at, lost, expireAt);
+        this.pendingReset = undefined;
+      }
       if (!this.storeNoted) {
         await this.options.store.noteSince(now);
         this.storeNoted = true;
       }
-      return;
+    } catch {
+      // The store failed right after the write: the next flush notes it.
     }
-    if (!created || now - first < RESET_GRACE_MS) return;
-    await this.options.store.noteReset(now, day, expiry);
-    this.options.onStoreReset?.(now);
   }
 
   private report(day: string, snapshot: LedgerSnapshot): void {
