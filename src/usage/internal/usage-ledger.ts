@@ -36,7 +36,10 @@ export interface LedgerSnapshot {
   readonly rows: Record<string, UsageCounts>;
   /** When this count was taken (ms since the epoch): the replica's last write. Absent in older records. */
   readonly at?: number;
-  /** The flush interval (ms): a replica that wrote less recently than a few of these has stopped or lost the store. */
+  /**
+   * The flush interval (ms) as it ran: the longest of the last flush windows, at least the configured one (a busy
+   * CPU stretches it). A replica that wrote less recently than a few of these has stopped or lost the store.
+   */
   readonly every?: number;
   /** The replica's peak rate over its last flushes, in counted requests per second (billable not counted twice). */
   readonly rate?: number;
@@ -86,6 +89,7 @@ export class UsageLedger {
   private countedInWindow = 0;
   private windowStartedAt: number;
   private readonly rates: number[] = [];
+  private readonly windows: number[] = [];
   /** When this replica's count of each day first reached the store (a missing count later means a reset). */
   private readonly firstWrittenAt = new Map<string, number>();
   private storeNoted = false;
@@ -148,7 +152,7 @@ export class UsageLedger {
     return {
       ...this.snapshot(day),
       at,
-      every: this.options.flushIntervalMs ?? 1000,
+      every: Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows)),
       rate: Math.ceil(Math.max(0, ...this.rates)),
       ...(this.final && { final: true as const }),
     };
@@ -159,7 +163,9 @@ export class UsageLedger {
     const elapsed = now - this.windowStartedAt;
     if (elapsed <= 0) return;
     this.rates.push((this.countedInWindow * 1000) / elapsed);
+    this.windows.push(elapsed);
     if (this.rates.length > RATE_WINDOWS) this.rates.shift();
+    if (this.windows.length > RATE_WINDOWS) this.windows.shift();
     this.countedInWindow = 0;
     this.windowStartedAt = now;
   }

@@ -51,6 +51,19 @@ describe('what the ledger may have lost', () => {
     expect(notes[1]).toContain("the provider's count lies within the ledger's count + 80");
   });
 
+  test('a busy CPU that stretches the flush windows widens the bound with them', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const slow = ledgerOn(store, clock, 'slow');
+    for (let s = 0; s < 4; s += 1) {
+      for (let i = 0; i < 60; i += 1) slow.record('shop', 'alpha', 'getPlan', 'answers2xx');
+      clock.now += 1500; // the timer fired late: 1.5 s windows at 40 requests/s
+      await slow.flush();
+    }
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    expect(report.gaps.map((gap) => gap.bound)).toEqual([120]);
+  });
+
   test('a replica still writing is no gap, nor is a day it wrote after it ended', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T23:59:58Z') };
