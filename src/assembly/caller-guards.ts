@@ -81,7 +81,9 @@ function callerGuards(
     cors: cors({ origins: config.server.corsOrigins, registry }),
     authenticate: authenticate({
       registry,
-      oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      oidc: oidc
+        ? createOidcVerifier({ ...oidc, registry, registeredClientsOnly: config.production, logger })
+        : undefined,
       sessions: browser?.sessions,
       failures: authFailureLimit({ ...counting, ...config.callers.authFailureLimit, failureLog }),
     }),

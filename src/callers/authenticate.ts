@@ -106,6 +106,8 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
       },
       (error: unknown) => {
         if (!(error instanceof GatewayError)) next(error);
+        // A valid token of a client the registry does not admit: authenticated, so not a failure of the address.
+        else if (error.reason === 'CLIENT_FORBIDDEN') next(error);
         // The issuer being down is the operator's problem, not a failure of this caller's credential.
         else if (!isIssuerUnavailable(error)) fail(req, res, next, error);
         else if (failures) failures.unverified(req, res, next, error);
