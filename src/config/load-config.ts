@@ -233,6 +233,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
               audience: env.OIDC_AUDIENCE,
               jwksUrl: env.OIDC_JWKS_URL,
               clockToleranceSeconds: env.OIDC_CLOCK_TOLERANCE_SECONDS,
+              accessTokenTypes: env.OIDC_ACCESS_TOKEN_TYPES,
             }
           : undefined,
     },

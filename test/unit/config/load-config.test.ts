@@ -645,6 +645,19 @@ describe('loadConfig', () => {
     ).toEqual(['2002:a00:1::/48']);
   });
 
+  it('reads OIDC_ACCESS_TOKEN_TYPES as media types (at+jwt by default), lower case without application/', () => {
+    const oidc = { OIDC_ISSUER: 'https://sso.example.com', OIDC_AUDIENCE: 'payments-bff' };
+    expect(loadConfig(oidc).callers.oidc?.accessTokenTypes).toEqual(['at+jwt']);
+    expect(
+      loadConfig({ ...oidc, OIDC_ACCESS_TOKEN_TYPES: 'application/AT+JWT, JWT' }).callers.oidc
+        ?.accessTokenTypes,
+    ).toEqual(['at+jwt', 'jwt']);
+    for (const bad of [',', 'at jwt', 'a/b/c'])
+      expect(problemsOf({ ...oidc, OIDC_ACCESS_TOKEN_TYPES: bad }).map((p) => p.variable)).toEqual([
+        'OIDC_ACCESS_TOKEN_TYPES',
+      ]);
+  });
+
   describe('INBOUND_ALLOW_CIDRS inside the TRUST_PROXY ranges (issue 42)', () => {
     const overlapping: Array<[string, string]> = [
       ['10.0.0.0/8', '10.1.0.0/16'],
