@@ -328,9 +328,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     clientsWithoutAccounts: () => withoutAccounts(snapshot),
     reload: reloadIfChanged,
     health: () => health,
-    close() {
-      stopWatching?.();
-    },
+    close: () => stopWatching?.(),
   };
 }
 

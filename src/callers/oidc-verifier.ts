@@ -136,29 +136,39 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
         throw unauthenticated(
           'The bearer token is not an access token (its "typ" header names another type).',
         );
-      const clientId = firstString(payload.azp, payload.client_id);
-      if (clientId === undefined)
-        throw unauthenticated('The bearer token names no client (azp or client_id).');
-      if (!CLIENT_ID_PATTERN.test(clientId))
-        throw unauthenticated('The bearer token names a malformed client id.');
-      const known = options.registry?.findById(clientId);
-      if (!known && (options.registeredClientsOnly || options.registry?.listsSsoClients()))
-        throw new GatewayError(
-          'CLIENT_FORBIDDEN',
-          `The SSO client "${clientId}" is not in the client registry of this gateway.`,
-        );
-      return Object.freeze({
-        id: clientId,
-        scopes: known ? grantedScopes(scopesOf(payload), known.scopes) : scopesOf(payload),
-        via: 'oidc' as const,
-        rateLimit: known?.rateLimit,
-        priority: known?.priority,
-        quota: known?.quota,
-        accounts: known?.accounts,
-        origins: known?.origins ?? [],
-      });
+      return callerOf(payload, options);
     },
   };
+}
+
+/**
+ * The caller a verified access token names: its client (a registry entry, when it has one, limits its scopes and
+ * lends it the rest), or a refusal of a token naming no client, or a client the registry does not admit.
+ */
+function callerOf(
+  payload: JWTPayload,
+  options: Pick<OidcVerifierOptions, 'registry' | 'registeredClientsOnly'>,
+): Caller {
+  const clientId = firstString(payload.azp, payload.client_id);
+  if (clientId === undefined) throw unauthenticated('The bearer token names no client (azp or client_id).');
+  if (!CLIENT_ID_PATTERN.test(clientId))
+    throw unauthenticated('The bearer token names a malformed client id.');
+  const known = options.registry?.findById(clientId);
+  if (!known && (options.registeredClientsOnly || options.registry?.listsSsoClients()))
+    throw new GatewayError(
+      'CLIENT_FORBIDDEN',
+      `The SSO client "${clientId}" is not in the client registry of this gateway.`,
+    );
+  return Object.freeze({
+    id: clientId,
+    scopes: known ? grantedScopes(scopesOf(payload), known.scopes) : scopesOf(payload),
+    via: 'oidc' as const,
+    rateLimit: known?.rateLimit,
+    priority: known?.priority,
+    quota: known?.quota,
+    accounts: known?.accounts,
+    origins: known?.origins ?? [],
+  });
 }
 
 /** RFC 9068 §2.1: access tokens are typed `at+jwt` (`application/at+jwt`). */
