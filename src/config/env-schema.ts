@@ -202,6 +202,18 @@ export const envSchema = z.object({
   OIDC_AUDIENCE: z.string().min(1).optional(),
   OIDC_JWKS_URL: z.url().optional(),
   OIDC_CLOCK_TOLERANCE_SECONDS: int(0, 300).default(30),
+  /**
+   * The `typ` header values of an access token (RFC 9068: `at+jwt`), compared case-insensitively without an
+   * `application/` prefix. A token that names another type (an ID token's `JWT`) is refused; one with no `typ` passes.
+   */
+  OIDC_ACCESS_TOKEN_TYPES: list
+    .transform((types) => types.map((type) => type.toLowerCase().replace(/^application\//, '')))
+    .refine(
+      (types) =>
+        types.length > 0 && types.every((type) => /^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(type)),
+      'must be a comma list of media types such as at+jwt',
+    )
+    .default(['at+jwt']),
 
   /** Browser sessions (src/sessions): the provider web apps log in at; local mode starts a development one. */
   SESSION_ISSUER: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),

@@ -52,6 +52,8 @@ export interface OidcSettings {
   readonly audience: string;
   readonly jwksUrl?: string;
   readonly clockToleranceSeconds: number;
+  /** `typ` header values an access token may carry (lower case, no `application/`); OIDC_ACCESS_TOKEN_TYPES. */
+  readonly accessTokenTypes: readonly string[];
 }
 
 export interface TracingSettings {

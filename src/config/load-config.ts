@@ -14,6 +14,7 @@ import {
   redisUsesTls,
 } from './production-rules';
 import { readCaFile, readTlsClientFiles } from './tls-files';
+import { allowedInsideTrusted } from './trust-proxy-coverage';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
 
@@ -109,6 +110,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     fail('TOKEN_LOGIN_MAX_INTERVAL_MS', 'must be at least TOKEN_LOGIN_MIN_INTERVAL_MS');
   if (production) checkProductionRules(env, topology, fail);
   if (production) checkRedisTls(env, usageTopology, fail, 'USAGE_REDIS_');
+  checkAllowListOutsideProxies(env, fail);
   if (env.METRICS_PORT !== undefined && env.METRICS_ON_MAIN_PORT)
     fail('METRICS_ON_MAIN_PORT', 'contradicts METRICS_PORT: set one of them');
   if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT)
@@ -245,6 +247,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
               audience: env.OIDC_AUDIENCE,
               jwksUrl: env.OIDC_JWKS_URL,
               clockToleranceSeconds: env.OIDC_CLOCK_TOLERANCE_SECONDS,
+              accessTokenTypes: env.OIDC_ACCESS_TOKEN_TYPES,
             }
           : undefined,
     },
@@ -258,6 +261,22 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
           : undefined,
     },
   };
+}
+
+/**
+ * A caller inside a TRUST_PROXY range is believed when it writes X-Forwarded-For, so an INBOUND_ALLOW_CIDRS that
+ * shares addresses with those ranges can be walked around: with TRUST_PROXY=10.0.0.0/8 and
+ * INBOUND_ALLOW_CIDRS=10.1.0.0/16, a caller at 10.2.3.4 writes `X-Forwarded-For: 10.1.0.5` (issue 42). Refused in
+ * every mode: the proxies are named by their exact addresses, and no caller is one of them.
+ */
+function checkAllowListOutsideProxies(env: RawEnv, fail: (variable: string, message: string) => void) {
+  if (!Array.isArray(env.TRUST_PROXY)) return;
+  const inside = allowedInsideTrusted(env.TRUST_PROXY, env.INBOUND_ALLOW_CIDRS);
+  if (inside.length > 0)
+    fail(
+      'INBOUND_ALLOW_CIDRS',
+      `${inside.join(', ')} overlaps the TRUST_PROXY ranges: a caller there is trusted as a proxy, writes its own X-Forwarded-For and claims any allowed address. Set TRUST_PROXY to the proxies' exact addresses (e.g. 10.0.4.7,10.0.4.8) or the hop count of the real chain, and keep callers out of it`,
+    );
 }
 
 /** QUOTA_WEBHOOK_URL: signed, so its key is required; https in production (the body names clients and quotas). */

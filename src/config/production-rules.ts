@@ -24,8 +24,12 @@ export const MAX_TRUSTED_HOPS = 3;
  */
 const MAX_PUBLIC_IPV4_TRUSTED = 1n << 24n;
 const MAX_PUBLIC_IPV6_TRUSTED = 1n << 104n;
+/**
+ * What to trust instead. Never a whole private block (10.0.0.0/8, `uniquelocal`): every workload of that network
+ * would be a proxy that writes its own X-Forwarded-For (issue 42).
+ */
 const TRUST_PROXY_FIX =
-  "name only the proxies in front: their private CIDRs (e.g. 10.0.0.0/8) or a preset (loopback, linklocal, uniquelocal), a CDN's published ranges, or the hop count of the real chain (1 behind one load balancer)";
+  "name only the proxies in front: their exact addresses (e.g. 10.0.4.7,10.0.4.8) or the smallest CIDR that holds only them, loopback for a sidecar, a CDN's published ranges, or the hop count of the real chain (1 behind one load balancer)";
 
 /**
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;
