@@ -180,6 +180,17 @@ export const envSchema = z.object({
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),
   REDIS_KEY_PREFIX: z.string().default('bff:'),
+  /**
+   * A durable Redis of its own for the usage ledger and the quota counters (docs/usage.md): one of the three forms,
+   * as for REDIS_*; password and TLS settings are REDIS_*'s (a URL may carry its own password).
+   */
+  USAGE_REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')
+    .optional(),
+  USAGE_REDIS_SENTINELS: list.pipe(z.array(hostPort)).optional(),
+  USAGE_REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  USAGE_REDIS_CLUSTER_NODES: list.pipe(z.array(hostPort)).optional(),
   ALLOW_MEMORY_STORE: bool.default(false),
 
   CLIENTS_FILE: z.string().min(1).optional(),

@@ -85,14 +85,20 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
   const trustProxy = trustProxyProblem(env.TRUST_PROXY);
   if (trustProxy)
     fail('TRUST_PROXY', `is refused in production: it ${trustProxy}. Instead, ${TRUST_PROXY_FIX}${why}`);
-  if (topology.kind !== 'none' && !redisUsesTls(topology, env.REDIS_TLS) && !env.REDIS_ALLOW_PLAINTEXT) {
-    const fix =
-      topology.kind === 'standalone' ? 'use a rediss:// REDIS_URL (or REDIS_TLS=true)' : 'set REDIS_TLS=true';
-    fail(
-      topology.kind === 'standalone' ? 'REDIS_URL' : 'REDIS_TLS',
-      `Redis without TLS is refused in production: ${fix}, or REDIS_ALLOW_PLAINTEXT=true for a private network${why}`,
-    );
-  }
+  checkRedisTls(env, topology, fail, 'REDIS_');
+}
+
+/** Production speaks TLS to Redis (REDIS_* and, when set, USAGE_REDIS_*) unless REDIS_ALLOW_PLAINTEXT says so. */
+export function checkRedisTls(env: RawEnv, topology: RedisTopology, fail: Fail, prefix: string): void {
+  if (topology.kind === 'none' || redisUsesTls(topology, env.REDIS_TLS) || env.REDIS_ALLOW_PLAINTEXT) return;
+  const fix =
+    topology.kind === 'standalone'
+      ? `use a rediss:// ${prefix}URL (or REDIS_TLS=true)`
+      : 'set REDIS_TLS=true';
+  fail(
+    topology.kind === 'standalone' ? `${prefix}URL` : 'REDIS_TLS',
+    `Redis without TLS is refused in production: ${fix}, or REDIS_ALLOW_PLAINTEXT=true for a private network${productionNote(env)}`,
+  );
 }
 
 /** Why a TRUST_PROXY setting would let callers choose their own address, or undefined when it names real proxies. */

@@ -875,6 +875,45 @@ describe('server keep-alive', () => {
 });
 
 describe('usage and quota settings', () => {
+  test('USAGE_REDIS_*: a store of its own in the three forms of REDIS_*, with its password and TLS settings', () => {
+    expect(loadConfig({ REDIS_URL: 'redis://tokens:6379' }).usage.redis).toBeUndefined();
+    const url = loadConfig({
+      REDIS_URL: 'redis://tokens:6379',
+      REDIS_PASSWORD: 'pw',
+      USAGE_REDIS_URL: 'rediss://ledger:6380/1',
+    });
+    expect(url.usage.redis).toMatchObject({
+      topology: { kind: 'standalone', url: 'rediss://ledger:6380/1' },
+      password: 'pw',
+      keyPrefix: 'bff:',
+    });
+    expect(url.redis.topology).toEqual({ kind: 'standalone', url: 'redis://tokens:6379' });
+    expect(
+      loadConfig({ USAGE_REDIS_SENTINELS: 'a:26379', USAGE_REDIS_SENTINEL_NAME: 'ledger' }).usage.redis
+        ?.topology,
+    ).toEqual({ kind: 'sentinel', name: 'ledger', sentinels: [{ host: 'a', port: 26379 }] });
+    expect(loadConfig({ USAGE_REDIS_CLUSTER_NODES: 'n1:7000' }).usage.redis?.topology).toEqual({
+      kind: 'cluster',
+      nodes: [{ host: 'n1', port: 7000 }],
+    });
+    expect(problemsOf({ USAGE_REDIS_SENTINELS: 'a:26379' }).map((p) => p.variable)).toEqual([
+      'USAGE_REDIS_SENTINEL_NAME',
+    ]);
+    expect(
+      problemsOf({ USAGE_REDIS_URL: 'redis://x:6379', USAGE_REDIS_CLUSTER_NODES: 'n1:7000' }).map(
+        (p) => p.variable,
+      ),
+    ).toEqual(['USAGE_REDIS_CLUSTER_NODES']);
+    expect(problemsOf({ USAGE_REDIS_URL: 'http://x' }).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
+  });
+
+  test('production refuses a plaintext USAGE_REDIS_URL unless REDIS_ALLOW_PLAINTEXT', () => {
+    const env = { ...upstreamEnv, ...productionReady, USAGE_REDIS_URL: 'redis://ledger:6379' };
+    expect(problemsOf(env).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
+    expect(() => loadConfig({ ...env, USAGE_REDIS_URL: 'rediss://ledger:6380' })).not.toThrow();
+    expect(() => loadConfig({ ...env, REDIS_ALLOW_PLAINTEXT: 'true' })).not.toThrow();
+  });
+
   test('USAGE_RETENTION_DAYS: 400 by default, decimal digits only', () => {
     expect(loadConfig({}).usage.retentionDays).toBe(400);
     expect(loadConfig({ USAGE_RETENTION_DAYS: '30' }).usage.retentionDays).toBe(30);
