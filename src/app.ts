@@ -8,6 +8,7 @@ import { jsonBody } from './http/json-body';
 import { rememberClientIp, requestContext } from './http/request-context';
 import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
+import type { Idempotency } from './idempotency';
 import type { DocumentReference } from './observability/document-reference';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
@@ -28,6 +29,8 @@ export interface AppDeps {
   readonly readiness: Readiness;
   /** How the request log names a validated document (never by its id). */
   readonly documentReference: DocumentReference;
+  /** Idempotency-Key (SPEC §13) for the operations that declare it; absent: the header is ignored. */
+  readonly idempotency?: Idempotency;
   readonly openApiDocument: object;
   /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
   readonly serveMetrics: boolean;
@@ -75,7 +78,7 @@ export function createApp(deps: AppDeps): Express {
     guards.rateLimit,
     guards.chooseAccount,
     jsonBody(config.server.bodyLimitBytes),
-    validateDocumentHandler(deps.documentReference),
+    validateDocumentHandler(deps.documentReference, deps.idempotency),
   );
   app.get(
     PLAN_PATH,

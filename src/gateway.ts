@@ -18,6 +18,7 @@ import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
 import { buildUsage } from './assembly/usage';
 import type { Caller } from './callers/caller';
 import type { GatewayConfig } from './config/gateway-config';
+import { buildIdempotency, type Idempotency } from './idempotency';
 import { createDocumentReference } from './observability/document-reference';
 import { flushLogger } from './observability/logger';
 import type { Metrics } from './observability/metrics';
@@ -25,7 +26,8 @@ import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { type GatewayServers, startServers } from './server';
-import type { TokenProvider } from './tokens';
+import type { RedisClient } from './store/redis-connection';
+import type { RecordSeal, TokenProvider } from './tokens';
 import { requestUsageRecorder } from './usage';
 
 export type { LocalIdentityProvider, LocalSessions } from './assembly/local-sessions';
@@ -95,10 +97,11 @@ export async function startGateway(
     const onFinished = requestUsageRecorder(usage.usage.ledger, FORWARDED_OPERATIONS, (caller) =>
       defaultAccountOf(caller, accounts),
     );
+    const idempotency = idempotencyOf(config, redis, shared, accounts, observability);
     const app = gatewayApp(
       config,
       observability,
-      { guards, accounts, readiness, browser, onFinished },
+      { guards, accounts, readiness, browser, onFinished, idempotency },
       options,
     );
     const servers = await life.use(startServers(config, app, metrics));
@@ -131,6 +134,7 @@ function gatewayApp(
     readonly accounts: AccountSet;
     readonly readiness: Readiness;
     readonly onFinished: (req: Request, res: Response) => void;
+    readonly idempotency: Idempotency;
   },
   options: GatewayOptions,
 ): Express {
@@ -141,6 +145,7 @@ function gatewayApp(
     guards: made.guards,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
+    idempotency: made.idempotency,
     openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, {
       sessions: made.browser !== undefined,
       localMode: config.mode === 'local',
@@ -151,6 +156,39 @@ function gatewayApp(
     localWebApp: made.browser && options.localSessions?.webApp,
     onFinished: made.onFinished,
   });
+}
+
+/** Idempotency-Key (SPEC §13) over the shared store, records sealed like every shared record. */
+function idempotencyOf(
+  config: GatewayConfig,
+  redis: { readonly client?: RedisClient },
+  shared: { readonly seal: RecordSeal },
+  accounts: Pick<AccountSet, 'get'>,
+  { metrics, logger }: Observability,
+): Idempotency {
+  return buildIdempotency({
+    redis: redis.client,
+    seal: shared.seal,
+    keyPrefix: config.redis.keyPrefix,
+    ttlSeconds: config.upstream.idempotencyTtlSeconds,
+    forwardLimitMsOf: (id) => forwardLimitMs(config, accounts.get(id)?.spec.timeoutMs),
+    metrics,
+    logger,
+  });
+}
+
+/**
+ * The longest one forwarded request can take before the forwarder gives up (SPEC §13's lease is this plus a margin):
+ * the waits for budget and a socket, a token under the fleet lock, and two attempts (the single retry after a 401).
+ */
+function forwardLimitMs(config: GatewayConfig, accountTimeoutMs: number | undefined): number {
+  const { upstream, tokens } = config;
+  return (
+    upstream.budget.waitMs +
+    upstream.queueTimeoutMs +
+    tokens.lockWaitMs +
+    2 * (accountTimeoutMs ?? upstream.timeoutMs)
+  );
 }
 
 /** The account a request would have used (its client's default), for refusals made before it chose one. */

@@ -3,7 +3,14 @@
 export type { AnswerCache } from './internal/answer-cache';
 export { createMemoryAnswerCache, createRedisAnswerCache } from './internal/answer-cache';
 export { type CircuitStateName, createUpstreamCircuits } from './internal/circuit-breaker';
-export { createForwarder, type Forwarder, type ForwarderBudget, sendAnswer } from './internal/forwarder';
+export {
+  createForwarder,
+  type Forwarder,
+  type ForwarderBudget,
+  sendAnswer,
+  type UpstreamAnswer,
+  type UpstreamExchange,
+} from './internal/forwarder';
 export { createPlanReader, type PlanReader } from './internal/plan-reader';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
 export { createUpstreamSlots } from './internal/upstream-slots';

@@ -104,7 +104,17 @@ function operationPaths(options: ResponseOptions, sessions: boolean): Record<str
       post: {
         operationId: 'validateDocument',
         summary: 'Validate an identity document for a country (scope documents:validate).',
-        parameters: requestHeaders,
+        parameters: [
+          ...requestHeaders,
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description:
+              'Optional (draft-ietf-httpapi-idempotency-key-header): 1–255 visible ASCII characters. The first request is forwarded once for the fleet; a repeat with the same body gets its answer with Idempotent-Replayed: true (docs/idempotency.md).',
+            schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
+          },
+        ],
         requestBody: { required: true, content: jsonContent(schemaRef('DocumentValidationRequest')) },
         responses: responsesOf(
           {
