@@ -20,6 +20,8 @@ export {
   type IdempotencyOutcome,
   type IdempotencyPolicy,
   type IdempotentRequest,
+  type RepeatDecision,
+  repeatDecision,
 } from './internal/idempotent-forwarding';
 export { memoryIdempotencyStore, redisIdempotencyStore };
 
