@@ -30,9 +30,18 @@ function harness(options: { policy?: IdempotencyPolicy; store?: IdempotencyStore
   const commands: string[] = [];
   const inner = options.store ?? memoryIdempotencyStore(() => now);
   const store: IdempotencyStore = {
-    claim: (...args) => (commands.push('claim'), inner.claim(...args)),
-    keep: (...args) => (commands.push('keep'), inner.keep(...args)),
-    release: (...args) => (commands.push('release'), inner.release(...args)),
+    claim(...args) {
+      commands.push('claim');
+      return inner.claim(...args);
+    },
+    keep(...args) {
+      commands.push('keep');
+      return inner.keep(...args);
+    },
+    release(...args) {
+      commands.push('release');
+      return inner.release(...args);
+    },
   };
   const idempotency = createIdempotency({
     store,
