@@ -68,7 +68,7 @@ describe('Idempotency-Key over three replicas', () => {
       LOG_LEVEL: 'info',
     };
     gateways = await Promise.all([1, 2, 3].map(() => startGatewayProcess({ env, startTimeoutMs: 60_000 })));
-    client = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    client = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
     await client.connect();
     await setLatency(LATENCY_MS);
   }, 120_000);
