@@ -171,6 +171,21 @@ describe('Idempotency-Key over three replicas', () => {
     }
     expect(counts['refused:IDEMPOTENCY_KEY_IN_USE'] ?? 0).toBe(busy.length);
     expect(counts.billable).toBe(1);
+
+    // The metrics count the claim, the replays and the conflicts; the request log says `replayed`.
+    const outcomes = { claimed: 0, replayed: 0, in_use: 0 };
+    for (const gateway of gateways) {
+      const text = await (await fetch(`${gateway.url}/metrics`)).text();
+      for (const outcome of Object.keys(outcomes) as (keyof typeof outcomes)[]) {
+        const line = new RegExp(
+          `^idempotency_requests_total\\{[^}]*outcome="${outcome}"[^}]*\\} (\\d+)$`,
+          'm',
+        ).exec(text);
+        outcomes[outcome] += Number(line?.[1] ?? 0);
+      }
+    }
+    expect(outcomes).toEqual({ claimed: 1, replayed: replays.length + 10, in_use: busy.length });
+    expect(gateways.some((g) => g.logs().includes('"replayed":true'))).toBe(true);
   });
 
   test('a keyed request costs at most 3 Redis commands (claim and keep; a replay: claim and one read); an unkeyed one none', async () => {
