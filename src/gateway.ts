@@ -90,6 +90,7 @@ export async function startGateway(
       storeKind: redis.client ? 'redis' : 'memory',
       storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
+      ledgerDurability: redis.client || config.usage.redis ? usage.durability : undefined,
     });
     const onFinished = requestUsageRecorder(usage.usage.ledger, FORWARDED_OPERATIONS, (caller) =>
       defaultAccountOf(caller, accounts),

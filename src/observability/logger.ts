@@ -53,11 +53,36 @@ export function createLogger(options: LoggerOptions): Logger {
       level: options.level,
       base: { service: 'payments-bff' },
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-      serializers: { err: pino.stdSerializers.err },
+      serializers: { err: serializeError },
       timestamp: isoTimestamp(),
     },
     destination,
   );
+}
+
+/**
+ * Properties of an error that hold what a caller sent: body-parser attaches the raw body to its errors (`body`, up to
+ * the body limit per request), and a log line must never carry a request body (issue 42), whoever wrote the error.
+ */
+const REQUEST_CONTENT = ['body', 'rawBody', 'headers', 'req', 'request'];
+
+/** pino's error serializer (type, message, stack, cause chain, own fields), minus every request's content. */
+export function serializeError(error: unknown): unknown {
+  const serialized = pino.stdSerializers.err(error as Error);
+  return withoutRequestContent(serialized, 0);
+}
+
+function withoutRequestContent(value: unknown, depth: number): unknown {
+  if (value === null || typeof value !== 'object' || depth > 8) return value;
+  const record = value as Record<string, unknown>;
+  for (const key of REQUEST_CONTENT) if (key in record) delete record[key];
+  for (const key of ['cause', 'aggregateErrors'])
+    if (key in record) {
+      const nested = record[key];
+      if (Array.isArray(nested)) for (const item of nested) withoutRequestContent(item, depth + 1);
+      else withoutRequestContent(nested, depth + 1);
+    }
+  return value;
 }
 
 /**

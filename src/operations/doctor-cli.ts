@@ -6,7 +6,7 @@ import { loadConfig } from '../config/load-config';
 import { type AccountList, formatReport, runDoctor } from './doctor';
 import { probeAccount } from './doctor-account-probe';
 import { FORCE_LOGIN_FLAG } from './doctor-backoff';
-import { checkClientRegistry, checkRedisStore } from './doctor-checks';
+import { checkClientRegistry, checkLedgerStore, checkRedisStore } from './doctor-checks';
 import { sessionProviderStep } from './doctor-session-provider';
 
 const USAGE = `Usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
@@ -49,6 +49,7 @@ async function main(args: readonly string[]): Promise<number> {
     loadConfig: () => loadConfig(process.env),
     checkClients: checkClientRegistry,
     checkStore: checkRedisStore,
+    checkLedgerStore,
     checkSessionProvider: sessionProviderStep,
     listAccounts,
     probeAccount: (config, account) =>

@@ -1,6 +1,7 @@
 // Readiness: can this replica serve now? A load balancer sends traffic only to a replica that says yes.
 import type { BudgetSnapshot } from '../budget';
 import type { ClientRegistry } from '../callers/client-registry';
+import type { Durability } from '../store/redis-durability';
 import type { TokenProvider } from '../tokens';
 
 export type CheckState = 'ok' | 'degraded' | 'failing';
@@ -53,6 +54,15 @@ export interface ReadinessReport {
     readonly circuits: Readonly<Record<string, { readonly state: string }>>;
     /** Each provider account (SPEC §10): its token and its circuits. */
     readonly accounts: Readonly<Record<string, AccountCheck>>;
+    /**
+     * Whether the Redis holding the usage ledger and the quota counters keeps them across a restart (detail only: it
+     * never changes the status). Absent without Redis; `unknown` until read, or when CONFIG GET is refused.
+     */
+    readonly ledgerStore?: {
+      readonly state: 'ok' | 'degraded' | 'unknown';
+      readonly detail: string;
+      readonly fix?: string;
+    };
     readonly clientRegistry?: {
       readonly state: CheckState;
       readonly detail: string;
@@ -85,6 +95,8 @@ export interface ReadinessDeps {
   /** Live store health: the token manager learns of a recovered Redis only on its next store call. */
   readonly storeHealthy?: () => boolean;
   readonly clientRegistry?: Pick<ClientRegistry, 'health'>;
+  /** The last durability read of the ledger's Redis (src/store/redis-durability.ts); absent without Redis. */
+  readonly ledgerDurability?: () => Durability | undefined;
 }
 
 /** Token failures that mean the provider refuses this gateway, not that it is briefly unreachable. */
@@ -151,6 +163,7 @@ export function createReadiness(deps: ReadinessDeps): Readiness {
           upstreamToken,
           circuits,
           accounts,
+          ...(deps.ledgerDurability && { ledgerStore: ledgerStoreCheck(deps.ledgerDurability()) }),
           ...(registry && { clientRegistry: registry }),
         },
       };
@@ -252,4 +265,14 @@ function registryCheck(
       `CLIENTS_FILE could not be reloaded since ${since} (${lastFailure}); serving the last good ` +
       'registry, so keys removed from the file still work until it is fixed (see the error log)',
   };
+}
+
+/** The ledger's store as last read: `degraded` when it would lose the ledger or the quotas on a restart or to eviction. */
+function ledgerStoreCheck(
+  durability: Durability | undefined,
+): NonNullable<ReadinessReport['checks']['ledgerStore']> {
+  if (!durability) return { state: 'unknown', detail: 'not read yet (Redis has not answered CONFIG GET)' };
+  if (durability.state === 'durable') return { state: 'ok', detail: durability.detail };
+  const state = durability.state === 'unknown' ? 'unknown' : 'degraded';
+  return { state, detail: durability.detail, fix: durability.fix };
 }

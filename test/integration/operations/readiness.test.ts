@@ -42,7 +42,8 @@ describe('readiness with Redis', () => {
   let gateway: RunningGateway;
 
   beforeAll(async () => {
-    redis = await startRedisServer();
+    // Durable, as the deployment ships it: the ledger's store check is ok too.
+    redis = await startRedisServer(['--appendonly', 'yes', '--appendfsync', 'everysec']);
     simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
     gateway = await startGateway(loadConfig(gatewayEnv(simulator.url, { REDIS_URL: redis.url })), {
       logStream: captureLogs().stream,
@@ -57,6 +58,10 @@ describe('readiness with Redis', () => {
 
   test('healthy: 200 ready, every check ok, no secret in the detail', async () => {
     expect((await getPlan(gateway)).status).toBe(200);
+    // The ledger store's durability is read in the background once Redis is ready.
+    await waitFor(async () => (await readyz(gateway)).body.checks.ledgerStore?.state !== 'unknown', {
+      what: "the ledger store's durability read",
+    });
     const { status, body, text } = await readyz(gateway);
     expect(status).toBe(200);
     expect(body).toEqual({
@@ -75,6 +80,10 @@ describe('readiness with Redis', () => {
           },
         },
         clientRegistry: { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' },
+        ledgerStore: {
+          state: 'ok',
+          detail: 'append-only file (appendfsync everysec), maxmemory-policy noeviction',
+        },
       },
     });
     for (const secret of [PASSWORD, USERNAME, 'eyJ']) expect(text).not.toContain(secret);

@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { createLogger, flushLogger, isoTimestamp } from '../../../src/observability/logger';
 import { tempDir } from '../../support/temp-dir';
@@ -160,5 +161,32 @@ describe('isoTimestamp', () => {
     expect(line?.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(Date.parse(line?.time as string)).toBeGreaterThanOrEqual(before);
     expect(Date.parse(line?.time as string)).toBeLessThanOrEqual(Date.now());
+  });
+});
+
+describe('errors in log lines (issue 42)', () => {
+  test("never carry the request body body-parser attaches to its errors, nor one in the error's cause", () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', stream });
+    const parseError = Object.assign(new Error('too many parameters'), {
+      type: 'parameters.too.many',
+      status: 413,
+      body: 'logout_token=BODY-MARKER-1&a=1',
+    });
+    const wrapped = new Error('outer', {
+      cause: Object.assign(new Error('inner'), { rawBody: 'BODY-MARKER-2' }),
+    });
+    logger.error({ err: parseError }, 'unhandled error');
+    logger.error({ err: wrapped }, 'unhandled error');
+    const [first, second] = lines.map((line) => JSON.parse(line) as { err: Record<string, unknown> });
+    expect(first?.err).toMatchObject({ type: 'Error', message: 'too many parameters', status: 413 });
+    expect(second?.err).toMatchObject({ message: expect.stringContaining('outer') });
+    expect(lines.join('')).not.toMatch(/BODY-MARKER/);
   });
 });

@@ -1,6 +1,7 @@
 import type { BudgetSnapshot } from '../../../src/budget';
 import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
+import { judgeDurability as judge } from '../../../src/store/redis-durability';
 import type { TokenStatus } from '../../../src/tokens/internal/token-provider';
 
 function readinessWith(status: TokenStatus, circuit = 'closed') {
@@ -113,6 +114,37 @@ describe('readiness: the client registry', () => {
       detail: expect.stringContaining('since 2026-11-20T18:30:00.000Z (invalid)'),
     });
     expect(report.checks.clientRegistry?.detail).toMatch(/keys removed from the file still work/);
+  });
+
+  it("names whether the ledger's Redis keeps the ledger, as detail only: the status does not change", () => {
+    const account = {
+      id: 'default',
+      tokens: { status: () => ({ hasValidToken: true, storeHealthy: true }) },
+      circuitStates: () => ({}),
+    };
+    const report = (durability: Parameters<typeof judge>[0] | undefined) =>
+      createReadiness({
+        accounts: { all: () => [account] },
+        storeKind: 'redis',
+        storeHealthy: () => true,
+        ledgerDurability: () => (durability ? judge(durability) : undefined),
+      }).report();
+    const durable = {
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      save: '',
+      maxmemoryPolicy: 'noeviction',
+      maxmemory: 0,
+    };
+    expect(report(durable)).toMatchObject({ status: 'ready', checks: { ledgerStore: { state: 'ok' } } });
+    const volatile = report({ ...durable, appendonly: 'no' });
+    expect(volatile.status).toBe('ready');
+    expect(volatile.checks.ledgerStore).toMatchObject({
+      state: 'degraded',
+      detail: expect.stringContaining('persistence is off'),
+      fix: expect.stringContaining('appendonly yes'),
+    });
+    expect(report(undefined).checks.ledgerStore?.state).toBe('unknown');
   });
 });
 
