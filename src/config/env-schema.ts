@@ -232,6 +232,16 @@ export const envSchema = z.object({
       message: "must be client_secret_basic or client_secret_post (unset: the provider's discovery chooses)",
     })
     .optional(),
+  /**
+   * How the browser is sent to the provider's end-session endpoint: `get` (a link carrying id_token_hint, which every
+   * provider takes) or `post` (a form, the ID token kept out of URLs: only for a provider that takes POST there).
+   */
+  SESSION_END_SESSION_METHOD: z
+    .enum(['get', 'post'], {
+      message:
+        'must be get or post (get: a link with id_token_hint; post: a form, for providers that take POST)',
+    })
+    .default('get'),
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),

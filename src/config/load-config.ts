@@ -404,6 +404,7 @@ function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig
     publicUrl: env.SESSION_PUBLIC_URL && new URL(env.SESSION_PUBLIC_URL).origin,
     scopes: env.SESSION_SCOPES,
     clientAuthMethod: env.SESSION_CLIENT_AUTH_METHOD,
+    endSessionMethod: env.SESSION_END_SESSION_METHOD,
     idleTimeoutSeconds: env.SESSION_IDLE_TIMEOUT_SECONDS,
     maxLifetimeSeconds: env.SESSION_MAX_LIFETIME_SECONDS,
     revalidateSeconds: env.SESSION_REVALIDATE_SECONDS,

@@ -16,6 +16,7 @@ import {
   formatDuration,
   mayLogIn,
 } from './doctor-backoff';
+import { type BudgetCheck, diagnoseBudget } from './doctor-budget';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -77,6 +78,8 @@ export interface AccountProbe {
   requestToken(): Promise<TokenAttempt>;
   /** Shares a refusal the doctor's own login met, as a replica would; the record, or undefined when not shared. */
   shareRefusal(reason: RefusalReason): Promise<BackoffRecord | undefined>;
+  /** The fleet's budget record of the account (informative); absent: no budget line. */
+  readBudget?(): Promise<BudgetCheck>;
   close(): Promise<void>;
 }
 
@@ -177,31 +180,42 @@ async function checkAccount(
   config: GatewayConfig,
   account: AccountSpec,
 ): Promise<DoctorStep[]> {
-  const forceLogin = deps.forceLogin === true;
   const probe = await deps.probeAccount(config, account);
   try {
-    const backoff = await probe.readBackoff();
-    const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
-    if (!mayLogIn(backoff, forceLogin))
-      return [
-        backoffStep,
-        {
-          title: tokenTitle(account),
-          state: 'skipped',
-          detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
-        },
-      ];
-    const attempt = await probe.requestToken();
-    const tokenStep = diagnoseToken(attempt, account);
-    const refusal = refusalOf(attempt);
-    const shared = refusal && (await probe.shareRefusal(refusal));
-    const sharedNote = shared
-      ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
-      : '';
-    return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
+    const steps = await checkLogin(deps, account, probe);
+    const budget = await probe.readBudget?.();
+    return budget ? [...steps, diagnoseBudget(budget, account)] : steps;
   } finally {
     await probe.close();
   }
+}
+
+/** The fleet's back-off, then one login when the fleet would (or when forced). */
+async function checkLogin(
+  deps: DoctorDeps,
+  account: AccountSpec,
+  probe: AccountProbe,
+): Promise<DoctorStep[]> {
+  const forceLogin = deps.forceLogin === true;
+  const backoff = await probe.readBackoff();
+  const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
+  if (!mayLogIn(backoff, forceLogin))
+    return [
+      backoffStep,
+      {
+        title: tokenTitle(account),
+        state: 'skipped',
+        detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
+      },
+    ];
+  const attempt = await probe.requestToken();
+  const tokenStep = diagnoseToken(attempt, account);
+  const refusal = refusalOf(attempt);
+  const shared = refusal && (await probe.shareRefusal(refusal));
+  const sharedNote = shared
+    ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
+    : '';
+  return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
 }
 
 /** The refusal a login answer is, as the token client names it (401/400 credentials, 403 IP). */
