@@ -5,7 +5,7 @@ import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
-/** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
+/** Upstream sockets per replica (bench/README.md, "Sizing the upstream pool": sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
