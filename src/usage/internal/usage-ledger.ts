@@ -72,6 +72,12 @@ const RATE_WINDOWS = 10;
  * store loses in a crash (appendfsync everysec), which is not a reset of the ledger.
  */
 const RESET_GRACE_MS = 5_000;
+/**
+ * A count silent this long (or this many flush intervals) is a replica that stopped or cannot reach the store (the
+ * report's rule); a replica alive but idle writes its count again at half of it, so its silence is never taken for a stop.
+ */
+export const STALE_MS = 10_000;
+export const STALE_FLUSHES = 5;
 
 export class UsageLedger {
   readonly replicaId: string;
@@ -92,6 +98,8 @@ export class UsageLedger {
   private readonly windows: number[] = [];
   /** When this replica's count of each day first reached the store (a missing count later means a reset). */
   private readonly firstWrittenAt = new Map<string, number>();
+  /** When this replica's count of each day was last written (an idle replica writes it again before it looks stopped). */
+  private readonly lastWrittenAt = new Map<string, number>();
   private storeNoted = false;
   private pendingReset: { at: number; day: string; expiry: number } | undefined;
   private final = false;
@@ -152,10 +160,25 @@ export class UsageLedger {
     return {
       ...this.snapshot(day),
       at,
-      every: Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows)),
+      every: this.every(),
       rate: Math.ceil(Math.max(0, ...this.rates)),
       ...(this.final && { final: true as const }),
     };
+  }
+
+  /** The flush interval as it ran: the longest of the last windows, at least the configured one. */
+  private every(): number {
+    return Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows));
+  }
+
+  /**
+   * A replica with nothing new to write still says it is alive: today's count is written again (same rows, a new
+   * `at`) once it is half as old as the report's silence; one HSET every few seconds, only while idle.
+   */
+  private keepAlive(now: number): void {
+    const written = this.lastWrittenAt.get(this.today);
+    if (written === undefined || this.dirty.has(this.today)) return;
+    if (now - written >= Math.max(STALE_MS, STALE_FLUSHES * this.every()) / 2) this.dirty.add(this.today);
   }
 
   /** Closes the flush window: its rate joins the last few, of which the written rate is the peak. */
@@ -187,6 +210,7 @@ export class UsageLedger {
     const now = this.now();
     if (now >= this.todayEndsAt && this.today) this.turnDay(now);
     this.measureRate(now);
+    this.keepAlive(now);
     const days = [...this.dirty];
     this.dirty.clear();
     for (const day of days) {
@@ -202,6 +226,7 @@ export class UsageLedger {
           expireAt,
         );
         this.expirySet.add(day);
+        this.lastWrittenAt.set(day, now);
         await this.noticeStore(day, created, now, expiry);
         this.report(day, snapshot);
         this.options.onFlush?.('ok');
@@ -259,6 +284,7 @@ export class UsageLedger {
         this.days.delete(day);
         this.expirySet.delete(day);
         this.firstWrittenAt.delete(day);
+        this.lastWrittenAt.delete(day);
         for (const name of this.reported.keys()) if (name.startsWith(`${day}\n`)) this.reported.delete(name);
       }
   }

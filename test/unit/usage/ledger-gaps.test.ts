@@ -76,6 +76,21 @@ describe('what the ledger may have lost', () => {
     expect((await readUsage(store, DAY, clock.now + 3_600_000)).gaps).toEqual([]);
   });
 
+  test('a replica alive but idle (no request for a minute) is no gap: its count is complete', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const idle = ledgerOn(store, clock, 'idle');
+    await load(idle, clock, 20, 3);
+    // Quiet traffic (a night, a lull): the process runs, its timer keeps flushing, nothing new is counted.
+    for (let s = 0; s < 60; s += 1) {
+      clock.now += 1000;
+      await idle.flush();
+    }
+    const report = await readUsage(store, DAY, clock.now);
+    expect(report.gaps).toEqual([]);
+    expect(usageNotes(report)).toEqual([]);
+  });
+
   test('a count of this replica missing from the store is a reset: noted once, and the report says so instead of zeros', async () => {
     let store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
