@@ -907,6 +907,21 @@ describe('usage and quota settings', () => {
     expect(problemsOf({ USAGE_REDIS_URL: 'http://x' }).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
   });
 
+  test('USAGE_REDIS_* typos are refused, never a silent fall-back of the ledger to the token store', () => {
+    // A sentinel name alone (its Sentinels forgotten or misspelled) would leave the ledger in the token store.
+    expect(problemsOf({ REDIS_URL: 'redis://tokens:6379', USAGE_REDIS_SENTINEL_NAME: 'ledger' })).toEqual([
+      { variable: 'USAGE_REDIS_SENTINEL_NAME', message: expect.stringContaining('USAGE_REDIS_SENTINELS') },
+    ]);
+    for (const [typo, meant] of [
+      ['USAGE_REDIS_URI', 'USAGE_REDIS_URL'],
+      ['USAGE_REDIS_CLUSTER_NODE', 'USAGE_REDIS_CLUSTER_NODES'],
+      ['USAGE_REDIS_SENTINEL', 'USAGE_REDIS_SENTINELS'],
+    ])
+      expect(
+        problemsOf({ REDIS_URL: 'redis://tokens:6379', [typo as string]: 'redis://ledger:6379' }),
+      ).toEqual([{ variable: typo, message: expect.stringContaining(`did you mean ${meant}?`) }]);
+  });
+
   test('production refuses a plaintext USAGE_REDIS_URL unless REDIS_ALLOW_PLAINTEXT', () => {
     const env = { ...upstreamEnv, ...productionReady, USAGE_REDIS_URL: 'redis://ledger:6379' };
     expect(problemsOf(env).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
