@@ -226,8 +226,9 @@ export class UsageLedger {
           expireAt,
         );
         this.expirySet.add(day);
+        const previous = this.lastWrittenAt.get(day);
         this.lastWrittenAt.set(day, now);
-        await this.noticeStore(day, created, now, expiry);
+        await this.noticeStore(day, created, now, expiry, previous);
         this.report(day, snapshot);
         this.options.onFlush?.('ok');
       } catch (error) {
@@ -243,10 +244,18 @@ export class UsageLedger {
    * longer held is a reset: reported once, and noted in the store's marker (the report says it). A note that fails
    * is made again at the next flush; it never fails the write it follows.
    */
-  private async noticeStore(day: string, created: boolean, now: number, expiry: number): Promise<void> {
+  private async noticeStore(
+    day: string,
+    created: boolean,
+    now: number,
+    expiry: number,
+    previous: number | undefined,
+  ): Promise<void> {
     const first = this.firstWrittenAt.get(day);
     if (first === undefined) this.firstWrittenAt.set(day, now);
-    else if (created && now - first >= RESET_GRACE_MS) {
+    // The store lost the count after the previous write that reached it: lost though held since `first` for at least
+    // the grace, it was reset; younger, it may be an append-only store's last second (however long it was then down).
+    else if (created && previous !== undefined && previous - first >= RESET_GRACE_MS) {
       this.pendingReset = { at: now, day, expiry };
       this.options.onStoreReset?.(now);
     }

@@ -123,6 +123,37 @@ describe('what the ledger may have lost', () => {
     expect(report.totals[0]?.counts.billable).toBe(39);
   });
 
+  test('an append-only store that lost only the first write (its last second before a crash) is no reset, however long it was down', async () => {
+    let store = memoryLedgerStore();
+    let down = false;
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const resets: number[] = [];
+    const backing = {
+      write: (...args: Parameters<typeof store.write>) =>
+        down ? Promise.reject(new Error('connect ECONNREFUSED')) : store.write(...args),
+      read: (day: string) => store.read(day),
+      noteSince: (at: number) => store.noteSince(at),
+      noteReset: (at: number, day: string, expireAt: number) => store.noteReset(at, day, expireAt),
+      readMarker: () => store.readMarker(),
+    };
+    const ledger = new UsageLedger({
+      store: backing,
+      retentionDays: 400,
+      now: () => clock.now,
+      replicaId: 'a',
+      onStoreReset: (at) => resets.push(at),
+    });
+    await load(ledger, clock, 3, 1); // the replica's first write of the day…
+    // …is the last second the crashed Redis had not yet written to its append-only file; it restarts 30 s later.
+    store = memoryLedgerStore();
+    down = true;
+    await load(ledger, clock, 3, 30);
+    down = false;
+    await load(ledger, clock, 3, 2);
+    expect(resets).toEqual([]);
+    expect((await readUsage(backing, DAY, clock.now)).missing).toBeUndefined();
+  });
+
   test('a store that first held the ledger after the range began says so, instead of zeros', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
