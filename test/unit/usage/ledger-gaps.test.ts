@@ -1,5 +1,7 @@
 // The ledger knows what it may have lost: a replica that stopped without its final write is a gap with a bound (its
 // peak rate over the unwritten interval), and a store that lost a replica's earlier count is named as reset.
+import { Registry } from 'prom-client';
+import { createUsage } from '../../../src/usage';
 import { memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
 import { usageNotes } from '../../../src/usage/internal/usage-format';
 import { UsageLedger } from '../../../src/usage/internal/usage-ledger';
@@ -162,5 +164,33 @@ describe('what the ledger may have lost', () => {
     expect(report.rows).toEqual([]);
     expect(report.missing).toEqual({ before: '2026-11-25T10:00:01.000Z', reason: 'new-store' });
     expect(usageNotes(report)[0]).toContain('this store holds the ledger since 2026-11-25T10:00:01.000Z');
+  });
+
+  test('a single gateway idle for a minute reports no gap of its own on /metrics (the gap alert stays quiet)', async () => {
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const registry = new Registry();
+    const usage = createUsage({
+      keyPrefix: 'bff:',
+      settings: { retentionDays: 400 },
+      limitsOf: () => undefined,
+      logger: { info: () => undefined, warn: () => undefined },
+      registry,
+      now: () => clock.now,
+      flushIntervalMs: 1000,
+    });
+    try {
+      for (let i = 0; i < 30; i += 1) usage.ledger.record('shop', 'alpha', 'getPlan', 'answers2xx');
+      for (let s = 0; s < 60; s += 1) {
+        clock.now += 1000;
+        await usage.ledger.flush();
+      }
+      // Read as a scrape reads them: the calls gauge collects (one read of today's ledger) and sets the replicas one.
+      const calls = await registry.getSingleMetric('gateway_usage_ledger_gap_calls')?.get();
+      const replicas = await registry.getSingleMetric('gateway_usage_ledger_gap_replicas')?.get();
+      expect(calls?.values.map((v) => v.value)).toEqual([0]);
+      expect(replicas?.values.map((v) => v.value)).toEqual([0]);
+    } finally {
+      await usage.close();
+    }
   });
 });
