@@ -484,10 +484,15 @@ function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string
 
 /** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */
 function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
-  if (env.REDIS_SENTINEL_PASSWORD !== undefined && !env.REDIS_SENTINELS?.length)
+  // The Sentinels' password serves USAGE_REDIS_SENTINELS as well (the usage store takes REDIS_*'s secrets).
+  if (
+    env.REDIS_SENTINEL_PASSWORD !== undefined &&
+    !env.REDIS_SENTINELS?.length &&
+    !env.USAGE_REDIS_SENTINELS?.length
+  )
     fail(
       'REDIS_SENTINEL_PASSWORD',
-      'is read with REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
+      'is read with REDIS_SENTINELS or USAGE_REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
     );
   return topologyOf(
     'REDIS_',

@@ -922,6 +922,20 @@ describe('usage and quota settings', () => {
       ).toEqual([{ variable: typo, message: expect.stringContaining(`did you mean ${meant}?`) }]);
   });
 
+  test('REDIS_SENTINEL_PASSWORD serves USAGE_REDIS_SENTINELS too (tokens in a plain Redis, the ledger behind Sentinels)', () => {
+    const env = {
+      REDIS_URL: 'redis://tokens:6379',
+      USAGE_REDIS_SENTINELS: 'a:26379',
+      USAGE_REDIS_SENTINEL_NAME: 'ledger',
+      REDIS_SENTINEL_PASSWORD: 'sentinel-secret',
+    };
+    expect(loadConfig(env).usage.redis?.sentinelPassword).toBe('sentinel-secret');
+    // Without any Sentinels it is still a mistake, named.
+    expect(
+      problemsOf({ REDIS_URL: 'redis://tokens:6379', REDIS_SENTINEL_PASSWORD: 'x' }).map((p) => p.variable),
+    ).toEqual(['REDIS_SENTINEL_PASSWORD']);
+  });
+
   test('production refuses a plaintext USAGE_REDIS_URL unless REDIS_ALLOW_PLAINTEXT', () => {
     const env = { ...upstreamEnv, ...productionReady, USAGE_REDIS_URL: 'redis://ledger:6379' };
     expect(problemsOf(env).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
