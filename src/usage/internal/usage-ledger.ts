@@ -41,7 +41,7 @@ export interface LedgerSnapshot {
    * CPU stretches it). A replica that wrote less recently than a few of these has stopped or lost the store.
    */
   readonly every?: number;
-  /** The replica's peak rate over its last flushes, in counted requests per second (billable not counted twice). */
+  /** The replica's peak rate over its last flushes that counted, in requests per second (billable not counted twice). */
   readonly rate?: number;
   /** The graceful stop's last write: the count is exact and complete. */
   readonly final?: true;
@@ -185,7 +185,9 @@ export class UsageLedger {
   private measureRate(now: number): void {
     const elapsed = now - this.windowStartedAt;
     if (elapsed <= 0) return;
-    this.rates.push((this.countedInWindow * 1000) / elapsed);
+    // An idle window leaves the peak as it was: a replica that resumes after a lull (its count written again while
+    // idle) may be cut before its next write, at the rate it had before.
+    if (this.countedInWindow > 0) this.rates.push((this.countedInWindow * 1000) / elapsed);
     this.windows.push(elapsed);
     if (this.rates.length > RATE_WINDOWS) this.rates.shift();
     if (this.windows.length > RATE_WINDOWS) this.windows.shift();

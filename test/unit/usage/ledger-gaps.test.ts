@@ -93,6 +93,22 @@ describe('what the ledger may have lost', () => {
     expect(usageNotes(report)).toEqual([]);
   });
 
+  test('a replica killed right after a lull is still bounded by its rate before it (the lull does not lower it to 0)', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const replica = ledgerOn(store, clock, 'lull');
+    await load(replica, clock, 20, 3);
+    for (let s = 0; s < 60; s += 1) {
+      clock.now += 1000;
+      await replica.flush();
+    }
+    // Traffic resumes at the same rate; the replica is killed before its next write.
+    for (let i = 0; i < 15; i += 1) replica.record('shop', 'alpha', 'getPlan', 'answers2xx');
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    expect(report.gaps).toHaveLength(1);
+    expect(report.gaps[0]?.bound).toBeGreaterThanOrEqual(15);
+  });
+
   test('a count of this replica missing from the store is a reset: noted once, and the report says so instead of zeros', async () => {
     let store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
