@@ -41,6 +41,8 @@ export type LedgerStoreCheck =
       /** USAGE_REDIS_*: a Redis of its own, not the token store's. */
       readonly separate: boolean;
       readonly durability: Durability;
+      /** It answered as a read-only replica: the ledger and the quota counters could not be written there. */
+      readonly replica?: true;
     }
   | { readonly kind: 'redis'; readonly where: string; readonly separate: boolean; readonly problem: string };
 
@@ -353,6 +355,15 @@ export function diagnoseLedgerStore(check: LedgerStoreCheck): DoctorStep {
         }
       : { title, state: 'skipped', detail: 'needs the token store, which did not answer' };
   const { durability } = check;
+  if (check.replica)
+    return {
+      title,
+      state: 'fail',
+      detail: `${check.where}${whose} is a read-only replica: the ledger and the quota counters cannot be written there`,
+      fix: check.separate
+        ? 'point USAGE_REDIS_URL at the master (or use USAGE_REDIS_SENTINELS, which find it)'
+        : 'point REDIS_URL at the master (or use REDIS_SENTINELS, which find it)',
+    };
   switch (durability.state) {
     case 'durable':
       return {
