@@ -216,6 +216,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     },
     callers: {
       clientsFile: resolve(cwd, clientsFile),
+      operationsFile: resolve(cwd, env.OPERATIONS_FILE),
       defaultRateLimit: {
         limit: env.RATE_LIMIT_DEFAULT_LIMIT,
         windowSeconds: env.RATE_LIMIT_DEFAULT_WINDOW_SECONDS,

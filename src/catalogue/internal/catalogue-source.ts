@@ -11,8 +11,10 @@ export interface CatalogueSource {
   current(): Catalogue;
   /** Re-reads the file now (SIGHUP); false when it was refused and the previous catalogue stays. */
   reload(): boolean;
+  /** The operationIds of the catalogue in force. */
+  operationIds(): readonly string[];
   /** Every operationId served since start (the ledger counts a request of an operation removed meanwhile). */
-  hasServed(operationId: string): boolean;
+  readonly served: Pick<ReadonlySet<string>, 'has'>;
   /** Told of each new catalogue; returns how to stop. */
   onChange(listener: (catalogue: Catalogue) => void): () => void;
   close(): void;
@@ -85,7 +87,8 @@ export function createCatalogueSource(file: string, options: CatalogueSourceOpti
   return {
     current: () => catalogue,
     reload,
-    hasServed: (operationId) => served.has(operationId),
+    operationIds: () => catalogue.operations.map((operation) => operation.id),
+    served,
     onChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

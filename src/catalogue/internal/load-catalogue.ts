@@ -108,39 +108,13 @@ function buildCatalogue(
     const item = inlineSafely(document, rawItem, `paths.${path}`, problems);
     if (!item) continue;
     for (const [key, rawOperation] of Object.entries(item)) {
-      const method = key.toUpperCase() as OperationMethod;
-      if (!METHODS.includes(method)) {
-        if (OTHER_METHODS.includes(key) && isRecord(rawOperation) && rawOperation['x-gateway'] !== undefined)
-          problems.push(`${key.toUpperCase()} ${path}: the gateway serves only ${METHODS.join(', ')}`);
-        continue;
-      }
-      if (!isRecord(rawOperation)) continue;
-      const name = typeof rawOperation.operationId === 'string' ? rawOperation.operationId : undefined;
-      const where = `${method} ${path}${name ? ` (${name})` : ''}`;
-      const extension = rawOperation['x-gateway'];
-      if (extension === undefined || (isRecord(extension) && extension.scope === undefined)) {
-        if (extension !== undefined) checkExtensionShape(extension, where, problems);
-        unserved.push(where);
-        continue;
-      }
-      if (!checkExtensionShape(extension, where, problems)) continue;
-      const operation = compileOperation(
-        {
-          document,
-          path,
-          method,
-          where,
-          name,
-          item,
-          raw: rawOperation,
-          extension: extension as GatewayExtension,
-        },
-        options,
-        compilers,
-        problems,
+      const operation = operationOf(
+        { document, path, key, rawOperation, item },
+        { options, compilers, problems, unserved },
       );
       if (!operation) continue;
-      const routeKey = `${method} ${path.replace(/\{[^}]*\}/g, '{}').toLowerCase()}`;
+      const where = `${operation.method} ${path} (${operation.id})`;
+      const routeKey = `${operation.method} ${path.replace(/\{[^}]*\}/g, '{}').toLowerCase()}`;
       const other = seenRoutes.get(routeKey);
       if (other) problems.push(`${where}: the same path and method as ${other}`);
       seenRoutes.set(routeKey, where);
@@ -160,6 +134,38 @@ function buildCatalogue(
       components: isRecord(document.components) ? document.components : {},
     },
   };
+}
+
+/** One method of a path item: compiled when served, listed in `unserved` when it has no scope, else skipped. */
+function operationOf(
+  at: { document: unknown; path: string; key: string; rawOperation: unknown; item: Json },
+  load: {
+    options: CatalogueOptions;
+    compilers: ReturnType<typeof createCompilers>;
+    problems: string[];
+    unserved: string[];
+  },
+): CatalogueOperation | undefined {
+  const { path, key, rawOperation } = at;
+  const { problems } = load;
+  const method = key.toUpperCase() as OperationMethod;
+  if (!METHODS.includes(method)) {
+    if (OTHER_METHODS.includes(key) && isRecord(rawOperation) && rawOperation['x-gateway'] !== undefined)
+      problems.push(`${key.toUpperCase()} ${path}: the gateway serves only ${METHODS.join(', ')}`);
+    return undefined;
+  }
+  if (!isRecord(rawOperation)) return undefined;
+  const name = typeof rawOperation.operationId === 'string' ? rawOperation.operationId : undefined;
+  const where = `${method} ${path}${name ? ` (${name})` : ''}`;
+  const extension = rawOperation['x-gateway'];
+  if (extension === undefined || (isRecord(extension) && extension.scope === undefined)) {
+    if (extension !== undefined) checkExtensionShape(extension, where, problems);
+    load.unserved.push(where);
+    return undefined;
+  }
+  if (!checkExtensionShape(extension, where, problems)) return undefined;
+  const source = { ...at, method, where, name, raw: rawOperation, extension: extension as GatewayExtension };
+  return compileOperation(source, load.options, load.compilers, problems);
 }
 
 function inlineSafely(document: unknown, node: unknown, where: string, problems: string[]): Json | undefined {

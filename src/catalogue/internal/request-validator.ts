@@ -36,7 +36,7 @@ export interface ValidRequest {
 export interface RequestValidator {
   /** Throws 400 INVALID_REQUEST naming each bad field; never mutates what the caller sees but the body. */
   validate(
-    params: Readonly<Record<string, string>>,
+    params: Readonly<Record<string, unknown>>,
     rawQuery: string | undefined,
     body: unknown,
   ): ValidRequest;
