@@ -1,7 +1,7 @@
 // The operations catalogue at run time (SPEC §12) on two real gateway replicas sharing a real Redis, in front of the
 // simulator: an operation added to OPERATIONS_FILE while load runs is served by both within seconds, with no failed
 // request on the others; removed, it answers 404; an invalid document keeps the last good catalogue (logged, counted).
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { SEED_SUBSCRIPTION_ID } from '../../src/simulator/subscriptions';
@@ -11,48 +11,13 @@ import { type LoadRequest, runLoad } from '../support/load';
 import { PLAN_ID } from '../support/ops-fixture';
 import { waitFor } from '../support/ports';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
+import {
+  SHIPPED_CATALOGUE as SHIPPED,
+  catalogueWithSubscriptions as withSubscriptions,
+} from '../support/subscription-operation';
 import { tempDir } from '../support/temp-dir';
 
 const KEY = 'catalogue-reload-key-0123456789abcdef';
-const SHIPPED = readFileSync(join(__dirname, '../../config/operations.json'), 'utf8');
-
-/** The shipped catalogue plus the simulator's subscription read, its riskScore left undocumented. */
-function withSubscriptions(): string {
-  const document = JSON.parse(SHIPPED);
-  document.paths['/api/subscriptions/{subscriptionId}'] = {
-    get: {
-      operationId: 'subscription',
-      'x-gateway': { scope: 'plans:read' },
-      parameters: [
-        {
-          name: 'subscriptionId',
-          in: 'path',
-          required: true,
-          schema: { type: 'string', pattern: '^sub_[A-Za-z0-9]{1,32}$' },
-        },
-      ],
-      responses: {
-        '200': {
-          description: 'A subscription.',
-          content: {
-            'application/json': {
-              schema: {
-                type: 'object',
-                properties: {
-                  id: { type: 'string' },
-                  planId: { type: 'string' },
-                  status: { type: 'string' },
-                },
-              },
-            },
-          },
-        },
-      },
-    },
-  };
-  return JSON.stringify(document);
-}
-
 let redis: RedisServer;
 let simulator: RunningSimulator;
 let gateways: GatewayProcess[] = [];
@@ -134,7 +99,13 @@ test('an operation added while load runs is served by both replicas within secon
     for (const gateway of gateways) {
       const { body } = await get(gateway, subscriptionPath);
       // answer: strict by default: the provider's undocumented riskScore never reaches the caller.
-      expect(body).toEqual({ id: SEED_SUBSCRIPTION_ID, planId: PLAN_ID, status: 'ACTIVE' });
+      expect(body).toEqual({
+        id: SEED_SUBSCRIPTION_ID,
+        planId: PLAN_ID,
+        status: 'ACTIVE',
+        startedAt: '2026-01-15T12:00:00Z',
+        nextChargeAt: '2026-12-15T12:00:00Z',
+      });
       const spec = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as { paths: object };
       expect(Object.keys(spec.paths)).toContain('/api/subscriptions/{subscriptionId}');
     }
