@@ -86,8 +86,11 @@ export function compileRequestValidator(shape: RequestShape, compilers: Compiler
       if (!checkPath(values)) throw invalid('path parameters', checkPath.errors);
       for (const name of pathNames) {
         const value = String(values[name]);
-        if (value === '.' || value === '..')
-          throw invalid('path parameters', undefined, [{ path: name, message: 'must not be . or ..' }]);
+        // One segment upstream, whatever the provider decodes: no dot segment, no (encoded) slash or backslash.
+        if (value === '.' || value === '..' || value.includes('/') || value.includes('\\'))
+          throw invalid('path parameters', undefined, [
+            { path: name, message: 'must be one path segment (no /, \\, . or ..)' },
+          ]);
       }
       for (const name of lowerCased) values[name] = String(values[name]).toLowerCase();
       let path = shape.upstream.fill(values);
