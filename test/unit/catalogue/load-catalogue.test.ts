@@ -267,3 +267,28 @@ describe('hostile documents: a clear error naming the operation and the field, n
     expect(problemsOf({ openapi: '3.0.0', paths: {} })).toEqual(['openapi must be "3.1.x"']);
   });
 });
+
+describe('the README walkthrough', () => {
+  test('"Adding a provider operation" declares an operation the shipped catalogue then serves, strictly', () => {
+    const readme = readFileSync(join(__dirname, '../../../README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('## Adding a provider operation'));
+    const snippet = /```json\n([\s\S]*?)```/.exec(section)?.[1];
+    expect(snippet).toBeDefined();
+    const document = JSON.parse(readFileSync(SHIPPED, 'utf8'));
+    Object.assign(document.paths, JSON.parse(`{${snippet}}`));
+    const catalogue = parseCatalogue(JSON.stringify(document), 'json', OPTIONS);
+    const subscription = catalogue.operations.find((op) => op.id === 'subscription');
+    expect(subscription).toMatchObject({
+      method: 'GET',
+      path: '/api/subscriptions/{id}',
+      scope: 'plans:read',
+    });
+    const provider = { id: 'sub_7Hq2Lm9X', planId: 'p', status: 'ACTIVE', riskScore: 0.1 };
+    const answer = subscription!.filterAnswer!({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify(provider)),
+    });
+    expect(JSON.parse(answer.body.toString())).toEqual({ id: 'sub_7Hq2Lm9X', planId: 'p', status: 'ACTIVE' });
+  });
+});
