@@ -4,6 +4,6 @@
 export type { AnswerFilter } from './internal/answer-filter';
 export type { Catalogue, CatalogueOperation, OperationMethod } from './internal/catalogue';
 export { type CatalogueSource, createCatalogueSource } from './internal/catalogue-source';
-export { EXTENSION_SCHEMA, type GatewayExtension } from './internal/extension-schema';
+export { EXTENSION_SCHEMA, type GatewayExtension, SCOPE_PATTERN } from './internal/extension-schema';
 export { CatalogueError, loadCatalogue, parseCatalogue } from './internal/load-catalogue';
 export type { ValidRequest } from './internal/request-validator';

@@ -1,6 +1,9 @@
 // The JSON Schema of `x-gateway` (SPEC §12), checked in as config/operations.schema.json; a unit test keeps the two
 // equal.
 
+/** A scope an operation requires and a registry grants: `plans:read`, `subscriptions.read`, … */
+export const SCOPE_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$/;
+
 export const EXTENSION_SCHEMA = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
   $id: 'https://payments-bff.internal/operations.schema.json',
@@ -14,7 +17,7 @@ export const EXTENSION_SCHEMA = {
       description:
         'The scope a caller needs (registry scopes, SSO scopes). Absent: the operation is not served (an imported draft).',
       type: 'string',
-      pattern: '^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,99}$',
+      pattern: SCOPE_PATTERN.source,
     },
     upstream: {
       type: 'object',
