@@ -101,11 +101,20 @@ function refusal(run: () => unknown): GatewayError {
 describe('the shipped catalogue', () => {
   test('declares the seed operations under their names, scopes and settings', () => {
     const catalogue = loadCatalogue(SHIPPED, OPTIONS);
-    const summary = catalogue.operations.map((op) => [op.id, op.method, op.path, op.scope, op.idempotency]);
-    expect(summary).toEqual([
-      ['validation', 'POST', '/api/validation/document', 'documents:validate', 'optional'],
-      ['plan', 'GET', '/api/subscriptions/plan/{internalId}', 'plans:read', 'none'],
+    const summary = catalogue.operations.map((op) => [
+      op.id,
+      op.method,
+      op.path,
+      op.scope,
+      op.idempotency,
+      op.answer,
     ]);
+    // Their answers pass through as before the catalogue (SPEC §3); operations added later are strict by default.
+    expect(summary).toEqual([
+      ['validation', 'POST', '/api/validation/document', 'documents:validate', 'optional', 'passthrough'],
+      ['plan', 'GET', '/api/subscriptions/plan/{internalId}', 'plans:read', 'none', 'passthrough'],
+    ]);
+    expect(catalogue.operations.map((op) => op.filterAnswer)).toEqual([undefined, undefined]);
     expect(catalogue.unserved).toEqual([]);
   });
 
