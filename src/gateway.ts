@@ -92,6 +92,7 @@ export async function startGateway(
       storeKind: redis.client ? 'redis' : 'memory',
       storeHealthy: redis.client ? redis.health.healthy : undefined,
       clientRegistry: registry,
+      ledgerDurability: redis.client || config.usage.redis ? usage.durability : undefined,
     });
     const onFinished = requestUsageRecorder(usage.usage.ledger, catalogue.served, (caller) =>
       defaultAccountOf(caller, accounts),

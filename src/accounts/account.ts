@@ -2,7 +2,12 @@
 // forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
 import type { Response } from 'express';
 import type { Logger } from 'pino';
-import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
+import {
+  type BudgetSnapshot,
+  createMemoryBudgetStore,
+  createProviderBudget,
+  createRedisBudgetStore,
+} from '../budget';
 import type { AccountSpec } from '../config/account-spec';
 import { billablePredicate } from '../config/billable-statuses';
 import type { GatewayConfig } from '../config/gateway-config';
@@ -74,6 +79,8 @@ export interface Account {
   readonly forwarder: Forwarder;
   readonly reads: AnswerReader;
   circuitStates(): Readonly<Record<string, CircuitStateName>>;
+  /** The account's provider budget in this replica, as /readyz shows it (no secret in it). */
+  budgetState(): BudgetSnapshot;
   /** Requests holding the unit and forwarded calls running now: a retired unit closes once they are done (or the
    * drain ends). */
   inFlight(): number;
@@ -171,6 +178,7 @@ async function assemble(
     forwarder,
     reads,
     circuitStates: () => circuits.states(),
+    budgetState: () => budget.snapshot(),
     inFlight,
     hold,
     close,

@@ -45,6 +45,9 @@ export function buildAccounts(
       metrics,
       // A retired account's calls get their whole time: the wait for a socket, then the call itself.
       drainMs: config.upstream.queueTimeoutMs + config.upstream.timeoutMs * 2,
+      // At shutdown, a call still out ends with its answer or its own timeout (one attempt: the wait for a socket,
+      // then the call), so the ledger counts it as the provider does; README "Graceful shutdown" sizes the grace.
+      settleMs: (account) => config.upstream.queueTimeoutMs + account.spec.timeoutMs,
       // A refused set is tried again as often as the file is polled: a missing credential file that lands is found.
       retryMs: ACCOUNTS_RETRY_MS,
     });

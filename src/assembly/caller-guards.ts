@@ -11,6 +11,7 @@ import { inboundAllowList } from '../callers/inbound-allow-list';
 import { createOidcVerifier } from '../callers/oidc-verifier';
 import { rateLimit } from '../callers/rate-limit';
 import type { GatewayConfig } from '../config/gateway-config';
+import { wholePrivateBlocks } from '../config/trust-proxy-coverage';
 import { type AuthFailureLog, createAuthFailureLog } from '../observability/auth-failure-log';
 import { type BuiltSessions, buildBrowserSessions } from '../sessions';
 import type { RecordSeal, TokenStore } from '../tokens';
@@ -44,6 +45,7 @@ export function buildCallerGuards(
     });
     closers.push(() => registry.close());
     closers.push(accounts.onSwap((ids) => warnClientsWithoutAccounts(registry, ids, logger)));
+    warnWholePrivateBlocks(config.server.trustProxy, logger);
     const failureLog = createAuthFailureLog({ logger });
     // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
     closers.push(() => failureLog.close());
@@ -79,7 +81,9 @@ function callerGuards(
     cors: cors({ origins: config.server.corsOrigins, registry }),
     authenticate: authenticate({
       registry,
-      oidc: oidc ? createOidcVerifier({ ...oidc, registry, logger }) : undefined,
+      oidc: oidc
+        ? createOidcVerifier({ ...oidc, registry, registeredClientsOnly: config.production, logger })
+        : undefined,
       sessions: browser?.sessions,
       failures: authFailureLimit({ ...counting, ...config.callers.authFailureLimit, failureLog }),
     }),
@@ -106,5 +110,23 @@ function warnClientsWithoutAccounts(
     logger.error(
       { clients, accounts: [...ids] },
       'several provider accounts are configured and these clients list no "accounts": they are refused 403 until CLIENTS_FILE names the accounts each may use',
+    );
+}
+
+/**
+ * TRUST_PROXY trusts a whole private block (`uniquelocal`, 10.0.0.0/8): every workload of that network can write
+ * its own X-Forwarded-For and so choose the address every limit, log line and allow-list sees. Allowed (a small
+ * private network may hold only the proxies), but said once at start.
+ */
+function warnWholePrivateBlocks(
+  trustProxy: GatewayConfig['server']['trustProxy'],
+  logger: Observability['logger'],
+): void {
+  if (!Array.isArray(trustProxy)) return;
+  const blocks = wholePrivateBlocks(trustProxy);
+  if (blocks.length > 0)
+    logger.warn(
+      { blocks },
+      "TRUST_PROXY trusts whole private blocks: any host there can forge X-Forwarded-For; name the proxies' exact addresses instead",
     );
 }

@@ -1,6 +1,6 @@
 // Builds the shared Redis connection (none in local mode or for a single replica) and the one judge of its health.
 import type { GatewayConfig } from '../config/gateway-config';
-import { createRedisClient, type RedisClient } from '../store/redis-connection';
+import { createRedisClient, quitRedis, type RedisClient } from '../store/redis-connection';
 import { createRedisHealth, type StoreHealth } from '../store/redis-health';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
@@ -21,12 +21,4 @@ export function buildRedis(config: GatewayConfig, { logger, metrics }: Observabi
       );
     return { client: redis, health: createRedisHealth(redis, logger, metrics) };
   });
-}
-
-async function quitRedis(redis: RedisClient): Promise<void> {
-  try {
-    await redis.quit();
-  } catch {
-    redis.disconnect();
-  }
 }

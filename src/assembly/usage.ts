@@ -1,6 +1,8 @@
 // Builds provider usage (SPEC §11): the quotas per client and account and the usage ledger, once per replica.
 import type { Caller } from '../callers/caller';
 import type { GatewayConfig } from '../config/gateway-config';
+import { createRedisClient, quitRedis } from '../store/redis-connection';
+import { type Durability, watchDurability } from '../store/redis-durability';
 import { createUsage, type QuotaLimits, type Usage } from '../usage';
 import { type Built, building } from './lifecycle';
 import type { Observability } from './observability';
@@ -11,6 +13,8 @@ export interface BuiltUsage {
   readonly usage: Usage;
   /** Names the registry the quotas are read from (each call reads the entry now: a reload applies at once). */
   quotasFrom(registry: { findById(clientId: string): Caller | undefined }): void;
+  /** Whether the Redis holding the ledger and the quotas keeps them (/readyz detail); undefined without Redis. */
+  durability(): Durability | undefined;
 }
 
 /**
@@ -24,8 +28,19 @@ export function buildUsage(
 ): Promise<Built<BuiltUsage>> {
   return building((closers) => {
     let findById: (clientId: string) => Caller | undefined = () => undefined;
+    // USAGE_REDIS_*: a durable Redis of their own, quit after the ledger's last write (closers run in reverse).
+    const own = config.usage.redis && createRedisClient(config.usage.redis);
+    if (own) {
+      own.on('error', (error: Error) =>
+        logger.debug({ error: error.message }, 'usage store (USAGE_REDIS_*) connection error'),
+      );
+      closers.push(() => quitRedis(own));
+    }
+    const store = own || redis.client;
+    const watch = store && watchDurability(store);
+    if (watch) closers.push(async () => watch.stop());
     const usage = createUsage({
-      redis: redis.client,
+      redis: store,
       keyPrefix: config.redis.keyPrefix,
       settings: config.usage,
       limitsOf: (clientId): QuotaLimits | undefined => findById(clientId)?.quota,
@@ -38,6 +53,7 @@ export function buildUsage(
       quotasFrom(registry) {
         findById = (clientId) => registry.findById(clientId);
       },
+      durability: () => watch?.latest(),
     };
   });
 }

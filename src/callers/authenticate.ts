@@ -34,6 +34,7 @@ const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
  * this connection presented before and an authentication from this IP failed on this connection within the last
  * second. So a flood costs at most one verification per connection and second, while a valid caller on its own
  * connection is always verified (its remembered key not even hashed) and never locked out by someone else's key.
+ * A valid SSO token of a client the registry does not admit (403) is no failed authentication of the address.
  */
 export function authenticate(options: AuthenticateOptions): RequestHandler {
   const { registry, oidc, failures } = options;
@@ -105,7 +106,7 @@ export function authenticate(options: AuthenticateOptions): RequestHandler {
         next();
       },
       (error: unknown) => {
-        if (!(error instanceof GatewayError)) next(error);
+        if (!(error instanceof GatewayError) || error.reason === 'CLIENT_FORBIDDEN') next(error);
         // The issuer being down is the operator's problem, not a failure of this caller's credential.
         else if (!isIssuerUnavailable(error)) fail(req, res, next, error);
         else if (failures) failures.unverified(req, res, next, error);

@@ -13,6 +13,11 @@ export interface ClientRegistry {
   findByApiKey(key: string): Caller | undefined;
   /** The registry client with this id (an SSO token's azp / client_id), for its limit and origins. */
   findById(clientId: string): Caller | undefined;
+  /**
+   * Whether some entry is an SSO client's (neither keys nor `session`, with OIDC_ISSUER set): the registry then
+   * names the SSO clients, and a token of any other client is refused.
+   */
+  listsSsoClients(): boolean;
   /** The web app of browser sessions with this client id (an entry with `session`), or undefined. */
   findWebApp(clientId: string): WebApp | undefined;
   /** Every origin some client lists (normalized, lower case); a fresh set after each reload. */
@@ -114,6 +119,8 @@ export interface RegistrySnapshot {
   readonly byId: ReadonlyMap<string, Caller>;
   readonly webApps: ReadonlyMap<string, WebApp>;
   readonly origins: ReadonlySet<string>;
+  /** Entries that are an SSO client's only (no keys, no session, OIDC_ISSUER set). */
+  readonly ssoClients: number;
 }
 
 export function normalizeOrigin(origin: string): string {
@@ -164,12 +171,14 @@ function buildSnapshot(
   const origins = new Set<string>();
   const webApps = new Map<string, WebApp>();
   const accounts = options.configuredAccounts?.();
+  let ssoClients = 0;
   for (const entry of registry.clients) {
     if (byId.has(entry.id)) {
       problems.push(`client "${entry.id}" appears more than once`);
       continue;
     }
-    if (entry.keys.length === 0 && !entry.session && !options.ssoClients)
+    if (entry.keys.length === 0 && !entry.session && options.ssoClients) ssoClients += 1;
+    else if (entry.keys.length === 0 && !entry.session)
       problems.push(
         `client "${entry.id}" (clients[${registry.clients.indexOf(entry)}]) keys: must list at least one key hash ` +
           '(or be a session web app, or an SSO client while OIDC_ISSUER is set)',
@@ -221,7 +230,7 @@ function buildSnapshot(
     });
   }
   if (problems.length > 0) throw new ClientRegistryError(file, problems);
-  return { byHash, byId, webApps, origins };
+  return { byHash, byId, webApps, origins, ssoClients };
 }
 
 function webApp(caller: Caller, session: NonNullable<ClientEntry['session']>): WebApp {
@@ -309,6 +318,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
   return {
     findByApiKey: (key) => findByKey(snapshot, key),
     findById: (clientId) => snapshot.byId.get(clientId),
+    listsSsoClients: () => snapshot.ssoClients > 0,
     findWebApp: (clientId) => snapshot.webApps.get(clientId),
     allOrigins: () => snapshot.origins,
     originsOf: (clientId) => snapshot.byId.get(clientId)?.origins ?? [],
@@ -318,9 +328,7 @@ export function loadClientRegistry(file: string, options: LoadClientRegistryOpti
     clientsWithoutAccounts: () => withoutAccounts(snapshot),
     reload: reloadIfChanged,
     health: () => health,
-    close() {
-      stopWatching?.();
-    },
+    close: () => stopWatching?.(),
   };
 }
 

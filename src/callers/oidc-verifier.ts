@@ -19,8 +19,19 @@ export interface OidcVerifierOptions {
   readonly jwksUrl?: string;
   /** Allowed clock skew for exp / nbf / iat, in seconds (bounded by the config schema to 0..300). */
   readonly clockToleranceSeconds: number;
-  /** Registry clients whose id equals the token's client id lend it their rate limit and CORS origins. */
-  readonly registry?: Pick<ClientRegistry, 'findById'>;
+  /**
+   * The `typ` header values of an access token, lower case without `application/` (OIDC_ACCESS_TOKEN_TYPES). Default
+   * `at+jwt` (RFC 9068). A token whose `typ` is another (an ID token's `JWT`) is refused; a token without one passes.
+   */
+  readonly accessTokenTypes?: readonly string[];
+  /**
+   * The registry entry whose id is the token's client id limits the token's scopes to its own and lends it its rate
+   * limit, origins, accounts, priority and quota. A client with no entry is refused (403) when the registry lists SSO
+   * clients or `registeredClientsOnly` is set.
+   */
+  readonly registry?: Pick<ClientRegistry, 'findById' | 'listsSsoClients'>;
+  /** Production: an SSO client must have a registry entry, whatever else the registry lists. */
+  readonly registeredClientsOnly?: boolean;
   /**
    * Minimum spacing of JWKS refetches on an unknown `kid` (jose's cooldown). Default 10 s: an issuer that starts
    * signing with a key it had not published yet is picked up within seconds, while tokens with made-up kids still
@@ -70,6 +81,7 @@ const MAX_TOKEN_LENGTH = 8_192;
  */
 export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
   const timeoutDuration = options.fetchTimeoutMs ?? 5_000;
+  const accessTokenTypes = new Set(options.accessTokenTypes ?? DEFAULT_ACCESS_TOKEN_TYPES);
   const memoryMs = options.issuerFailureMemoryMs ?? DEFAULT_ISSUER_FAILURE_MEMORY_MS;
   // The operator is told once per failed fetch; the failures answered from memory meanwhile are not news.
   const tell = (error: unknown) =>
@@ -106,8 +118,9 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
         throw unauthenticated('The bearer token is not a signed JWT.');
       }
       let payload: JWTPayload;
+      let type: unknown;
       try {
-        const { payload: verified } = await jwtVerify(token, await keySet(), {
+        const { payload: verified, protectedHeader } = await jwtVerify(token, await keySet(), {
           issuer: options.issuer,
           audience: options.audience,
           algorithms: OIDC_ALGORITHMS,
@@ -115,27 +128,66 @@ export function createOidcVerifier(options: OidcVerifierOptions): OidcVerifier {
           requiredClaims: ['exp'],
         });
         payload = verified;
+        type = protectedHeader.typ;
       } catch (error) {
         throw unauthenticated(explain(error), error);
       }
-      const clientId = firstString(payload.azp, payload.client_id);
-      if (clientId === undefined)
-        throw unauthenticated('The bearer token names no client (azp or client_id).');
-      if (!CLIENT_ID_PATTERN.test(clientId))
-        throw unauthenticated('The bearer token names a malformed client id.');
-      const known = options.registry?.findById(clientId);
-      return Object.freeze({
-        id: clientId,
-        scopes: scopesOf(payload),
-        via: 'oidc' as const,
-        rateLimit: known?.rateLimit,
-        priority: known?.priority,
-        quota: known?.quota,
-        accounts: known?.accounts,
-        origins: known?.origins ?? [],
-      });
+      if (!isAccessTokenType(type, accessTokenTypes))
+        throw unauthenticated(
+          'The bearer token is not an access token (its "typ" header names another type).',
+        );
+      return callerOf(payload, options);
     },
   };
+}
+
+/**
+ * The caller a verified access token names: its client (a registry entry, when it has one, limits its scopes and
+ * lends it the rest), or a refusal of a token naming no client, or a client the registry does not admit.
+ */
+function callerOf(
+  payload: JWTPayload,
+  options: Pick<OidcVerifierOptions, 'registry' | 'registeredClientsOnly'>,
+): Caller {
+  const clientId = firstString(payload.azp, payload.client_id);
+  if (clientId === undefined) throw unauthenticated('The bearer token names no client (azp or client_id).');
+  // Both set and different: no way to tell which registry entry limits the token (RFC 9068 says client_id, OIDC azp).
+  const other = firstString(payload.client_id);
+  if (other !== undefined && other !== clientId)
+    throw unauthenticated('The bearer token names two clients (azp and client_id differ).');
+  if (!CLIENT_ID_PATTERN.test(clientId))
+    throw unauthenticated('The bearer token names a malformed client id.');
+  const known = options.registry?.findById(clientId);
+  if (!known && (options.registeredClientsOnly || options.registry?.listsSsoClients()))
+    throw new GatewayError(
+      'CLIENT_FORBIDDEN',
+      `The SSO client "${clientId}" is not in the client registry of this gateway.`,
+    );
+  return Object.freeze({
+    id: clientId,
+    scopes: known ? grantedScopes(scopesOf(payload), known.scopes) : scopesOf(payload),
+    via: 'oidc' as const,
+    rateLimit: known?.rateLimit,
+    priority: known?.priority,
+    quota: known?.quota,
+    accounts: known?.accounts,
+    origins: known?.origins ?? [],
+  });
+}
+
+/** RFC 9068 §2.1: access tokens are typed `at+jwt` (`application/at+jwt`). */
+export const DEFAULT_ACCESS_TOKEN_TYPES = ['at+jwt'];
+
+/**
+ * Whether a token's `typ` header is an access token's (issue 42): an ID token is signed by the same issuer and may
+ * carry the gateway's audience (when that is also a client id at the IdP), but it says who signed in, not what an app
+ * may do. Media types are compared case-insensitively without `application/` (RFC 7515 §4.1.9). A token with no
+ * `typ` passes: many issuers never set it on access tokens, and refusing those would refuse them all.
+ */
+function isAccessTokenType(type: unknown, accepted: ReadonlySet<string>): boolean {
+  if (type === undefined) return true;
+  if (typeof type !== 'string') return false;
+  return accepted.has(type.toLowerCase().replace(/^application\//, ''));
 }
 
 async function resolveJwksUrl(options: OidcVerifierOptions, timeoutMs: number): Promise<URL> {
@@ -172,6 +224,14 @@ function scopesOf(payload: JWTPayload): ReadonlySet<string> {
   add(payload.scope);
   add(payload.scp);
   return scopes;
+}
+
+/**
+ * What an SSO client may do: the scopes its token carries that its registry entry lists too (issue 42). The IdP says
+ * what the user consented to, the registry what the gateway lets that app do; neither widens the other.
+ */
+function grantedScopes(token: ReadonlySet<string>, entry: ReadonlySet<string>): ReadonlySet<string> {
+  return new Set([...token].filter((scope) => entry.has(scope)));
 }
 
 function firstString(...values: unknown[]): string | undefined {

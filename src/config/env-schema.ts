@@ -180,6 +180,17 @@ export const envSchema = z.object({
   /** Production refuses Redis without TLS unless this says so (e.g. a private, policed network). */
   REDIS_ALLOW_PLAINTEXT: bool.default(false),
   REDIS_KEY_PREFIX: z.string().default('bff:'),
+  /**
+   * A durable Redis of its own for the usage ledger and the quota counters (docs/usage.md): one of the three forms,
+   * as for REDIS_*; password and TLS settings are REDIS_*'s (a URL may carry its own password).
+   */
+  USAGE_REDIS_URL: z
+    .string()
+    .regex(/^rediss?:\/\/\S+$/, 'must be a redis:// or rediss:// URL')
+    .optional(),
+  USAGE_REDIS_SENTINELS: list.pipe(z.array(hostPort)).optional(),
+  USAGE_REDIS_SENTINEL_NAME: z.string().min(1).optional(),
+  USAGE_REDIS_CLUSTER_NODES: list.pipe(z.array(hostPort)).optional(),
   ALLOW_MEMORY_STORE: bool.default(false),
 
   CLIENTS_FILE: z.string().min(1).optional(),
@@ -193,6 +204,18 @@ export const envSchema = z.object({
   OIDC_AUDIENCE: z.string().min(1).optional(),
   OIDC_JWKS_URL: z.url().optional(),
   OIDC_CLOCK_TOLERANCE_SECONDS: int(0, 300).default(30),
+  /**
+   * The `typ` header values of an access token (RFC 9068: `at+jwt`), compared case-insensitively without an
+   * `application/` prefix. A token that names another type (an ID token's `JWT`) is refused; one with no `typ` passes.
+   */
+  OIDC_ACCESS_TOKEN_TYPES: list
+    .transform((types) => types.map((type) => type.toLowerCase().replace(/^application\//, '')))
+    .refine(
+      (types) =>
+        types.length > 0 && types.every((type) => /^[a-z0-9!#$&^_.+-]+(\/[a-z0-9!#$&^_.+-]+)?$/.test(type)),
+      'must be a comma list of media types such as at+jwt',
+    )
+    .default(['at+jwt']),
 
   /** Browser sessions (src/sessions): the provider web apps log in at; local mode starts a development one. */
   SESSION_ISSUER: z.url({ protocol: /^https?$/, message: 'must be an http(s) URL' }).optional(),
@@ -211,6 +234,16 @@ export const envSchema = z.object({
       message: "must be client_secret_basic or client_secret_post (unset: the provider's discovery chooses)",
     })
     .optional(),
+  /**
+   * How the browser is sent to the provider's end-session endpoint: `get` (a link carrying id_token_hint, which every
+   * provider takes) or `post` (a form, the ID token kept out of URLs: only for a provider that takes POST there).
+   */
+  SESSION_END_SESSION_METHOD: z
+    .enum(['get', 'post'], {
+      message:
+        'must be get or post (get: a link with id_token_hint; post: a form, for providers that take POST)',
+    })
+    .default('get'),
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),

@@ -11,6 +11,21 @@ export type RedisTopology =
   | { kind: 'sentinel'; sentinels: { host: string; port: number }[]; name: string }
   | { kind: 'cluster'; nodes: { host: string; port: number }[] };
 
+/** Where a Redis is and how to reach it (REDIS_*; the usage store's topology comes from USAGE_REDIS_*). */
+export interface RedisSettings {
+  readonly topology: RedisTopology;
+  readonly password?: string;
+  /** What the Sentinels are asked with: REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD (Bitnami: one for both). */
+  readonly sentinelPassword?: string;
+  readonly tls: boolean;
+  /** REDIS_TLS_CA_FILE (on top of Node's roots), REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, read at start. */
+  readonly tlsFiles?: TlsClientFiles;
+  /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
+  readonly allowPlaintext?: boolean;
+  readonly keyPrefix: string;
+  readonly allowMemoryStore: boolean;
+}
+
 export interface CredentialSettings {
   /** Inline values (UPSTREAM_USERNAME / UPSTREAM_PASSWORD), used when no file is configured. */
   readonly username?: string;
@@ -37,6 +52,8 @@ export interface OidcSettings {
   readonly audience: string;
   readonly jwksUrl?: string;
   readonly clockToleranceSeconds: number;
+  /** `typ` header values an access token may carry (lower case, no `application/`); OIDC_ACCESS_TOKEN_TYPES. */
+  readonly accessTokenTypes: readonly string[];
 }
 
 export interface TracingSettings {
@@ -62,6 +79,8 @@ export interface SessionSettings {
   readonly scopes: string;
   /** SESSION_CLIENT_AUTH_METHOD; unset: the provider's discovery chooses (client_secret_basic when it allows it). */
   readonly clientAuthMethod?: 'client_secret_basic' | 'client_secret_post';
+  /** SESSION_END_SESSION_METHOD: how /bff/logout sends the browser to the provider's end-session endpoint. */
+  readonly endSessionMethod: 'get' | 'post';
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
   readonly revalidateSeconds: number;
@@ -119,19 +138,7 @@ export interface GatewayConfig {
     /** Each further refusal doubles the spacing, up to this. */
     readonly loginMaxIntervalMs: number;
   };
-  readonly redis: {
-    readonly topology: RedisTopology;
-    readonly password?: string;
-    /** What the Sentinels are asked with: REDIS_SENTINEL_PASSWORD, else REDIS_PASSWORD (Bitnami: one for both). */
-    readonly sentinelPassword?: string;
-    readonly tls: boolean;
-    /** REDIS_TLS_CA_FILE (on top of Node's roots), REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, read at start. */
-    readonly tlsFiles?: TlsClientFiles;
-    /** REDIS_ALLOW_PLAINTEXT: production accepts Redis without TLS. */
-    readonly allowPlaintext?: boolean;
-    readonly keyPrefix: string;
-    readonly allowMemoryStore: boolean;
-  };
+  readonly redis: RedisSettings;
   readonly callers: {
     readonly clientsFile: string;
     /** OPERATIONS_FILE (SPEC §12), absolute. */
@@ -148,6 +155,11 @@ export interface GatewayConfig {
 
 /** The usage ledger and the quota warnings (src/usage). */
 export interface UsageSettings {
+  /**
+   * USAGE_REDIS_*: the ledger and the quota counters in a Redis of their own (the REDIS_* settings with this
+   * topology); absent: they share the token store's Redis.
+   */
+  readonly redis?: RedisSettings;
   /** Ledger days are kept this long after they end (USAGE_RETENTION_DAYS). */
   readonly retentionDays: number;
   /** QUOTA_WEBHOOK_URL and the key that signs each call; absent when no webhook is set. */

@@ -3,11 +3,18 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { ConfigError, type ConfigProblem } from './config-error';
 import { envSchema, FILE_VARIABLES, type RawEnv, REPLACED_VARIABLES, SECRET_VARIABLES } from './env-schema';
-import type { GatewayConfig, RedisTopology, TracingSettings } from './gateway-config';
+import type { GatewayConfig, RedisSettings, RedisTopology, TracingSettings } from './gateway-config';
 import { misspelledVariables } from './misspelled-variables';
 import { isHttpsUrl, parseHostPorts } from './parsers';
-import { checkProductionRules, isProduction, productionNote, redisUsesTls } from './production-rules';
+import {
+  checkProductionRules,
+  checkRedisTls,
+  isProduction,
+  productionNote,
+  redisUsesTls,
+} from './production-rules';
 import { readCaFile, readTlsClientFiles } from './tls-files';
+import { allowedInsideTrusted } from './trust-proxy-coverage';
 
 const SECRET_NAMES = new Set<string>(SECRET_VARIABLES);
 
@@ -85,6 +92,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   }
 
   const topology = redisTopology(env, fail);
+  const usageTopology = usageRedisTopology(env, fail);
   const usesRedis = topology.kind !== 'none';
   if (production && usesRedis && !env.TOKEN_ENCRYPTION_KEY) {
     fail(
@@ -101,6 +109,8 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   if (env.TOKEN_LOGIN_MAX_INTERVAL_MS < env.TOKEN_LOGIN_MIN_INTERVAL_MS)
     fail('TOKEN_LOGIN_MAX_INTERVAL_MS', 'must be at least TOKEN_LOGIN_MIN_INTERVAL_MS');
   if (production) checkProductionRules(env, topology, fail);
+  if (production) checkRedisTls(env, usageTopology, fail, 'USAGE_REDIS_');
+  checkAllowListOutsideProxies(env, fail);
   if (env.METRICS_PORT !== undefined && env.METRICS_ON_MAIN_PORT)
     fail('METRICS_ON_MAIN_PORT', 'contradicts METRICS_PORT: set one of them');
   if (env.METRICS_PORT !== undefined && env.METRICS_PORT !== 0 && env.METRICS_PORT === env.PORT)
@@ -121,13 +131,28 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
   );
   const redisTlsFileSet = ['REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE'] as const;
   const redisTlsVariable = redisTlsFileSet.find((name) => env[name] !== undefined);
-  if (redisTlsVariable && !redisUsesTls(topology, env.REDIS_TLS))
+  if (
+    redisTlsVariable &&
+    !redisUsesTls(topology, env.REDIS_TLS) &&
+    !redisUsesTls(usageTopology, env.REDIS_TLS)
+  )
     fail(
       redisTlsVariable,
       topology.kind === 'none'
         ? 'is set without Redis: set REDIS_URL (rediss://), REDIS_SENTINELS or REDIS_CLUSTER_NODES'
         : 'is a TLS setting, but the Redis connection has no TLS: use a rediss:// REDIS_URL or REDIS_TLS=true',
     );
+  /** REDIS_*'s password and TLS for a topology: the token store's, or the usage store's (USAGE_REDIS_*). */
+  const redisSettings = (of: RedisTopology): RedisSettings => ({
+    topology: of,
+    password: env.REDIS_PASSWORD || undefined,
+    sentinelPassword: env.REDIS_SENTINEL_PASSWORD || env.REDIS_PASSWORD || undefined,
+    tls: env.REDIS_TLS,
+    tlsFiles: redisTlsFiles,
+    allowPlaintext: env.REDIS_ALLOW_PLAINTEXT,
+    keyPrefix: env.REDIS_KEY_PREFIX,
+    allowMemoryStore: env.ALLOW_MEMORY_STORE,
+  });
   const upstreamCa = env.UPSTREAM_CA_FILE
     ? readCaFile('UPSTREAM_CA_FILE', env.UPSTREAM_CA_FILE, fail)
     : undefined;
@@ -204,16 +229,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       loginMinIntervalMs: env.TOKEN_LOGIN_MIN_INTERVAL_MS,
       loginMaxIntervalMs: env.TOKEN_LOGIN_MAX_INTERVAL_MS,
     },
-    redis: {
-      topology,
-      password: env.REDIS_PASSWORD || undefined,
-      sentinelPassword: env.REDIS_SENTINEL_PASSWORD || env.REDIS_PASSWORD || undefined,
-      tls: env.REDIS_TLS,
-      tlsFiles: redisTlsFiles,
-      allowPlaintext: env.REDIS_ALLOW_PLAINTEXT,
-      keyPrefix: env.REDIS_KEY_PREFIX,
-      allowMemoryStore: env.ALLOW_MEMORY_STORE,
-    },
+    redis: redisSettings(topology),
     callers: {
       clientsFile: resolve(cwd, clientsFile),
       operationsFile: resolve(cwd, env.OPERATIONS_FILE),
@@ -232,11 +248,13 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
               audience: env.OIDC_AUDIENCE,
               jwksUrl: env.OIDC_JWKS_URL,
               clockToleranceSeconds: env.OIDC_CLOCK_TOLERANCE_SECONDS,
+              accessTokenTypes: env.OIDC_ACCESS_TOKEN_TYPES,
             }
           : undefined,
     },
     sessions: sessionSettings(env, mode),
     usage: {
+      ...(usageTopology.kind !== 'none' && { redis: redisSettings(usageTopology) }),
       retentionDays: env.USAGE_RETENTION_DAYS,
       webhook:
         env.QUOTA_WEBHOOK_URL && env.QUOTA_WEBHOOK_SECRET
@@ -244,6 +262,22 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
           : undefined,
     },
   };
+}
+
+/**
+ * A caller inside a TRUST_PROXY range is believed when it writes X-Forwarded-For, so an INBOUND_ALLOW_CIDRS that
+ * shares addresses with those ranges can be walked around: with TRUST_PROXY=10.0.0.0/8 and
+ * INBOUND_ALLOW_CIDRS=10.1.0.0/16, a caller at 10.2.3.4 writes `X-Forwarded-For: 10.1.0.5` (issue 42). Refused in
+ * every mode: the proxies are named by their exact addresses, and no caller is one of them.
+ */
+function checkAllowListOutsideProxies(env: RawEnv, fail: (variable: string, message: string) => void) {
+  if (!Array.isArray(env.TRUST_PROXY)) return;
+  const inside = allowedInsideTrusted(env.TRUST_PROXY, env.INBOUND_ALLOW_CIDRS);
+  if (inside.length > 0)
+    fail(
+      'INBOUND_ALLOW_CIDRS',
+      `${inside.join(', ')} overlaps the TRUST_PROXY ranges: a caller there is trusted as a proxy, writes its own X-Forwarded-For and claims any allowed address. Set TRUST_PROXY to the proxies' exact addresses (e.g. 10.0.4.7,10.0.4.8) or the hop count of the real chain, and keep callers out of it`,
+    );
 }
 
 /** QUOTA_WEBHOOK_URL: signed, so its key is required; https in production (the body names clients and quotas). */
@@ -371,6 +405,7 @@ function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig
     publicUrl: env.SESSION_PUBLIC_URL && new URL(env.SESSION_PUBLIC_URL).origin,
     scopes: env.SESSION_SCOPES,
     clientAuthMethod: env.SESSION_CLIENT_AUTH_METHOD,
+    endSessionMethod: env.SESSION_END_SESSION_METHOD,
     idleTimeoutSeconds: env.SESSION_IDLE_TIMEOUT_SECONDS,
     maxLifetimeSeconds: env.SESSION_MAX_LIFETIME_SECONDS,
     revalidateSeconds: env.SESSION_REVALIDATE_SECONDS,
@@ -449,31 +484,69 @@ function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string
 
 /** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */
 function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
-  const chosen = [
-    env.REDIS_URL && 'REDIS_URL',
-    env.REDIS_SENTINELS?.length && 'REDIS_SENTINELS',
-    env.REDIS_CLUSTER_NODES?.length && 'REDIS_CLUSTER_NODES',
-  ].filter(Boolean);
-  if (chosen.length > 1) {
-    fail(String(chosen[1]), `choose one Redis topology (${chosen.join(', ')} are all set)`);
-    return { kind: 'none' };
-  }
   if (env.REDIS_SENTINEL_PASSWORD !== undefined && !env.REDIS_SENTINELS?.length)
     fail(
       'REDIS_SENTINEL_PASSWORD',
       'is read with REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
     );
-  if (env.REDIS_URL) return { kind: 'standalone', url: env.REDIS_URL };
-  if (env.REDIS_SENTINELS?.length) {
-    if (!env.REDIS_SENTINEL_NAME) fail('REDIS_SENTINEL_NAME', 'is required with REDIS_SENTINELS');
+  return topologyOf(
+    'REDIS_',
+    {
+      url: env.REDIS_URL,
+      sentinels: env.REDIS_SENTINELS,
+      sentinelName: env.REDIS_SENTINEL_NAME,
+      clusterNodes: env.REDIS_CLUSTER_NODES,
+    },
+    fail,
+  );
+}
+
+/** USAGE_REDIS_*: the same three forms as REDIS_*, for the ledger and the quota counters alone. */
+function usageRedisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
+  return topologyOf(
+    'USAGE_REDIS_',
+    {
+      url: env.USAGE_REDIS_URL,
+      sentinels: env.USAGE_REDIS_SENTINELS,
+      sentinelName: env.USAGE_REDIS_SENTINEL_NAME,
+      clusterNodes: env.USAGE_REDIS_CLUSTER_NODES,
+    },
+    fail,
+  );
+}
+
+interface TopologyVariables {
+  readonly url?: string;
+  readonly sentinels?: readonly string[];
+  readonly sentinelName?: string;
+  readonly clusterNodes?: readonly string[];
+}
+
+/** One of a URL, Sentinels (with the master's name) or Cluster nodes, named `<prefix>URL` and so on. */
+function topologyOf(
+  prefix: string,
+  set: TopologyVariables,
+  fail: (variable: string, message: string) => void,
+): RedisTopology {
+  const chosen = [
+    set.url && `${prefix}URL`,
+    set.sentinels?.length && `${prefix}SENTINELS`,
+    set.clusterNodes?.length && `${prefix}CLUSTER_NODES`,
+  ].filter(Boolean);
+  if (chosen.length > 1) {
+    fail(String(chosen[1]), `choose one Redis topology (${chosen.join(', ')} are all set)`);
+    return { kind: 'none' };
+  }
+  if (set.url) return { kind: 'standalone', url: set.url };
+  if (set.sentinels?.length) {
+    if (!set.sentinelName) fail(`${prefix}SENTINEL_NAME`, `is required with ${prefix}SENTINELS`);
     return {
       kind: 'sentinel',
-      sentinels: parseHostPorts(env.REDIS_SENTINELS),
-      name: env.REDIS_SENTINEL_NAME ?? '',
+      sentinels: parseHostPorts(set.sentinels),
+      name: set.sentinelName ?? '',
     };
   }
-  if (env.REDIS_CLUSTER_NODES?.length)
-    return { kind: 'cluster', nodes: parseHostPorts(env.REDIS_CLUSTER_NODES) };
+  if (set.clusterNodes?.length) return { kind: 'cluster', nodes: parseHostPorts(set.clusterNodes) };
   return { kind: 'none' };
 }
 

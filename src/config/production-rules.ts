@@ -24,8 +24,12 @@ export const MAX_TRUSTED_HOPS = 3;
  */
 const MAX_PUBLIC_IPV4_TRUSTED = 1n << 24n;
 const MAX_PUBLIC_IPV6_TRUSTED = 1n << 104n;
+/**
+ * What to trust instead. Never a whole private block (10.0.0.0/8, `uniquelocal`): every workload of that network
+ * would be a proxy that writes its own X-Forwarded-For (issue 42).
+ */
 const TRUST_PROXY_FIX =
-  "name only the proxies in front: their private CIDRs (e.g. 10.0.0.0/8) or a preset (loopback, linklocal, uniquelocal), a CDN's published ranges, or the hop count of the real chain (1 behind one load balancer)";
+  "name only the proxies in front: their exact addresses (e.g. 10.0.4.7,10.0.4.8) or the smallest CIDR that holds only them, loopback for a sidecar, a CDN's published ranges, or the hop count of the real chain (1 behind one load balancer)";
 
 /**
  * Secure by default: production unless NODE_ENV says otherwise. An upstream with NODE_ENV unset is production;
@@ -81,14 +85,20 @@ export function checkProductionRules(env: RawEnv, topology: RedisTopology, fail:
   const trustProxy = trustProxyProblem(env.TRUST_PROXY);
   if (trustProxy)
     fail('TRUST_PROXY', `is refused in production: it ${trustProxy}. Instead, ${TRUST_PROXY_FIX}${why}`);
-  if (topology.kind !== 'none' && !redisUsesTls(topology, env.REDIS_TLS) && !env.REDIS_ALLOW_PLAINTEXT) {
-    const fix =
-      topology.kind === 'standalone' ? 'use a rediss:// REDIS_URL (or REDIS_TLS=true)' : 'set REDIS_TLS=true';
-    fail(
-      topology.kind === 'standalone' ? 'REDIS_URL' : 'REDIS_TLS',
-      `Redis without TLS is refused in production: ${fix}, or REDIS_ALLOW_PLAINTEXT=true for a private network${why}`,
-    );
-  }
+  checkRedisTls(env, topology, fail, 'REDIS_');
+}
+
+/** Production speaks TLS to Redis (REDIS_* and, when set, USAGE_REDIS_*) unless REDIS_ALLOW_PLAINTEXT says so. */
+export function checkRedisTls(env: RawEnv, topology: RedisTopology, fail: Fail, prefix: string): void {
+  if (topology.kind === 'none' || redisUsesTls(topology, env.REDIS_TLS) || env.REDIS_ALLOW_PLAINTEXT) return;
+  const fix =
+    topology.kind === 'standalone'
+      ? `use a rediss:// ${prefix}URL (or REDIS_TLS=true)`
+      : 'set REDIS_TLS=true';
+  fail(
+    topology.kind === 'standalone' ? `${prefix}URL` : 'REDIS_TLS',
+    `Redis without TLS is refused in production: ${fix}, or REDIS_ALLOW_PLAINTEXT=true for a private network${productionNote(env)}`,
+  );
 }
 
 /** Why a TRUST_PROXY setting would let callers choose their own address, or undefined when it names real proxies. */

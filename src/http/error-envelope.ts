@@ -44,6 +44,12 @@ function fromCallerMistake(error: {
   switch (error.type) {
     case 'entity.too.large':
       return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
+    case 'parameters.too.many':
+      // The urlencoded parser's parameterLimit (/bff/backchannel-logout): 413 from body-parser, once a 500 here.
+      return new GatewayError(
+        'PAYLOAD_TOO_LARGE',
+        'The request body has more fields than the gateway accepts.',
+      );
     case 'entity.parse.failed':
       return new GatewayError('INVALID_REQUEST', 'The request body is not valid JSON.', {
         errors: [{ path: '', message: 'invalid JSON' }],
@@ -54,16 +60,28 @@ function fromCallerMistake(error: {
     case 'request.aborted':
     case 'request.size.invalid':
     case 'stream.encoding.set':
+    case 'stream.not.readable':
+    case 'entity.verify.failed':
+    case 'querystring.parse.rangeError':
       return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
   }
   // A gzip/deflate/br/zstd body that does not decompress: body-parser passes zlib's error on with no `type`.
   if (error.code?.startsWith('Z_') || error.code?.startsWith('ERR__') || error.code?.startsWith('ZSTD_'))
     return new GatewayError('INVALID_REQUEST', 'The request body could not be decompressed.');
-  // Any other failure of reading the body, which body-parser marks as the caller's (400, exposable): a stream
-  // format this list does not know yet is still the caller's mistake, never a 500.
-  if (error.status === 400 && error.expose === true)
-    return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
+  // Any other body-parser failure (a `type` this list does not know yet), or anything marked as the caller's (a 4xx,
+  // exposable, as http-errors marks them): still the caller's mistake, never a 500.
+  const status = error.status ?? 0;
+  if ((typeof error.type === 'string' || error.expose === true) && status >= 400 && status < 500)
+    return callerMistakeOfStatus(status);
   return undefined;
+}
+
+function callerMistakeOfStatus(status: number): GatewayError {
+  if (status === 413)
+    return new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
+  if (status === 415)
+    return new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'The request body encoding is not supported.');
+  return new GatewayError('INVALID_REQUEST', 'The request body could not be read.');
 }
 
 /** The last middleware: whatever reached it becomes one envelope; internals are logged, never answered. */
@@ -74,6 +92,7 @@ export function errorEnvelopeHandler(): ErrorRequestHandler {
       sendError(res, known);
       return;
     }
+    // The logger's error serializer leaves out what an error carries of the request (body-parser's `body`).
     req.log?.error({ err: error }, 'unhandled error');
     sendError(res, new GatewayError('INTERNAL_ERROR', 'The gateway failed to handle the request.'));
   };

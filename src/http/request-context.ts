@@ -1,4 +1,5 @@
 // The first middleware of every request: its id, its log line and metrics, and the markers every answer carries.
+import { isIP } from 'node:net';
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
@@ -60,21 +61,50 @@ const CLIENT_IP = Symbol('clientIp');
 type RemembersIp = Request & { [CLIENT_IP]?: string };
 
 /**
- * `req.ip` worked out once per request instead of on every read (Express runs the 'trust proxy' function and parses
- * X-Forwarded-For each time; the rate limiter, the failure limiter and the request log all read it).
+ * `req.ip` as every limit, log line and allow-list reads it: worked out once per request instead of on every read
+ * (Express runs the 'trust proxy' function and parses X-Forwarded-For each time), and always an address, see
+ * {@link clientAddress}.
  */
 export function rememberClientIp(app: Express): void {
   const computeIp = Object.getOwnPropertyDescriptor(express.request, 'ip')?.get;
   if (!computeIp) throw new Error("Express's request has no ip getter to wrap");
+  // proxy-addr judges each X-Forwarded-For entry as written: a trusted proxy that the next one wrote with its port
+  // (`10.0.4.7:4444`) would be no proxy, and every caller behind it one address (its). Judged without the port.
+  const trust = app.get('trust proxy fn') as (address: string, hop: number) => boolean;
+  app.set('trust proxy fn', (address: string, hop: number) => trust(withoutPort(address), hop));
   Object.defineProperty(app.request, 'ip', {
     configurable: true,
     enumerable: true,
     get(this: RemembersIp): string | undefined {
       const remembered = this[CLIENT_IP];
       if (remembered !== undefined) return remembered;
-      const ip = computeIp.call(this) as string | undefined;
+      const ip = clientAddress(computeIp.call(this) as string | undefined, this.socket.remoteAddress);
       this[CLIENT_IP] = ip;
       return ip;
     },
   });
+}
+
+const IPV4_WITH_PORT = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/;
+const BRACKETED_IPV6 = /^\[([^\]]+)\](?::\d{1,5})?$/;
+
+/**
+ * The address Express names (`forwarded`), without a port, or the socket's when it names no valid address. Express
+ * takes an X-Forwarded-For entry as it is written, and some load balancers write `203.0.113.9:41234` or
+ * `[2001:db8::1]:443`: as a limiter key each port would be a new caller (issue 42), and the allow-list could not
+ * read it. Whatever still is no IP address (`unknown`, garbage from a misconfigured proxy) is not a caller's
+ * address either: the socket's peer stands in, as if no proxy had spoken.
+ */
+export function clientAddress(
+  forwarded: string | undefined,
+  socketAddress: string | undefined,
+): string | undefined {
+  if (forwarded === undefined) return socketAddress;
+  const address = withoutPort(forwarded);
+  return isIP(address) !== 0 ? address : socketAddress;
+}
+
+/** An address written with a port (`a.b.c.d:port`, `[v6]:port`) or in brackets, without them; else as it is. */
+function withoutPort(written: string): string {
+  return IPV4_WITH_PORT.exec(written)?.[1] ?? BRACKETED_IPV6.exec(written)?.[1] ?? written;
 }

@@ -106,6 +106,11 @@ export function quotaWarningKey(
   return `${keyPrefix}{quota:${clientId}:${accountId}}:warned:${period}:${timeZone}:${periodId}:${percent}`;
 }
 
+/** The ledger store's marker (no expiry): since when it holds the ledger, and when a replica found it reset. */
+export function usageStoreMarkerKey(keyPrefix: string): string {
+  return `${keyPrefix}usage:store`;
+}
+
 /** The usage ledger of one UTC day: a hash with one field per replica start (its whole count of the day). */
 export function usageDayKey(keyPrefix: string, day: string): string {
   return `${keyPrefix}usage:${day}`;

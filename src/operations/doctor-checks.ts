@@ -4,9 +4,10 @@ import { request as httpsRequest } from 'node:https';
 import { ClientRegistryError, loadClientRegistry } from '../callers/client-registry';
 import type { GatewayConfig } from '../config/gateway-config';
 import { createRedisClient, describeRedisTopology, type RedisClient } from '../store/redis-connection';
+import { readDurability } from '../store/redis-durability';
 import { upstreamCa } from '../tls/upstream-trust';
 import { ACCESS_FALLBACK_SECONDS, LOGIN_PATH, tokenExpiresAt } from '../tokens';
-import type { ClientsCheck, StoreCheck, TokenAttempt } from './doctor';
+import type { ClientsCheck, LedgerStoreCheck, StoreCheck, TokenAttempt } from './doctor';
 
 const STORE_TIMEOUT_MS = 3_000;
 
@@ -66,6 +67,31 @@ export async function checkRedisStore(config: GatewayConfig): Promise<StoreCheck
         config.redis.tlsFiles?.key,
       ]),
     };
+  } finally {
+    client.disconnect();
+  }
+}
+
+/**
+ * The Redis that holds the usage ledger and the quota counters (USAGE_REDIS_*, else the token store's): does it keep
+ * them across a restart? One CONFIG GET (src/store/redis-durability.ts).
+ */
+export async function checkLedgerStore(config: GatewayConfig): Promise<LedgerStoreCheck> {
+  const settings = config.usage.redis ?? config.redis;
+  const separate = config.usage.redis !== undefined;
+  const client = createRedisClient(settings, { retry: false });
+  if (!client) return { kind: 'memory' };
+  const where = describeRedisTopology(settings.topology);
+  let lastError: string | undefined;
+  client.on('error', (error: Error & { code?: string }) => {
+    lastError = error.code ?? error.message;
+  });
+  try {
+    await untilReady(client, () => lastError);
+    return { kind: 'redis', where, separate, durability: await readDurability(client) };
+  } catch (error) {
+    const problem = scrub((error as Error).message, [settings.password, settings.sentinelPassword]);
+    return { kind: 'redis', where, separate, problem };
   } finally {
     client.disconnect();
   }

@@ -8,7 +8,7 @@ import { type AccountList, formatReport, runDoctor } from './doctor';
 import { probeAccount } from './doctor-account-probe';
 import { FORCE_LOGIN_FLAG } from './doctor-backoff';
 import { catalogueStep } from './doctor-catalogue';
-import { checkClientRegistry, checkRedisStore } from './doctor-checks';
+import { checkClientRegistry, checkLedgerStore, checkRedisStore } from './doctor-checks';
 import { sessionProviderStep } from './doctor-session-provider';
 
 const USAGE = `Usage: npm run doctor [-- ${FORCE_LOGIN_FLAG}]
@@ -52,6 +52,7 @@ async function main(args: readonly string[]): Promise<number> {
     checkClients: checkClientRegistry,
     checkCatalogue: catalogueStep,
     checkStore: checkRedisStore,
+    checkLedgerStore,
     checkSessionProvider: sessionProviderStep,
     listAccounts,
     probeAccount: (config, account) =>

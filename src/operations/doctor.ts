@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import type { AccountSpec } from '../config/account-spec';
 import { ConfigError } from '../config/config-error';
 import type { GatewayConfig } from '../config/gateway-config';
+import type { Durability } from '../store/redis-durability';
 import { describeTlsCode } from '../tls/tls-failure';
 import { type BackoffRecord, type RefusalReason, refusalOfStatus } from '../tokens';
 import {
@@ -15,6 +16,7 @@ import {
   formatDuration,
   mayLogIn,
 } from './doctor-backoff';
+import { type BudgetCheck, diagnoseBudget } from './doctor-budget';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -29,6 +31,18 @@ export type StoreCheck =
   | { readonly kind: 'memory'; readonly reason: string }
   | { readonly kind: 'redis'; readonly where: string; readonly ok: true; readonly latencyMs: number }
   | { readonly kind: 'redis'; readonly where: string; readonly ok: false; readonly problem: string };
+
+/** The Redis of the usage ledger and the quota counters, and whether it keeps them (or why it could not be read). */
+export type LedgerStoreCheck =
+  | { readonly kind: 'memory' }
+  | {
+      readonly kind: 'redis';
+      readonly where: string;
+      /** USAGE_REDIS_*: a Redis of its own, not the token store's. */
+      readonly separate: boolean;
+      readonly durability: Durability;
+    }
+  | { readonly kind: 'redis'; readonly where: string; readonly separate: boolean; readonly problem: string };
 
 /** What one `POST /api/token/` gave. Never holds a credential or a token. */
 export type TokenAttempt =
@@ -64,6 +78,8 @@ export interface AccountProbe {
   requestToken(): Promise<TokenAttempt>;
   /** Shares a refusal the doctor's own login met, as a replica would; the record, or undefined when not shared. */
   shareRefusal(reason: RefusalReason): Promise<BackoffRecord | undefined>;
+  /** The fleet's budget record of the account (informative); absent: no budget line. */
+  readBudget?(): Promise<BudgetCheck>;
   close(): Promise<void>;
 }
 
@@ -78,6 +94,8 @@ export interface DoctorDeps {
   loadConfig(): GatewayConfig;
   checkClients(config: GatewayConfig): ClientsCheck;
   checkStore(config: GatewayConfig): Promise<StoreCheck>;
+  /** The ledger's and quotas' Redis: persistence and eviction (absent: no step, as in tests of other steps). */
+  checkLedgerStore?(config: GatewayConfig): Promise<LedgerStoreCheck>;
   /** The provider accounts to check; throws a ConfigError naming what is wrong (an invalid accounts file). */
   listAccounts(config: GatewayConfig): Promise<AccountList>;
   probeAccount(config: GatewayConfig, account: AccountSpec): Promise<AccountProbe>;
@@ -98,6 +116,7 @@ const TITLES = {
   config: 'configuration',
   clients: 'client registry',
   store: 'token store',
+  ledgerStore: 'usage store',
   accounts: 'provider accounts',
   token: 'upstream token request',
 } as const;
@@ -120,6 +139,19 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
   if (deps.checkCatalogue) steps.push(deps.checkCatalogue(config));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
+  if (deps.checkLedgerStore)
+    steps.push(
+      diagnoseLedgerStore(
+        await deps.checkLedgerStore(config).catch(
+          (error: unknown): LedgerStoreCheck => ({
+            kind: 'redis',
+            where: 'Redis',
+            separate: false,
+            problem: (error as Error)?.name ?? 'error',
+          }),
+        ),
+      ),
+    );
   steps.push(...(await checkAccounts(deps, config)));
   const sessionProvider = await deps.checkSessionProvider?.(config);
   if (sessionProvider) steps.push(sessionProvider);
@@ -151,31 +183,42 @@ async function checkAccount(
   config: GatewayConfig,
   account: AccountSpec,
 ): Promise<DoctorStep[]> {
-  const forceLogin = deps.forceLogin === true;
   const probe = await deps.probeAccount(config, account);
   try {
-    const backoff = await probe.readBackoff();
-    const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
-    if (!mayLogIn(backoff, forceLogin))
-      return [
-        backoffStep,
-        {
-          title: tokenTitle(account),
-          state: 'skipped',
-          detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
-        },
-      ];
-    const attempt = await probe.requestToken();
-    const tokenStep = diagnoseToken(attempt, account);
-    const refusal = refusalOf(attempt);
-    const shared = refusal && (await probe.shareRefusal(refusal));
-    const sharedNote = shared
-      ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
-      : '';
-    return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
+    const steps = await checkLogin(deps, account, probe);
+    const budget = await probe.readBudget?.();
+    return budget ? [...steps, diagnoseBudget(budget, account)] : steps;
   } finally {
     await probe.close();
   }
+}
+
+/** The fleet's back-off, then one login when the fleet would (or when forced). */
+async function checkLogin(
+  deps: DoctorDeps,
+  account: AccountSpec,
+  probe: AccountProbe,
+): Promise<DoctorStep[]> {
+  const forceLogin = deps.forceLogin === true;
+  const backoff = await probe.readBackoff();
+  const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
+  if (!mayLogIn(backoff, forceLogin))
+    return [
+      backoffStep,
+      {
+        title: tokenTitle(account),
+        state: 'skipped',
+        detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
+      },
+    ];
+  const attempt = await probe.requestToken();
+  const tokenStep = diagnoseToken(attempt, account);
+  const refusal = refusalOf(attempt);
+  const shared = refusal && (await probe.shareRefusal(refusal));
+  const sharedNote = shared
+    ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
+    : '';
+  return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
 }
 
 /** The refusal a login answer is, as the token client names it (401/400 credentials, 403 IP). */
@@ -288,6 +331,60 @@ export function diagnoseStore(check: StoreCheck): DoctorStep {
         ? 'Redis may require a client certificate (tls-auth-clients): set REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE, and REDIS_TLS_CA_FILE for a private CA'
         : 'check REDIS_URL (or REDIS_SENTINELS / REDIS_CLUSTER_NODES), REDIS_TLS and that this host may reach Redis',
   };
+}
+
+/**
+ * The usage ledger (400 days) and the month quotas must survive a Redis restart: persistence off or an evicting policy
+ * fails; a Redis that refuses CONFIG GET (managed services) is unknown, a warning, never a failure.
+ */
+export function diagnoseLedgerStore(check: LedgerStoreCheck): DoctorStep {
+  const title = TITLES.ledgerStore;
+  if (check.kind === 'memory')
+    return {
+      title,
+      state: 'pass',
+      detail: 'memory: each process keeps its own ledger and quota counters (no Redis configured)',
+    };
+  const whose = check.separate ? ' (USAGE_REDIS_*)' : ' (the token store, holding the ledger and quotas too)';
+  if ('problem' in check)
+    return check.separate
+      ? {
+          title,
+          state: 'fail',
+          detail: `${check.where}${whose} is unreachable (${check.problem})`,
+          fix: 'check USAGE_REDIS_URL (or USAGE_REDIS_SENTINELS / USAGE_REDIS_CLUSTER_NODES) and that this host may reach it',
+        }
+      : { title, state: 'skipped', detail: 'needs the token store, which did not answer' };
+  const { durability } = check;
+  switch (durability.state) {
+    case 'durable':
+      return {
+        title,
+        state: 'pass',
+        detail: `${check.where}${whose} keeps the ledger: ${durability.detail}`,
+      };
+    case 'weak':
+      return {
+        title,
+        state: 'warn',
+        detail: `${check.where}${whose}: ${durability.detail}`,
+        fix: durability.fix,
+      };
+    case 'unknown':
+      return {
+        title,
+        state: 'warn',
+        detail: `unknown: ${check.where}${whose}: ${durability.detail}`,
+        fix: durability.fix,
+      };
+    case 'not-durable':
+      return {
+        title,
+        state: 'fail',
+        detail: `${check.where}${whose} would lose the usage ledger and the quota counters: ${durability.detail}`,
+        fix: durability.fix,
+      };
+  }
 }
 
 const DNS_CODES = new Set(['ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'EAI_NONAME', 'EAI_NODATA']);

@@ -36,6 +36,36 @@ export const livenessAnswer = z.object({ status: z.literal('ok') });
 
 const checkState = z.enum(['ok', 'degraded', 'failing']);
 
+const rateOrNull = z.number().nullable();
+
+/** One account's provider budget as this replica applies it (informative: it never changes the readiness). */
+const budgetCheck = z
+  .object({
+    configuredRate: rateOrNull.meta({
+      description: 'The account\'s "budget" in calls per second; null: none.',
+    }),
+    effectiveRate: rateOrNull.meta({ description: 'min(configured, learned); null: unbounded.' }),
+    learnedRate: rateOrNull.meta({
+      description: "Taught by the provider's 429s without Retry-After (AIMD).",
+    }),
+    pausedUntil: z.string().nullable().meta({
+      description: "ISO time the fleet's pause ends (the provider's Retry-After); null: not paused.",
+    }),
+    probing: z
+      .boolean()
+      .meta({ description: "This replica holds the fleet's one probe that ends the pause." }),
+    degraded: z
+      .boolean()
+      .meta({ description: 'Shared store unreachable: keeping to budget / replicas last seen.' }),
+    replicas: z.number().meta({ description: 'Live replicas at the last exchange, this one included.' }),
+    allocation: z
+      .object({ critical: z.number(), standard: z.number(), sheddable: z.number() })
+      .nullable()
+      .meta({ description: "This replica's rates by priority (calls per second); null: unbounded." }),
+    fleetShare: rateOrNull.meta({ description: "This replica's part of the effective rate (0 to 1)." }),
+  })
+  .meta({ description: 'The provider budget (SPEC §11) of this account in this replica.' });
+
 /** GET /readyz: the readiness report (src/operations/readiness.ts; the type check below keeps the two equal). */
 export const readinessAnswer = z
   .object({
@@ -52,10 +82,12 @@ export const readinessAnswer = z
             state: checkState,
             detail: z.string(),
             circuits: z.record(z.string(), z.object({ state: z.string() })),
+            budget: budgetCheck.optional(),
           }),
         )
         .meta({
-          description: 'Each provider account (SPEC §10): its token and its circuits, keyed by account id.',
+          description:
+            'Each provider account (SPEC §10): its token, its circuits and its provider budget, keyed by account id.',
         }),
       clientRegistry: z
         .object({ state: checkState, detail: z.string(), staleSince: z.string().optional() })

@@ -125,3 +125,12 @@ export function whenRedisReady(redis: RedisClient, timeoutMs: number): Promise<b
     redis.once('ready', onReady);
   });
 }
+
+/** A polite close (QUIT after pending replies), or a hard one when the connection is already unusable. */
+export async function quitRedis(redis: RedisClient): Promise<void> {
+  try {
+    await redis.quit();
+  } catch {
+    redis.disconnect();
+  }
+}

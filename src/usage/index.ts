@@ -4,8 +4,15 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Registry } from 'prom-client';
 import type { UsageSettings } from '../config/gateway-config';
-import { quotaCounterKey, quotaReplicasKey, quotaWarningKey, usageDayKey } from '../keys/redis-keys';
+import {
+  quotaCounterKey,
+  quotaReplicasKey,
+  quotaWarningKey,
+  usageDayKey,
+  usageStoreMarkerKey,
+} from '../keys/redis-keys';
 import type { RedisClient } from '../store/redis-connection';
+import { utcDay } from './internal/calendar';
 import { type LedgerStore, memoryLedgerStore, redisLedgerStore } from './internal/ledger-store';
 import { memoryQuotaCounters, redisQuotaCounters } from './internal/quota-counters';
 import { type QuotaEvent, QuotaGate, type QuotaLimits } from './internal/quota-gate';
@@ -13,10 +20,11 @@ import { memoryClaimOnce, quotaWarnings, redisClaimOnce } from './internal/quota
 import { QuotaWebhook } from './internal/quota-webhook';
 import { UsageLedger } from './internal/usage-ledger';
 import { registerUsageMetrics } from './internal/usage-metrics';
+import { readGaps } from './internal/usage-report';
 
 export { answerColumn, isBillableStatus } from './internal/billable';
 export { assertTimeZone, type PeriodKind, periodAt, UnknownTimeZoneError } from './internal/calendar';
-export type { LedgerStore } from './internal/ledger-store';
+export type { LedgerStore, StoreMarker } from './internal/ledger-store';
 export type {
   QuotaDecision,
   QuotaGate,
@@ -27,7 +35,13 @@ export type {
 export { signatureHeader } from './internal/quota-webhook';
 export type { UsageColumn, UsageLedger } from './internal/usage-ledger';
 export { USAGE_COLUMNS } from './internal/usage-ledger';
-export { daysBetween, readUsage, type UsageQuery, type UsageReport } from './internal/usage-report';
+export {
+  daysBetween,
+  type LedgerGap,
+  readUsage,
+  type UsageQuery,
+  type UsageReport,
+} from './internal/usage-report';
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
 
@@ -57,14 +71,18 @@ export interface Usage {
 
 /** The ledger as `npm run usage` reads it, from the same Redis as the gateway. */
 export function usageLedgerStore(redis: RedisClient, keyPrefix: string): LedgerStore {
-  return redisLedgerStore(redis, (day) => usageDayKey(keyPrefix, day));
+  return redisLedgerStore(redis, (day) => usageDayKey(keyPrefix, day), usageStoreMarkerKey(keyPrefix));
 }
 
 export function createUsage(options: UsageOptions): Usage {
   const { redis, keyPrefix, logger } = options;
   // One name per process start: the ledger's field and the quota's entry among the replicas seen.
   const replicaId = options.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
-  const metrics = options.registry ? registerUsageMetrics(options.registry) : undefined;
+  const now = options.now ?? Date.now;
+  const ledgerStore = redis ? usageLedgerStore(redis, keyPrefix) : memoryLedgerStore();
+  const metrics = options.registry
+    ? registerUsageMetrics(options.registry, now, () => readGaps(ledgerStore, utcDay(now()), now()))
+    : undefined;
   const webhook = options.settings.webhook
     ? new QuotaWebhook({
         ...options.settings.webhook,
@@ -91,7 +109,6 @@ export function createUsage(options: UsageOptions): Usage {
     onWarning: (event, percent) => metrics?.quotaWarning(event, percent),
   });
   const quotas = quotaGate(options, replicaId, onThreshold, metrics);
-  const ledgerStore = redis ? usageLedgerStore(redis, keyPrefix) : memoryLedgerStore();
   let failing = false;
   const ledger = new UsageLedger({
     store: ledgerStore,
@@ -110,6 +127,13 @@ export function createUsage(options: UsageOptions): Usage {
       failing = result === 'failed';
     },
     onCounted: metrics ? (_day, row, column, delta) => metrics.counted(row, column, delta) : undefined,
+    onStoreReset: (at) => {
+      metrics?.storeReset();
+      logger.warn(
+        { event: 'usage_store_reset', at: new Date(at).toISOString() },
+        "usage ledger: the store no longer held this replica's earlier count (restarted without persistence, or evicted); figures before now are missing, `npm run usage` says so",
+      );
+    },
   });
   ledger.start();
   return {
@@ -160,6 +184,20 @@ function quotaGate(
       );
     },
     onRecovery: () => logger.info({}, 'quota claims are shared by the fleet again'),
+    onCounterLost: (event) => {
+      metrics?.quotaCounterLost(event);
+      logger.warn(
+        {
+          event: 'quota_counter_lost',
+          client: event.clientId,
+          account: event.accountId,
+          period: event.period,
+          periodId: event.periodId,
+          restartedAt: event.used,
+        },
+        "quota counter missing mid-period (its store restarted without persistence, or evicted): started again from this replica's count; the fleet's figure may be low",
+      );
+    },
   });
 }
 

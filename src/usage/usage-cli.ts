@@ -4,7 +4,7 @@
 import { loadConfig } from '../config/load-config';
 import { createRedisClient, whenRedisReady } from '../store/redis-connection';
 import { readUsage, usageLedgerStore } from '.';
-import { formatUsage, parseUsageArgs, USAGE_HELP, UsageArgsError } from './internal/usage-format';
+import { formatUsage, parseUsageArgs, USAGE_HELP, UsageArgsError, usageNotes } from './internal/usage-format';
 
 async function main(argv: string[]): Promise<number> {
   let config: ReturnType<typeof loadConfig>;
@@ -22,10 +22,12 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${error.message ? `npm run usage: ${error.message}\n\n` : ''}${USAGE_HELP}\n`);
     return error.message ? 2 : 0;
   }
-  const redis = createRedisClient(config.redis, { retry: false });
+  // USAGE_REDIS_* when the ledger has a Redis of its own, else the token store's.
+  const store = config.usage.redis ?? config.redis;
+  const redis = createRedisClient(store, { retry: false });
   if (!redis) {
     process.stderr.write(
-      'npm run usage: no Redis is configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES): without it each gateway keeps its ledger in its own memory, which only that process can read\n',
+      'npm run usage: no Redis is configured (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES, or USAGE_REDIS_*): without it each gateway keeps its ledger in its own memory, which only that process can read\n',
     );
     return 2;
   }
@@ -35,8 +37,13 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write('npm run usage: the ledger could not be read: Redis did not answer within 5 s\n');
       return 1;
     }
-    const report = await readUsage(usageLedgerStore(redis, config.redis.keyPrefix), args);
+    const report = await readUsage(usageLedgerStore(redis, store.keyPrefix), args);
     process.stdout.write(formatUsage(report, args.format));
+    // What the figures cannot say: under the table; on stderr beside a csv; a json holds `missing` and `gaps`.
+    const notes = args.format === 'json' ? [] : usageNotes(report);
+    const out = args.format === 'table' ? process.stdout : process.stderr;
+    if (notes.length > 0 && args.format === 'table') out.write('\n');
+    for (const note of notes) out.write(`${args.format === 'table' ? 'note: ' : 'npm run usage: '}${note}\n`);
     if (report.skipped > 0)
       process.stderr.write(
         `npm run usage: ${report.skipped} stored ledger entries were not a replica's counts (malformed) and were skipped\n`,

@@ -21,10 +21,11 @@ import {
   Namespace,
   Service,
 } from 'kubernetes-models/v1';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { ACCOUNT_ID_PATTERN } from '../../src/config/account-spec';
 import { accountsFileOptionsOf, readAccountsFile } from '../../src/config/accounts-file';
 import { loadConfig } from '../../src/config/load-config';
+import { durabilityOfServerSettings, judgeDurability } from '../../src/store/redis-durability';
 import { tempDir } from '../support/temp-dir';
 
 const ROOT = join(__dirname, '..', '..');
@@ -325,8 +326,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
         : Number.NaN;
     expect(pauseSeconds).toBeGreaterThan(0);
     const shutdownSeconds = Number(env.SHUTDOWN_TIMEOUT_MS ?? 15000) / 1000;
+    // A provider call still out after the drain ends with its answer or its own timeout before the ledger's last write.
+    const providerCallSeconds =
+      (Number(env.UPSTREAM_QUEUE_TIMEOUT_MS ?? 1000) + Number(env.UPSTREAM_TIMEOUT_MS ?? 10000)) / 1000;
     // The grace period starts with preStop; SIGTERM (and the gateway's bounded drain) comes after it.
-    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(pauseSeconds + shutdownSeconds);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(
+      pauseSeconds + shutdownSeconds + providerCallSeconds,
+    );
   });
 
   test('sets resource requests and limits', () => {
@@ -459,6 +465,32 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       }
     }
     expect(findings).toEqual([]);
+  });
+
+  test('runs its Redis (the chart values beside it) durable: append-only, fsync every second, a volume, no eviction', () => {
+    const values = parse(readFileSync(join(K8S_DIR, 'overlays', overlay, 'redis-values.yaml'), 'utf8')) as {
+      commonConfiguration?: string;
+      master?: { persistence?: { enabled?: boolean } };
+      replica?: { persistence?: { enabled?: boolean } };
+      architecture?: string;
+    };
+    const lines = (values.commonConfiguration ?? '')
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line && !line.startsWith('#'))
+      .map((line): [string, string] => {
+        const space = line.indexOf(' ');
+        return [line.slice(0, space), line.slice(space + 1)];
+      });
+    const settings = durabilityOfServerSettings(lines);
+    expect(judgeDurability(settings).state).toBe('durable');
+    expect(settings).toMatchObject({
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      maxmemoryPolicy: 'noeviction',
+    });
+    const nodes = values.architecture === 'replication' ? values.replica : values.master;
+    expect(nodes?.persistence?.enabled).toBe(true);
   });
 
   test('autoscales on CPU from at least 3 replicas', () => {

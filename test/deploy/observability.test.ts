@@ -119,13 +119,16 @@ describe('the Prometheus alert rules', () => {
       'PaymentsBffLatencyBudgetBurnFast',
       'PaymentsBffLatencyBudgetBurnSlow',
       'PaymentsBffLoginBackoffActive',
+      'PaymentsBffQuotaCounterLost',
       'PaymentsBffQuotaExhausted',
       'PaymentsBffQuotaNearlyUsed',
       'PaymentsBffRedisDown',
       'PaymentsBffTokenRefreshFailing',
       'PaymentsBffUpstreamRefusesCredentials',
       'PaymentsBffUpstreamRefusesIp',
+      'PaymentsBffUsageLedgerGap',
       'PaymentsBffUsageLedgerNotWritten',
+      'PaymentsBffUsageStoreReset',
     ]);
     for (const alert of alerts) {
       expect({ [alert.alert as string]: alert.labels?.severity }).toEqual({

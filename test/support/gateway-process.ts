@@ -25,6 +25,8 @@ export interface GatewayProcessOptions {
   /** Wait until /readyz answers 200 (default) or only until the port serves /healthz. */
   readonly waitUntil?: 'ready' | 'live';
   readonly startTimeoutMs?: number;
+  /** Headers of the start-up probe: an X-Forwarded-For the INBOUND_ALLOW_CIDRS admits, behind TRUST_PROXY. */
+  readonly probeHeaders?: Record<string, string>;
 }
 
 /** Test defaults: quiet JSON logs at info, loopback only. */
@@ -59,11 +61,14 @@ export async function startGatewayProcess(options: GatewayProcessOptions): Promi
   const path = options.waitUntil === 'live' ? '/healthz' : '/readyz';
   try {
     // A process that exits during start-up (a refused configuration) ends the wait at once, not at its timeout.
-    await waitFor(async () => exitedEarly || (await fetch(url + path)).status === 200, {
-      timeoutMs: options.startTimeoutMs ?? 20_000,
-      what: `gateway on ${url}`,
-      intervalMs: 50,
-    });
+    await waitFor(
+      async () => exitedEarly || (await fetch(url + path, { headers: options.probeHeaders })).status === 200,
+      {
+        timeoutMs: options.startTimeoutMs ?? 20_000,
+        what: `gateway on ${url}`,
+        intervalMs: 50,
+      },
+    );
     if (exitedEarly) throw new Error('gateway exited during start-up');
   } catch (error) {
     child.kill('SIGKILL');

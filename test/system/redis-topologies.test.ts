@@ -8,6 +8,7 @@ import { type GatewayProcess, startGatewayProcess } from '../support/gateway-pro
 import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../support/ops-fixture';
 import { freePort, waitFor } from '../support/ports';
 import { type RedisServer, startRedisServer } from '../support/redis-server';
+import { runToExit } from '../support/run-to-exit';
 import { tempDir } from '../support/temp-dir';
 import { createTestPki } from '../support/test-certificates';
 
@@ -416,5 +417,38 @@ describe('Redis Cluster (3 masters)', () => {
     const counted = Number(redisCli(ports[0]!, '-c', 'GET', 'bff:rl:60:ops-client').trim());
     expect(counted).toBeGreaterThanOrEqual(10);
     expect(counted).toBeLessThan(10 + 2 * 10);
+  });
+
+  test('USAGE_REDIS_CLUSTER_NODES: the ledger and its marker go to the cluster, tokens stay in their Redis; the doctor reads the cluster', async () => {
+    const tokens = await startRedisServer();
+    try {
+      const env = processEnv(simulator.url, {
+        REDIS_URL: tokens.url,
+        REDIS_KEY_PREFIX: 'apart:',
+        USAGE_REDIS_CLUSTER_NODES: ports.map((p) => `127.0.0.1:${p}`).join(','),
+      });
+      const replica = await startGatewayProcess({ env });
+      replicas.push(replica);
+      expect((await burstOnBoth([replica])).every((s) => s === 200)).toBe(true);
+      const usageKeys = () =>
+        ports.flatMap((p) => redisCli(p, '--scan', '--pattern', 'apart:usage:*').split('\n').filter(Boolean));
+      // Written within a flush (one second): the day's hash and the store's marker, in different slots.
+      await waitFor(() => usageKeys().length === 2, { what: 'the ledger on the cluster', intervalMs: 100 });
+      expect(usageKeys().sort()).toEqual([
+        `apart:usage:${new Date().toISOString().slice(0, 10)}`,
+        'apart:usage:store',
+      ]);
+      expect(redisCli(tokens.port, '--scan', '--pattern', 'apart:usage:*').trim()).toBe('');
+      expect(redisCli(tokens.port, '--scan', '--pattern', 'apart:{token:*').trim()).not.toBe('');
+
+      // The doctor asks the cluster (CONFIG GET through one node): these nodes keep nothing on disk.
+      const { code, output } = await runToExit('src/operations/doctor-cli.ts', env);
+      expect(output).toMatch(
+        /✗ usage store: Redis Cluster 127\.0\.0\.1:\d+.* \(USAGE_REDIS_\*\) would lose the usage ledger .*persistence is off/,
+      );
+      expect(code).toBe(1);
+    } finally {
+      await tokens.stop();
+    }
   });
 });

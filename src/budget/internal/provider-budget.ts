@@ -243,6 +243,26 @@ class AccountBudgetState implements ProviderBudget {
     this.stopFlushing();
     this.removeGauges();
     await this.exchanging?.catch(() => undefined);
+    await this.leave();
+  }
+
+  /**
+   * Gives this replica's hold back to the fleet: it stops refilling first (what its gate holds, at most one call or
+   * its share of the burst, is all it may still grant: a retired account's last retries), then deletes its record,
+   * so the others may be granted its part at their next exchange instead of after its lease. Best effort: a store
+   * that does not answer leaves the record to its lease.
+   */
+  private async leave(): Promise<void> {
+    if (!this.unbounded) this.buckets.setRates(NOTHING, this.clock.now());
+    await this.withTimeout(this.options.store.leave(this.replicaId)).catch((error: unknown) => {
+      this.options.logger.warn(
+        {
+          account: this.options.accountId,
+          err: { message: String((error as Error)?.message).slice(0, 200) },
+        },
+        'provider budget: could not give the hold back at close; the fleet frees it when its lease ends',
+      );
+    });
   }
 
   /** Sets one of the account's gauges, unless a newer unit of the account exports them. */

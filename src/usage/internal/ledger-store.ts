@@ -1,35 +1,74 @@
 // Where ledger days are kept: one Redis hash per UTC day (a field per replica start holding its whole count of the
 // day), or memory in local mode. One HSET per flush, whatever the number of rows: the Redis economy of the ledger.
+// Beside the days, the store's marker: since when it holds the ledger, and when a replica found it reset.
 import type { RedisClient } from '../../store/redis-connection';
 
-export interface LedgerStore {
-  /** Replaces this replica's count of the day; sets the day's expiry when `expireAt` is given (its first write). */
-  write(day: string, replicaId: string, snapshot: string, expireAt?: number): Promise<void>;
-  /** Every replica's count of the day (JSON snapshots). */
-  read(day: string): Promise<string[]>;
+/** The store's own record of its history (a hash without expiry, beside the days). */
+export interface StoreMarker {
+  /** ISO instant of the first ledger write this store holds (set once: HSETNX). */
+  readonly since?: string;
+  /** ISO instant at which a replica found its own, earlier written count missing: the store lost what it held. */
+  readonly resetAt?: string;
 }
 
-export function redisLedgerStore(redis: RedisClient, dayKey: (day: string) => string): LedgerStore {
+export interface LedgerStore {
+  /**
+   * Replaces this replica's count of the day; sets the day's expiry when `expireAt` is given (its first write).
+   * Resolves true when the field was new: for a field this replica wrote before, the store lost it.
+   */
+  write(day: string, replicaId: string, snapshot: string, expireAt?: number): Promise<boolean>;
+  /** Every replica's count of the day (JSON snapshots), by replica. */
+  read(day: string): Promise<Record<string, string>>;
+  /** Notes that the store holds the ledger since `at` (only the first note stays). */
+  noteSince(at: number): Promise<void>;
+  /** A replica found the store reset at `at`: noted in the marker, and the day's lost expiry set again. */
+  noteReset(at: number, day: string, expireAt: number): Promise<void>;
+  readMarker(): Promise<StoreMarker>;
+}
+
+export function redisLedgerStore(
+  redis: RedisClient,
+  dayKey: (day: string) => string,
+  markerKey: string,
+): LedgerStore {
   return {
     async write(day, replicaId, snapshot, expireAt) {
       const key = dayKey(day);
-      if (expireAt === undefined) {
-        await redis.hset(key, replicaId, snapshot);
-        return;
-      }
+      if (expireAt === undefined) return (await redis.hset(key, replicaId, snapshot)) === 1;
       // A pipeline, not MULTI: two commands once a day, and a lost expiry is set again after a restart.
       const results = await redis.pipeline().hset(key, replicaId, snapshot).pexpireat(key, expireAt).exec();
       const failed = results?.find(([error]) => error);
       if (!results || failed) throw failed?.[0] ?? new Error('the ledger write was discarded');
+      return results[0]?.[1] === 1;
     },
     async read(day) {
-      return Object.values(await redis.hgetall(dayKey(day)));
+      return redis.hgetall(dayKey(day));
+    },
+    async noteSince(at) {
+      await redis.hsetnx(markerKey, 'since', new Date(at).toISOString());
+    },
+    async noteReset(at, day, expireAt) {
+      // Separate commands: the marker and the day keys are in different Cluster slots.
+      const instant = new Date(at).toISOString();
+      await Promise.all([
+        redis.hset(markerKey, 'resetAt', instant),
+        redis.hsetnx(markerKey, 'since', instant),
+        redis.pexpireat(dayKey(day), expireAt),
+      ]);
+    },
+    async readMarker() {
+      const fields = await redis.hgetall(markerKey);
+      return {
+        ...(typeof fields.since === 'string' && { since: fields.since }),
+        ...(typeof fields.resetAt === 'string' && { resetAt: fields.resetAt }),
+      };
     },
   };
 }
 
 export function memoryLedgerStore(): LedgerStore {
   const days = new Map<string, Map<string, string>>();
+  let marker: StoreMarker = {};
   return {
     async write(day, replicaId, snapshot) {
       let replicas = days.get(day);
@@ -37,10 +76,22 @@ export function memoryLedgerStore(): LedgerStore {
         replicas = new Map();
         days.set(day, replicas);
       }
+      const created = !replicas.has(replicaId);
       replicas.set(replicaId, snapshot);
+      return created;
     },
     async read(day) {
-      return [...(days.get(day)?.values() ?? [])];
+      return Object.fromEntries(days.get(day) ?? []);
+    },
+    async noteSince(at) {
+      marker = { since: new Date(at).toISOString(), ...marker };
+    },
+    async noteReset(at) {
+      const instant = new Date(at).toISOString();
+      marker = { since: instant, ...marker, resetAt: instant };
+    },
+    async readMarker() {
+      return marker;
     },
   };
 }

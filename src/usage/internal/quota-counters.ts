@@ -11,6 +11,12 @@ export interface QuotaClaim {
   readonly unsynced: number;
   /** The counter's expiry (ms since the epoch), set when the counter is new. */
   readonly expireAt: number;
+  /**
+   * Units this replica knows the fleet used in the period (0: none known, or none of its own committed). A counter
+   * found missing while this is above 0 was lost (a Redis restart without persistence, an eviction): it starts again
+   * from this floor instead of 0, and the grant says so.
+   */
+  readonly floor?: number;
 }
 
 export interface QuotaGrant {
@@ -19,6 +25,8 @@ export interface QuotaGrant {
   readonly total: number;
   /** Replicas that claimed for this client and account within the window (this one included), when asked. */
   readonly replicas?: number;
+  /** The counter was missing mid-period (lost) and was started again from the claim's floor. */
+  readonly lost?: boolean;
 }
 
 /** Who claims: the replica notes itself among the client and account's replicas, and learns how many there are. */
@@ -68,24 +76,30 @@ if ARGV[1] ~= '' then
 end
 for i = 1, counters do
   local key = KEYS[i]
-  local base = 3 + (i - 1) * 4
+  local base = 3 + (i - 1) * 5
   local want = tonumber(ARGV[base + 1])
   local limit = tonumber(ARGV[base + 2])
   local unsynced = tonumber(ARGV[base + 3])
   local expireAt = ARGV[base + 4]
+  local floor = tonumber(ARGV[base + 5])
+  local lost = 0
   local total = redis.pcall('INCRBY', key, want + unsynced)
   if type(total) ~= 'number' then
     redis.call('SET', key, want + unsynced, 'PXAT', expireAt)
     total = want + unsynced
   elseif total == want + unsynced then
     redis.call('PEXPIREAT', key, expireAt)
+    if floor > 0 then
+      total = redis.call('INCRBY', key, floor)
+      lost = 1
+    end
   end
   local before = total - want
   local granted = math.max(0, math.min(want, limit - before))
   if granted < want then
     total = redis.call('DECRBY', key, want - granted)
   end
-  out[i] = {granted, total, replicas}
+  out[i] = {granted, total, lost, replicas}
 end
 return out`;
 
@@ -105,7 +119,7 @@ export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
   redis.defineCommand('usageQuotaGiveBack', { numberOfKeys: 1, lua: GIVE_BACK_SCRIPT });
   const commands = redis as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
   const run = commands.usageQuotaClaim as
-    | ((...args: unknown[]) => Promise<[number, number, number?][]>)
+    | ((...args: unknown[]) => Promise<[number, number, number, number?][]>)
     | undefined;
   const giveBack = commands.usageQuotaGiveBack;
   return {
@@ -115,11 +129,13 @@ export function redisQuotaCounters(redis: RedisClient): QuotaCounters {
       const args: (string | number)[] = [keys.length, ...keys];
       if (replica) args.push(replica.replicaId, Math.round(replica.now), replica.windowMs);
       else args.push('', 0, 0);
-      for (const c of claims) args.push(c.want, c.limit, c.unsynced, Math.round(c.expireAt));
+      for (const c of claims)
+        args.push(c.want, c.limit, c.unsynced, Math.round(c.expireAt), Math.max(0, Math.floor(c.floor ?? 0)));
       const reply = (await run?.apply(redis, args)) ?? [];
-      return reply.map(([granted, total, replicas]) => ({
+      return reply.map(([granted, total, lost, replicas]) => ({
         granted: Number(granted),
         total: Number(total),
+        ...(Number(lost) === 1 && { lost: true }),
         ...(replicas !== undefined && { replicas: Number(replicas) }),
       }));
     },

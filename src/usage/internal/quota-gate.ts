@@ -70,6 +70,11 @@ export interface QuotaGateOptions {
   /** A claim failed (Redis unreachable): units granted from the replica's own share. Undefined when it recovers. */
   readonly onOutage?: (error: unknown) => void;
   readonly onRecovery?: () => void;
+  /**
+   * The fleet's counter of a period was missing mid-period (a Redis restart without persistence, an eviction): it
+   * was started again from what this replica knew (`used`), so the figure may be low. Once per lease.
+   */
+  readonly onCounterLost?: (event: QuotaEvent) => void;
   /** A lease's first local grant of an outage: its share (what the fleet had left / replicas last seen). */
   readonly onLocalShare?: (event: QuotaEvent, share: { replicas: number; units: number }) => void;
 }
@@ -107,6 +112,9 @@ class PeriodLease {
   thresholds: { share: number; units: number }[];
   /** Replicas claiming for this client and account, as last heard from the store (the outage's divisor). */
   replicas = 1;
+  /** Units this replica committed in the period: above 0, the fleet's counter cannot be missing unless it was lost. */
+  committed = 0;
+  lostReported = false;
   /** Units this replica may still grant on its own in the current outage; undefined outside one. */
   outageLeft: number | undefined;
 
@@ -237,7 +245,10 @@ export class QuotaGate {
       if (!billable) {
         if (current) lease.available += 1;
         else this.giveBackRetired(lease);
-      } else if (current && lease.nextThreshold < lease.thresholds.length) this.checkThreshold(slot, lease);
+      } else {
+        lease.committed += 1;
+        if (current && lease.nextThreshold < lease.thresholds.length) this.checkThreshold(slot, lease);
+      }
     }
   }
 
@@ -363,6 +374,7 @@ export class QuotaGate {
       limit: lease.limit,
       unsynced: lease.unsynced,
       expireAt: lease.period.endsAt + COUNTER_GRACE_MS,
+      floor: lease.committed > 0 ? Math.max(lease.committed, lease.fleetTotal - lease.unsynced) : 0,
     }));
     let grants: QuotaGrant[];
     try {
@@ -426,6 +438,10 @@ export class QuotaGate {
         ? Math.min(lease.period.endsAt, now + (this.outage ? 5_000 : EXHAUSTED_RECHECK_MS))
         : 0;
     const event = this.event(slot, lease, grant.total);
+    if (claimed.lost && !lease.lostReported) {
+      lease.lostReported = true;
+      this.options.onCounterLost?.(event);
+    }
     this.options.onClaim?.(event);
     if (lease.exhaustedUntil > 0 && grant.total >= lease.limit) this.crossAll(slot, lease, grant.total);
   }

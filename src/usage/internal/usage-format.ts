@@ -117,6 +117,35 @@ export function formatUsage(report: UsageReport, format: UsageFormat): string {
   const line = (cells: string[]) =>
     cells.map((cell, i) => (i < 4 ? cell.padEnd(widths[i] ?? 0) : cell.padStart(widths[i] ?? 0))).join('  ');
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
-  if (report.rows.length === 0) return `No usage recorded from ${report.from} to ${report.to} (UTC days).\n`;
+  if (report.rows.length === 0)
+    return report.missing
+      ? `No usage in this store from ${report.from} to ${report.to} (UTC days): see the note below.\n`
+      : `No usage recorded from ${report.from} to ${report.to} (UTC days).\n`;
   return `${[line(head), rule, ...body.map(line), rule, ...totals.map(line)].join('\n')}\n`;
+}
+
+/**
+ * What the figures cannot say on their own: a store reset (or a store newer than the range), and the replicas that
+ * stopped without their final write with the bound of what they may hold. Never a quiet zero, never a false exact.
+ */
+export function usageNotes(report: UsageReport): string[] {
+  const notes: string[] = [];
+  if (report.missing?.reason === 'reset')
+    notes.push(
+      `the store was reset on ${report.missing.before}: figures before it are missing (the replicas running then wrote their count of that day again; earlier days and stopped replicas are lost)`,
+    );
+  else if (report.missing)
+    notes.push(
+      `this store holds the ledger since ${report.missing.before}: figures before it are missing (a new store, or one reset while no gateway ran)`,
+    );
+  for (const gap of report.gaps)
+    notes.push(
+      `${gap.day}: replica ${gap.replica} stopped without its final write (last written ${gap.lastWrite}): up to ${gap.bound} more requests may have been counted and never written`,
+    );
+  const bound = report.gaps.reduce((sum, gap) => sum + gap.bound, 0);
+  if (bound > 0)
+    notes.push(
+      `so these figures are lower bounds: any column may be short by at most ${bound} (the provider's count lies within the ledger's count + ${bound})`,
+    );
+  return notes;
 }

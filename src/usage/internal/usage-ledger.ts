@@ -30,10 +30,21 @@ export const USAGE_COLUMNS = [
 /** Counts of one row; columns never counted are absent. */
 export type UsageCounts = Record<string, number>;
 
-/** One replica's day as stored: rows named `client\taccount\toperation`. */
+/** One replica's day as stored: rows named `client\taccount\toperation`, and what the report needs to judge it. */
 export interface LedgerSnapshot {
   readonly v: 1;
   readonly rows: Record<string, UsageCounts>;
+  /** When this count was taken (ms since the epoch): the replica's last write. Absent in older records. */
+  readonly at?: number;
+  /**
+   * The flush interval (ms) as it ran: the longest of the last flush windows, at least the configured one (a busy
+   * CPU stretches it). A replica that wrote less recently than a few of these has stopped or lost the store.
+   */
+  readonly every?: number;
+  /** The replica's peak rate over its last flushes, in counted requests per second (billable not counted twice). */
+  readonly rate?: number;
+  /** The graceful stop's last write: the count is exact and complete. */
+  readonly final?: true;
 }
 
 export const ROW_SEPARATOR = '\t';
@@ -49,9 +60,18 @@ export interface UsageLedgerOptions {
   readonly onFlush?: (result: 'ok' | 'failed', error?: unknown) => void;
   /** Counts written since the last flush, for the usage metrics (once per flush, never per request). */
   readonly onCounted?: (day: string, row: string, column: string, delta: number) => void;
+  /** This replica's earlier count of a day was missing from the store: it lost what it held (once per loss). */
+  readonly onStoreReset?: (at: number) => void;
 }
 
 const DAY_MS = 86_400_000;
+/** The rate written with each count is the peak of this many flush windows. */
+const RATE_WINDOWS = 10;
+/**
+ * A count written this long ago and now missing means a reset; younger, it may be the last second an append-only
+ * store loses in a crash (appendfsync everysec), which is not a reset of the ledger.
+ */
+const RESET_GRACE_MS = 5_000;
 
 export class UsageLedger {
   readonly replicaId: string;
@@ -65,10 +85,21 @@ export class UsageLedger {
   private todayRows = new Map<string, UsageCounts>();
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  /** Requests counted since the last flush window began, and the rates of the last windows. */
+  private countedInWindow = 0;
+  private windowStartedAt: number;
+  private readonly rates: number[] = [];
+  private readonly windows: number[] = [];
+  /** When this replica's count of each day first reached the store (a missing count later means a reset). */
+  private readonly firstWrittenAt = new Map<string, number>();
+  private storeNoted = false;
+  private pendingReset: { at: number; day: string; expiry: number } | undefined;
+  private final = false;
 
   constructor(private readonly options: UsageLedgerOptions) {
     this.now = options.now ?? Date.now;
     this.replicaId = options.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
+    this.windowStartedAt = this.now();
   }
 
   /** The hot path: a Map lookup and an increment. */
@@ -82,6 +113,7 @@ export class UsageLedger {
       this.todayRows.set(name, row);
     }
     row[column] = (row[column] ?? 0) + count;
+    if (column !== 'billable') this.countedInWindow += count;
     this.dirty.add(this.today);
   }
 
@@ -105,6 +137,8 @@ export class UsageLedger {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     await this.flushing;
+    this.final = true;
+    for (const day of this.days.keys()) this.dirty.add(day);
     await this.flush();
   }
 
@@ -113,7 +147,32 @@ export class UsageLedger {
     return { v: 1, rows: Object.fromEntries(this.days.get(day) ?? []) };
   }
 
+  /** The count as written: the rows, when they were taken, the flush interval and the peak rate. */
+  private stamped(day: string, at: number): LedgerSnapshot {
+    return {
+      ...this.snapshot(day),
+      at,
+      every: Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows)),
+      rate: Math.ceil(Math.max(0, ...this.rates)),
+      ...(this.final && { final: true as const }),
+    };
+  }
+
+  /** Closes the flush window: its rate joins the last few, of which the written rate is the peak. */
+  private measureRate(now: number): void {
+    const elapsed = now - this.windowStartedAt;
+    if (elapsed <= 0) return;
+    this.rates.push((this.countedInWindow * 1000) / elapsed);
+    this.windows.push(elapsed);
+    if (this.rates.length > RATE_WINDOWS) this.rates.shift();
+    if (this.windows.length > RATE_WINDOWS) this.windows.shift();
+    this.countedInWindow = 0;
+    this.windowStartedAt = now;
+  }
+
   private turnDay(now: number): void {
+    // The day that ends is written once more after midnight, so its last count says it was complete (at >= day end).
+    if (this.today && this.days.get(this.today)?.size) this.dirty.add(this.today);
     this.today = utcDay(now);
     this.todayEndsAt = Date.parse(`${this.today}T00:00:00Z`) + DAY_MS;
     let rows = this.days.get(this.today);
@@ -125,17 +184,25 @@ export class UsageLedger {
   }
 
   private async writeDirtyDays(): Promise<void> {
+    const now = this.now();
+    if (now >= this.todayEndsAt && this.today) this.turnDay(now);
+    this.measureRate(now);
     const days = [...this.dirty];
     this.dirty.clear();
     for (const day of days) {
       // Taken synchronously: counts recorded while the write is in flight make the day dirty again.
-      const snapshot = this.snapshot(day);
-      const expireAt = this.expirySet.has(day)
-        ? undefined
-        : Date.parse(`${day}T00:00:00Z`) + (1 + this.options.retentionDays) * DAY_MS;
+      const snapshot = this.stamped(day, now);
+      const expiry = Date.parse(`${day}T00:00:00Z`) + (1 + this.options.retentionDays) * DAY_MS;
+      const expireAt = this.expirySet.has(day) ? undefined : expiry;
       try {
-        await this.options.store.write(day, this.replicaId, JSON.stringify(snapshot), expireAt);
+        const created = await this.options.store.write(
+          day,
+          this.replicaId,
+          JSON.stringify(snapshot),
+          expireAt,
+        );
         this.expirySet.add(day);
+        await this.noticeStore(day, created, now, expiry);
         this.report(day, snapshot);
         this.options.onFlush?.('ok');
       } catch (error) {
@@ -144,6 +211,33 @@ export class UsageLedger {
       }
     }
     this.forgetWrittenPastDays();
+  }
+
+  /**
+   * Notes since when the store holds the ledger (once per replica start); a count of this replica that the store no
+   * longer held is a reset: reported once, and noted in the store's marker (the report says it). A note that fails
+   * is made again at the next flush; it never fails the write it follows.
+   */
+  private async noticeStore(day: string, created: boolean, now: number, expiry: number): Promise<void> {
+    const first = this.firstWrittenAt.get(day);
+    if (first === undefined) this.firstWrittenAt.set(day, now);
+    else if (created && now - first >= RESET_GRACE_MS) {
+      this.pendingReset = { at: now, day, expiry };
+      this.options.onStoreReset?.(now);
+    }
+    try {
+      if (this.pendingReset) {
+        const { at, day: lost, expiry: expireAt } = this.pendingReset;
+        await this.options.store.noteReset(at, lost, expireAt);
+        this.pendingReset = undefined;
+      }
+      if (!this.storeNoted) {
+        await this.options.store.noteSince(now);
+        this.storeNoted = true;
+      }
+    } catch {
+      // The store failed right after the write: the next flush notes it.
+    }
   }
 
   private report(day: string, snapshot: LedgerSnapshot): void {
@@ -164,6 +258,7 @@ export class UsageLedger {
       if (day !== this.today && !this.dirty.has(day)) {
         this.days.delete(day);
         this.expirySet.delete(day);
+        this.firstWrittenAt.delete(day);
         for (const name of this.reported.keys()) if (name.startsWith(`${day}\n`)) this.reported.delete(name);
       }
   }

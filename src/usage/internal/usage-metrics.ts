@@ -2,6 +2,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { QuotaEvent } from './quota-gate';
 import { ROW_SEPARATOR } from './usage-ledger';
+import type { LedgerGap } from './usage-report';
 
 export interface UsageMetrics {
   quotaClaimed(event: QuotaEvent): void;
@@ -10,10 +11,17 @@ export interface UsageMetrics {
   ledgerFlush(result: 'ok' | 'failed'): void;
   counted(row: string, column: string, delta: number): void;
   webhook(result: 'delivered' | 'retried' | 'dropped'): void;
+  storeReset(): void;
+  quotaCounterLost(event: QuotaEvent): void;
 }
 
-export function registerUsageMetrics(registry: Registry, now: () => number = Date.now): UsageMetrics {
+export function registerUsageMetrics(
+  registry: Registry,
+  now: () => number = Date.now,
+  gapsToday?: () => Promise<readonly LedgerGap[]>,
+): UsageMetrics {
   const registers = [registry];
+  const losses = registerLossMetrics(registers, gapsToday);
   // The last claim of each client, account and period, read when scraped: a period that has ended reads 0 even when
   // the client has not called since (no alert stays firing over a quota that has renewed).
   const lastClaims = new Map<string, QuotaEvent>();
@@ -81,5 +89,44 @@ export function registerUsageMetrics(registry: Registry, now: () => number = Dat
       calls.inc({ client, account, operation, column }, delta);
     },
     webhook: (result) => deliveries.inc({ result }),
+    storeReset: () => losses.storeResets.inc(),
+    quotaCounterLost: (event) =>
+      losses.countersLost.inc({ client: event.clientId, account: event.accountId, period: event.period }),
   };
+}
+
+/** What the ledger and the quotas may have lost: resets found, counters lost, and today's gaps (read at scrape). */
+function registerLossMetrics(registers: Registry[], gapsToday?: () => Promise<readonly LedgerGap[]>) {
+  const storeResets = new Counter({
+    name: 'gateway_usage_store_resets_total',
+    help: 'Times this replica found its earlier ledger count missing from the store (a reset: a Redis restart without persistence, an eviction); `npm run usage` names the reset.',
+    registers,
+  });
+  storeResets.inc(0);
+  const countersLost = new Counter({
+    name: 'gateway_quota_counters_lost_total',
+    help: "Quota counters found missing mid-period (a reset store), per client, account and period; started again from this replica's count.",
+    labelNames: ['client', 'account', 'period'] as const,
+    registers,
+  });
+  if (gapsToday) {
+    const gapReplicas = new Gauge({
+      name: 'gateway_usage_ledger_gap_replicas',
+      help: 'Replicas of today that stopped without their final write (SIGKILL, an OOM kill, a lost node).',
+      registers,
+    });
+    // Read at scrape time (one HGETALL of today's ledger): replicas of today that stopped without their final write.
+    new Gauge({
+      name: 'gateway_usage_ledger_gap_calls',
+      help: "Upper bound on the requests today's ledger may miss: replicas that stopped without their final write, each at its peak rate over the unwritten interval (the same in every replica: take max).",
+      registers,
+      async collect() {
+        const gaps = await gapsToday().catch(() => undefined);
+        if (!gaps) return;
+        this.set(gaps.reduce((sum, gap) => sum + gap.bound, 0));
+        gapReplicas.set(gaps.length);
+      },
+    });
+  }
+  return { storeResets, countersLost };
 }

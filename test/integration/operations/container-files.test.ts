@@ -4,6 +4,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parse } from 'yaml';
 import { loadConfig } from '../../../src/config/load-config';
+import { durabilityOfServerSettings, judgeDurability } from '../../../src/store/redis-durability';
 import { tempDir } from '../../support/temp-dir';
 
 const ROOT = resolve(__dirname, '..', '..', '..');
@@ -148,6 +149,25 @@ describe('docker-compose.yml', () => {
   test('a Redis service with a healthcheck', () => {
     expect(String(services.redis?.image)).toMatch(/^redis:/);
     expect(services.redis?.healthcheck).toBeDefined();
+  });
+
+  test('its Redis keeps the ledger and the quotas: append-only, fsync every second, a volume, no eviction', () => {
+    const command = services.redis?.command as string[];
+    expect(command[0]).toBe('redis-server');
+    const pairs: [string, string][] = [];
+    for (let i = 1; i + 1 < command.length; i += 2)
+      pairs.push([command[i] as string, command[i + 1] as string]);
+    const settings = durabilityOfServerSettings(pairs);
+    expect(judgeDurability(settings).state).toBe('durable');
+    expect(settings).toMatchObject({
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      maxmemoryPolicy: 'noeviction',
+    });
+    const volumes = (services.redis?.volumes ?? []) as string[];
+    const data = volumes.find((volume) => volume.endsWith(':/data'));
+    expect(data).toBeDefined();
+    expect(Object.keys((compose as { volumes?: object }).volumes ?? {})).toContain(data?.split(':')[0]);
   });
 
   test('two gateway replicas on Redis, each with a healthcheck and not in a profile', () => {

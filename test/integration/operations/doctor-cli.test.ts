@@ -25,21 +25,35 @@ function expectNoSecret(output: string, ...secrets: string[]) {
   for (const secret of [USERNAME, PASSWORD, 'eyJ', ...secrets]) expect(output).not.toContain(secret);
 }
 
+const DURABLE_REDIS = ['--appendonly', 'yes', '--appendfsync', 'everysec'];
+
 describe('npm run doctor', () => {
   let simulator: RunningSimulator;
   let fenced: RunningSimulator;
   let redis: RedisServer;
+  /** As the test support starts it: no append-only file, no snapshots (a restart empties it). */
+  let volatileRedis: RedisServer;
+  /** A managed service's habit: CONFIG renamed away. */
+  let configless: RedisServer;
 
   beforeAll(async () => {
-    [simulator, fenced, redis] = await Promise.all([
+    [simulator, fenced, redis, volatileRedis, configless] = await Promise.all([
       startSimulator({ port: 0, username: USERNAME, password: PASSWORD }),
       startSimulator({ port: 0, username: USERNAME, password: PASSWORD, allowedIps: ['10.9.9.9'] }),
+      startRedisServer(DURABLE_REDIS),
       startRedisServer(),
+      startRedisServer([...DURABLE_REDIS, '--rename-command', 'CONFIG', '']),
     ]);
   });
 
   afterAll(async () => {
-    await Promise.all([simulator?.close(), fenced?.close(), redis?.stop()]);
+    await Promise.all([
+      simulator?.close(),
+      fenced?.close(),
+      redis?.stop(),
+      volatileRedis?.stop(),
+      configless?.stop(),
+    ]);
   });
 
   test('good credentials and a reachable Redis: every step ✓, exit 0', async () => {
@@ -52,10 +66,47 @@ describe('npm run doctor', () => {
     expect(output).toContain('✓ configuration: valid');
     expect(output).toContain(`✓ client registry: ${clientsFile}: 2 clients`);
     expect(output).toMatch(/✓ token store: Redis at 127\.0\.0\.1:\d+ answered PING/);
+    expect(output).toMatch(/✓ usage store: Redis at 127\.0\.0\.1:\d+ .*keeps the ledger: append-only file/);
     expect(output).toContain('✓ upstream token request');
     expect(output).toContain('All checks passed.');
     expect(code).toBe(0);
     expectNoSecret(output);
+  });
+
+  test('a Redis without persistence holds the ledger: the usage store fails naming persistence, with the fix', async () => {
+    const { code, output } = await runDoctor({
+      ...upstreamEnv(simulator.url),
+      REDIS_URL: volatileRedis.url,
+      CLIENTS_FILE: writeClientsFile(),
+    });
+    expect(output).toMatch(
+      /✗ usage store: Redis at 127\.0\.0\.1:\d+ .*would lose the usage ledger and the quota counters: persistence is off/,
+    );
+    expect(output).toContain('fix: run that Redis with appendonly yes, appendfsync everysec');
+    expect(code).toBe(1);
+  });
+
+  test('USAGE_REDIS_URL: the durable Redis of the ledger is the one checked, apart from the token store', async () => {
+    const { code, output } = await runDoctor({
+      ...upstreamEnv(simulator.url),
+      REDIS_URL: volatileRedis.url,
+      USAGE_REDIS_URL: redis.url,
+      CLIENTS_FILE: writeClientsFile(),
+    });
+    expect(output).toContain(
+      `✓ usage store: Redis at 127.0.0.1:${redis.port} (USAGE_REDIS_*) keeps the ledger`,
+    );
+    expect(code).toBe(0);
+  });
+
+  test('a Redis that refuses CONFIG GET (a managed service): unknown, a warning, never a failure', async () => {
+    const { code, output } = await runDoctor({
+      ...upstreamEnv(simulator.url),
+      REDIS_URL: configless.url,
+      CLIENTS_FILE: writeClientsFile(),
+    });
+    expect(output).toMatch(/! usage store: unknown: Redis at 127\.0\.0\.1:\d+ .*refused CONFIG GET/);
+    expect(code).toBe(0);
   });
 
   test('a wrong password: non-zero, names the credential problem, never prints it', async () => {

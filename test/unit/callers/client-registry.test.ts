@@ -420,4 +420,11 @@ describe('SSO clients: entries with neither keys nor session', () => {
     expect(caller?.quota).toEqual({ day: 10, month: undefined, timeZone: 'UTC' });
     expect(snapshot.byHash.size).toBe(0);
   });
+
+  test('are counted, so the registry says whether it names the SSO clients (issue 42)', () => {
+    expect(parseClientRegistry(registryText([sso]), 'clients.json', { ssoClients: true }).ssoClients).toBe(1);
+    expect(parseClientRegistry(registryText([mobile]), 'clients.json', { ssoClients: true }).ssoClients).toBe(
+      0,
+    );
+  });
 });

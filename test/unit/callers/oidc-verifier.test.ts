@@ -61,10 +61,14 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     expect([...asString.scopes]).toEqual(['plans:read']);
   });
 
-  test('azp wins over client_id, and a token naming no client is refused (no fallback to sub)', async () => {
+  test('azp and client_id name one client; a token naming two, or none, is refused (no fallback to sub)', async () => {
     const verifier = createOidcVerifier(options);
-    const both = await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'other' }));
+    const both = await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'web' }));
     expect(both.id).toBe('web');
+    // Which app is it? The registry entry of one would limit and lend to a token of the other (adv-42).
+    expect(
+      await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'other' }))),
+    ).toBe('The bearer token names two clients (azp and client_id differ).');
     expect(await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, sub: 'user-1' })))).toContain(
       'names no client',
     );
@@ -73,7 +77,7 @@ describe('OIDC bearer tokens against a local test issuer', () => {
   test('a registry client with the same id lends its rate limit, origins, accounts, priority and quota', async () => {
     const known: Caller = {
       id: 'checkout-web',
-      scopes: new Set(),
+      scopes: new Set(['plans:read']),
       via: 'api-key',
       rateLimit: { limit: 5, windowSeconds: 60 },
       priority: 'critical',
@@ -83,7 +87,7 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     };
     const verifier = createOidcVerifier({
       ...options,
-      registry: { findById: (id) => (id === known.id ? known : undefined) },
+      registry: { findById: (id) => (id === known.id ? known : undefined), listsSsoClients: () => true },
     });
     const caller = await verifier.verify(
       await issuer.sign({ aud: AUDIENCE, azp: 'checkout-web', scope: 'plans:read' }),
@@ -94,6 +98,88 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     expect(caller.priority).toBe('critical');
     expect(caller.quota).toEqual({ day: 100, timeZone: 'America/Sao_Paulo' });
     expect([...caller.scopes]).toEqual(['plans:read']);
+  });
+
+  describe('SSO clients and the registry (issue 42)', () => {
+    const entry: Caller = {
+      id: 'reports-web',
+      scopes: new Set(['plans:read']),
+      via: 'api-key',
+      accounts: ['production'],
+      origins: [],
+    };
+    const registry = (listsSsoClients: boolean) => ({
+      findById: (id: string) => (id === entry.id ? entry : undefined),
+      listsSsoClients: () => listsSsoClients,
+    });
+    const forbidden = async (verify: Promise<Caller>) => {
+      const error = await verify.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ reason: 'CLIENT_FORBIDDEN', status: 403 });
+      return (error as GatewayError).detail;
+    };
+
+    test("the granted scopes are the token's scopes that the entry lists too", async () => {
+      const verifier = createOidcVerifier({ ...options, registry: registry(true) });
+      const caller = await verifier.verify(
+        await issuer.sign({ aud: AUDIENCE, azp: 'reports-web', scope: 'plans:read documents:validate' }),
+      );
+      expect([...caller.scopes]).toEqual(['plans:read']);
+      const none = await verifier.verify(
+        await issuer.sign({ aud: AUDIENCE, azp: 'reports-web', scope: 'documents:validate' }),
+      );
+      expect([...none.scopes]).toEqual([]);
+    });
+
+    test('a client with no entry is refused 403 while the registry lists SSO clients', async () => {
+      const token = await issuer.sign({ aud: AUDIENCE, azp: 'stranger-web', scope: 'plans:read' });
+      expect(
+        await forbidden(createOidcVerifier({ ...options, registry: registry(true) }).verify(token)),
+      ).toBe('The SSO client "stranger-web" is not in the client registry of this gateway.');
+    });
+
+    test('a client with no entry is refused in production (registeredClientsOnly) even when the registry lists none', async () => {
+      const token = await issuer.sign({ aud: AUDIENCE, azp: 'stranger-web', scope: 'plans:read' });
+      await forbidden(
+        createOidcVerifier({ ...options, registry: registry(false), registeredClientsOnly: true }).verify(
+          token,
+        ),
+      );
+    });
+
+    test('outside production, with no SSO client listed, a client with no entry keeps its token scopes', async () => {
+      const caller = await createOidcVerifier({ ...options, registry: registry(false) }).verify(
+        await issuer.sign({ aud: AUDIENCE, azp: 'stranger-web', scope: 'plans:read documents:validate' }),
+      );
+      expect([...caller.scopes].sort()).toEqual(['documents:validate', 'plans:read']);
+    });
+  });
+
+  describe('the token type (typ header, RFC 9068; issue 42)', () => {
+    const claims = { aud: AUDIENCE, azp: 'checkout-web', sub: 'user-1', scope: 'plans:read' };
+
+    test('an ID token (typ JWT) whose audience is the gateway is refused as an access token', async () => {
+      const detail = await refusal(
+        createOidcVerifier(options).verify(await issuer.sign(claims, { typ: 'JWT' })),
+      );
+      expect(detail).toBe('The bearer token is not an access token (its "typ" header names another type).');
+      for (const typ of ['id+jwt', 'logout+jwt', 'application/jwt'])
+        await refusal(createOidcVerifier(options).verify(await issuer.sign(claims, { typ })));
+    });
+
+    test('at+jwt passes however it is written, and so does a token without typ (many issuers omit it)', async () => {
+      const verifier = createOidcVerifier(options);
+      for (const typ of ['at+jwt', 'AT+JWT', 'application/at+jwt', null])
+        expect((await verifier.verify(await issuer.sign(claims, { typ }))).id).toBe('checkout-web');
+    });
+
+    test('OIDC_ACCESS_TOKEN_TYPES names what the issuer writes instead (an issuer that types access tokens JWT)', async () => {
+      const verifier = createOidcVerifier({ ...options, accessTokenTypes: ['at+jwt', 'jwt'] });
+      expect((await verifier.verify(await issuer.sign(claims, { typ: 'JWT' }))).id).toBe('checkout-web');
+      await refusal(verifier.verify(await issuer.sign(claims, { typ: 'logout+jwt' })));
+    });
   });
 
   test('an expired token is refused beyond the clock tolerance, accepted within it', async () => {

@@ -610,13 +610,94 @@ describe('loadConfig', () => {
           {
             variable: 'TRUST_PROXY',
             message: expect.stringMatching(
-              /is refused in production: it trusts .*Instead, name only the proxies in front: .*10\.0\.0\.0\/8.*hop count/,
+              /is refused in production: it trusts .*Instead, name only the proxies in front: their exact addresses .*hop count/,
             ),
           },
         ],
       ]);
     // Outside production the same settings start (a test bench may fake any address).
     expect(loadConfig({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' }).server.trustProxy).toHaveLength(2);
+  });
+
+  it('never suggests a whole private block in the production refusal (issue 42)', () => {
+    const [problem] = problemsOf({
+      ...upstreamEnv,
+      ...productionReady,
+      TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1',
+    });
+    expect(problem?.message).not.toMatch(/uniquelocal|10\.0\.0\.0\/8|private CIDRs/);
+  });
+
+  it('refuses in production trust in the tunnels that carry any IPv4 caller: Teredo and 6to4 (issue 38)', () => {
+    for (const tunnel of ['2001::/32', '2001:0:cb00:7100::/64', '2002::/16', '2002:200::/23'])
+      expect([tunnel, problemsOf({ ...upstreamEnv, ...productionReady, TRUST_PROXY: tunnel })]).toEqual([
+        tunnel,
+        [
+          {
+            variable: 'TRUST_PROXY',
+            message: expect.stringMatching(/is refused in production: it trusts .*public IPv4 addresses/),
+          },
+        ],
+      ]);
+    // One 6to4 site of a private proxy, or one Teredo client address, carries one IPv4 address.
+    expect(
+      loadConfig({ ...upstreamEnv, ...productionReady, TRUST_PROXY: '2002:a00:1::/48' }).server.trustProxy,
+    ).toEqual(['2002:a00:1::/48']);
+  });
+
+  it('reads OIDC_ACCESS_TOKEN_TYPES as media types (at+jwt by default), lower case without application/', () => {
+    const oidc = { OIDC_ISSUER: 'https://sso.example.com', OIDC_AUDIENCE: 'payments-bff' };
+    expect(loadConfig(oidc).callers.oidc?.accessTokenTypes).toEqual(['at+jwt']);
+    expect(
+      loadConfig({ ...oidc, OIDC_ACCESS_TOKEN_TYPES: 'application/AT+JWT, JWT' }).callers.oidc
+        ?.accessTokenTypes,
+    ).toEqual(['at+jwt', 'jwt']);
+    for (const bad of [',', 'at jwt', 'a/b/c'])
+      expect(problemsOf({ ...oidc, OIDC_ACCESS_TOKEN_TYPES: bad }).map((p) => p.variable)).toEqual([
+        'OIDC_ACCESS_TOKEN_TYPES',
+      ]);
+  });
+
+  describe('INBOUND_ALLOW_CIDRS inside the TRUST_PROXY ranges (issue 42)', () => {
+    const overlapping: Array<[string, string]> = [
+      ['10.0.0.0/8', '10.1.0.0/16'],
+      ['uniquelocal', '192.168.7.0/24'],
+      ['loopback', '127.0.0.2'],
+      ['10.1.2.3', '10.1.0.0/16'],
+      ['::ffff:10.0.0.0/104', '10.1.0.0/16'],
+      ['10.0.0.0/8', '::ffff:10.1.0.0/112'],
+      ['fd00::/8', 'fd00:1::/32'],
+    ];
+    it.each(overlapping)(
+      'TRUST_PROXY=%s with INBOUND_ALLOW_CIDRS=%s is refused in every mode',
+      (trust, allowed) => {
+        for (const env of [{}, testEnv, { ...upstreamEnv, ...productionReady }])
+          expect(
+            problemsOf({ ...env, TRUST_PROXY: trust, INBOUND_ALLOW_CIDRS: `203.0.113.0/24,${allowed}` }),
+          ).toEqual([
+            {
+              variable: 'INBOUND_ALLOW_CIDRS',
+              message: expect.stringMatching(
+                new RegExp(
+                  `^${allowed.replace(/[.]/g, '\\.')} overlaps the TRUST_PROXY ranges: .*the proxies' exact addresses`,
+                ),
+              ),
+            },
+          ]);
+      },
+    );
+
+    it('takes callers outside the proxies, and any list behind a hop count', () => {
+      for (const [trust, allowed] of [
+        ['10.0.4.7,10.0.4.8', '10.1.0.0/16'],
+        ['loopback', '10.1.0.0/16'],
+        ['1', '10.1.0.0/16'],
+        ['10.0.0.0/16', '10.1.0.0/16,2001:db8::/32'],
+      ])
+        expect(
+          loadConfig({ TRUST_PROXY: trust, INBOUND_ALLOW_CIDRS: allowed }).server.inboundAllowCidrs,
+        ).toEqual(allowed.split(','));
+    });
   });
 
   it('takes in production the proxies an operator really has: private ranges, presets, a CDN, up to 3 hops', () => {
@@ -794,6 +875,45 @@ describe('server keep-alive', () => {
 });
 
 describe('usage and quota settings', () => {
+  test('USAGE_REDIS_*: a store of its own in the three forms of REDIS_*, with its password and TLS settings', () => {
+    expect(loadConfig({ REDIS_URL: 'redis://tokens:6379' }).usage.redis).toBeUndefined();
+    const url = loadConfig({
+      REDIS_URL: 'redis://tokens:6379',
+      REDIS_PASSWORD: 'pw',
+      USAGE_REDIS_URL: 'rediss://ledger:6380/1',
+    });
+    expect(url.usage.redis).toMatchObject({
+      topology: { kind: 'standalone', url: 'rediss://ledger:6380/1' },
+      password: 'pw',
+      keyPrefix: 'bff:',
+    });
+    expect(url.redis.topology).toEqual({ kind: 'standalone', url: 'redis://tokens:6379' });
+    expect(
+      loadConfig({ USAGE_REDIS_SENTINELS: 'a:26379', USAGE_REDIS_SENTINEL_NAME: 'ledger' }).usage.redis
+        ?.topology,
+    ).toEqual({ kind: 'sentinel', name: 'ledger', sentinels: [{ host: 'a', port: 26379 }] });
+    expect(loadConfig({ USAGE_REDIS_CLUSTER_NODES: 'n1:7000' }).usage.redis?.topology).toEqual({
+      kind: 'cluster',
+      nodes: [{ host: 'n1', port: 7000 }],
+    });
+    expect(problemsOf({ USAGE_REDIS_SENTINELS: 'a:26379' }).map((p) => p.variable)).toEqual([
+      'USAGE_REDIS_SENTINEL_NAME',
+    ]);
+    expect(
+      problemsOf({ USAGE_REDIS_URL: 'redis://x:6379', USAGE_REDIS_CLUSTER_NODES: 'n1:7000' }).map(
+        (p) => p.variable,
+      ),
+    ).toEqual(['USAGE_REDIS_CLUSTER_NODES']);
+    expect(problemsOf({ USAGE_REDIS_URL: 'http://x' }).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
+  });
+
+  test('production refuses a plaintext USAGE_REDIS_URL unless REDIS_ALLOW_PLAINTEXT', () => {
+    const env = { ...upstreamEnv, ...productionReady, USAGE_REDIS_URL: 'redis://ledger:6379' };
+    expect(problemsOf(env).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
+    expect(() => loadConfig({ ...env, USAGE_REDIS_URL: 'rediss://ledger:6380' })).not.toThrow();
+    expect(() => loadConfig({ ...env, REDIS_ALLOW_PLAINTEXT: 'true' })).not.toThrow();
+  });
+
   test('USAGE_RETENTION_DAYS: 400 by default, decimal digits only', () => {
     expect(loadConfig({}).usage.retentionDays).toBe(400);
     expect(loadConfig({ USAGE_RETENTION_DAYS: '30' }).usage.retentionDays).toBe(30);

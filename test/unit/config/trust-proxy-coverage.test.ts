@@ -1,5 +1,9 @@
 // The public addresses a TRUST_PROXY list trusts, counted over addresses: spelling, overlap and IPv4-mapping aside.
-import { publicCoverage } from '../../../src/config/trust-proxy-coverage';
+import {
+  allowedInsideTrusted,
+  publicCoverage,
+  wholePrivateBlocks,
+} from '../../../src/config/trust-proxy-coverage';
 
 const ALL_IPV4 = 1n << 32n;
 /** IPv4 that no Internet caller connects from (private, shared, loopback, link-local, benchmarking, 224/3, 0/8). */
@@ -44,5 +48,51 @@ describe('publicCoverage', () => {
   it('counts a single address, and a CIDR written with host bits, by its network', () => {
     expect(publicCoverage(['203.0.113.7'])).toEqual({ ipv4: 1n, ipv6: 0n });
     expect(publicCoverage(['203.0.113.7/24'])).toEqual({ ipv4: 256n, ipv6: 0n });
+  });
+
+  it('counts Teredo (2001::/32) as the IPv4 clients it carries: the whole prefix is every IPv4 caller (issue 38)', () => {
+    expect(publicCoverage(['2001::/32'])).toEqual({ ipv4: ALL_IPV4 - NOT_PUBLIC_IPV4, ipv6: 0n });
+    // One Teredo server's clients are still any IPv4 host.
+    expect(publicCoverage(['2001:0:cb00:7100::/64']).ipv4).toBe(ALL_IPV4 - NOT_PUBLIC_IPV4);
+    // The client 203.0.113.0/24, inverted in the last 32 bits (~cb007100 = 34ff8eff).
+    expect(publicCoverage(['2001:0:cb00:7100:0:0:34ff:8e00/120'])).toEqual({ ipv4: 256n, ipv6: 0n });
+  });
+
+  it('counts 6to4 (2002::/16) as the IPv4 addresses it carries', () => {
+    expect(publicCoverage(['2002::/16'])).toEqual({ ipv4: ALL_IPV4 - NOT_PUBLIC_IPV4, ipv6: 0n });
+    expect(publicCoverage(['2002:cb00:7100::/40'])).toEqual({ ipv4: 256n, ipv6: 0n });
+    expect(publicCoverage(['2002:cb00:7107::/48'])).toEqual({ ipv4: 1n, ipv6: 0n });
+    expect(publicCoverage(['2002:a00::/24'])).toEqual({ ipv4: 0n, ipv6: 0n });
+  });
+});
+
+describe('allowedInsideTrusted', () => {
+  it('names the allow-list entries that share an address with a trusted range, across spellings', () => {
+    expect(allowedInsideTrusted(['10.0.0.0/8'], ['10.1.0.0/16', '192.168.0.0/16'])).toEqual(['10.1.0.0/16']);
+    expect(allowedInsideTrusted(['uniquelocal'], ['::ffff:172.16.1.0/120', 'fd12::/16'])).toEqual([
+      '::ffff:172.16.1.0/120',
+      'fd12::/16',
+    ]);
+    expect(allowedInsideTrusted(['::ffff:a00:0/104'], ['10.9.9.9'])).toEqual(['10.9.9.9']);
+    expect(allowedInsideTrusted(['10.0.4.7', '10.0.4.8'], ['10.0.5.0/24', '::1.2.3.4'])).toEqual([]);
+  });
+});
+
+describe('wholePrivateBlocks', () => {
+  it('names the private blocks a list trusts whole, whatever the spelling', () => {
+    expect(wholePrivateBlocks(['uniquelocal'])).toEqual([
+      '10.0.0.0/8',
+      '172.16.0.0/12',
+      '192.168.0.0/16',
+      'fc00::/7',
+    ]);
+    expect(wholePrivateBlocks(['10.0.0.0/9', '10.128.0.0/9', '192.168.0.0/17'])).toEqual(['10.0.0.0/8']);
+    expect(wholePrivateBlocks(['10.0.4.0/24', 'loopback', '192.168.0.0/17'])).toEqual([]);
+  });
+
+  it('names fd00::/8, every unique local address in use (fc00::/8 is unassigned), as a whole block too', () => {
+    expect(wholePrivateBlocks(['fd00::/8'])).toEqual(['fd00::/8']);
+    expect(wholePrivateBlocks(['fd00::/9', 'fd80::/9', '10.0.4.7'])).toEqual(['fd00::/8']);
+    expect(wholePrivateBlocks(['fd12:3456:789a::/48'])).toEqual([]);
   });
 });

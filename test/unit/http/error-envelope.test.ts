@@ -125,3 +125,55 @@ describe('the error envelope', () => {
     }
   });
 });
+
+describe("every body-parser error is the caller's mistake (issue 42)", () => {
+  /** The form parser of /bff/backchannel-logout, and an app whose handlers raise what body-parser raises. */
+  function formApp() {
+    const app = express();
+    app.use(requestId());
+    app.post(
+      '/form',
+      express.urlencoded({ extended: false, limit: '1kb', parameterLimit: 10 }),
+      (_req, res) => {
+        res.json({ ok: true });
+      },
+    );
+    app.use(errorEnvelopeHandler());
+    return app;
+  }
+
+  it('a form with more fields than parameterLimit is 413 PAYLOAD_TOO_LARGE in the envelope, not a 500', async () => {
+    const fields = Array.from({ length: 11 }, (_, i) => `f${i}=v`).join('&');
+    const res = await request(formApp())
+      .post('/form')
+      .set('content-type', 'application/x-www-form-urlencoded')
+      .set('x-request-id', 'too-many-fields')
+      .send(fields);
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({
+      status: { code: '413', description: 'PAYLOAD_TOO_LARGE', detail: expect.any(String) },
+      requestId: 'too-many-fields',
+    });
+  });
+
+  it.each([
+    ['parameters.too.many', 413, 413, 'PAYLOAD_TOO_LARGE'],
+    ['entity.too.large', 413, 413, 'PAYLOAD_TOO_LARGE'],
+    ['entity.parse.failed', 400, 400, 'INVALID_REQUEST'],
+    ['entity.verify.failed', 403, 400, 'INVALID_REQUEST'],
+    ['encoding.unsupported', 415, 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['charset.unsupported', 415, 415, 'UNSUPPORTED_MEDIA_TYPE'],
+    ['request.aborted', 400, 400, 'INVALID_REQUEST'],
+    ['request.size.invalid', 400, 400, 'INVALID_REQUEST'],
+    ['stream.encoding.set', 500, 400, 'INVALID_REQUEST'],
+    ['stream.not.readable', 500, 400, 'INVALID_REQUEST'],
+    ['querystring.parse.rangeError', 400, 400, 'INVALID_REQUEST'],
+    // A type a later body-parser may add: its 4xx status decides.
+    ['entity.something.new', 413, 413, 'PAYLOAD_TOO_LARGE'],
+    ['entity.something.else', 422, 400, 'INVALID_REQUEST'],
+  ])('type %s (body-parser status %i) is %i %s', async (type, status, expected, reason) => {
+    const error = Object.assign(new Error(type), { type, status, expose: status < 500, body: 'raw' });
+    const res = await request(appThatThrows(error)).get('/boom');
+    expect([res.status, res.body.status?.description]).toEqual([expected, reason]);
+  });
+});

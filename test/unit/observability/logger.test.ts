@@ -2,6 +2,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { createLogger, flushLogger, isoTimestamp } from '../../../src/observability/logger';
 import { tempDir } from '../../support/temp-dir';
@@ -160,5 +161,56 @@ describe('isoTimestamp', () => {
     expect(line?.time).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
     expect(Date.parse(line?.time as string)).toBeGreaterThanOrEqual(before);
     expect(Date.parse(line?.time as string)).toBeLessThanOrEqual(Date.now());
+  });
+});
+
+describe('errors in log lines (issue 42)', () => {
+  test("never carry the request body body-parser attaches to its errors, nor one in the error's cause", () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', stream });
+    const parseError = Object.assign(new Error('too many parameters'), {
+      type: 'parameters.too.many',
+      status: 413,
+      body: 'logout_token=BODY-MARKER-1&a=1',
+    });
+    const wrapped = new Error('outer', {
+      cause: Object.assign(new Error('inner'), { rawBody: 'BODY-MARKER-2' }),
+    });
+    logger.error({ err: parseError }, 'unhandled error');
+    logger.error({ err: wrapped }, 'unhandled error');
+    const [first, second] = lines.map((line) => JSON.parse(line) as { err: Record<string, unknown> });
+    expect(first?.err).toMatchObject({ type: 'Error', message: 'too many parameters', status: 413 });
+    expect(second?.err).toMatchObject({ message: expect.stringContaining('outer') });
+    expect(lines.join('')).not.toMatch(/BODY-MARKER/);
+  });
+
+  test('leave the logged values themselves as they were: the line drops the body, the program keeps it (adv-42)', () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', stream });
+    // A cause that is no Error (pino copies it as it is), an AggregateError's item, and a rejection value that is
+    // no Error at all: before, the serializer deleted `body`, `headers` and `req` from these very objects.
+    const cause = { body: 'BODY-MARKER-3', headers: { 'x-note': 'kept' }, code: 'E_CAUSE' };
+    const item = { body: 'BODY-MARKER-4', code: 'E_ITEM' };
+    const rejection = { body: 'BODY-MARKER-5', req: { id: 'r-1' }, code: 'E_PLAIN' };
+    logger.error({ err: Object.assign(new Error('outer'), { cause }) }, 'unhandled error');
+    logger.error({ err: new AggregateError([item], 'several') }, 'unhandled error');
+    logger.error({ err: rejection }, 'unhandled error');
+    expect(lines.join('')).not.toMatch(/BODY-MARKER/);
+    expect(lines.join('')).toMatch(/E_CAUSE[\s\S]*E_ITEM[\s\S]*E_PLAIN/);
+    expect(cause).toEqual({ body: 'BODY-MARKER-3', headers: { 'x-note': 'kept' }, code: 'E_CAUSE' });
+    expect(item).toEqual({ body: 'BODY-MARKER-4', code: 'E_ITEM' });
+    expect(rejection).toEqual({ body: 'BODY-MARKER-5', req: { id: 'r-1' }, code: 'E_PLAIN' });
   });
 });

@@ -1,5 +1,7 @@
+import type { BudgetSnapshot } from '../../../src/budget';
 import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
+import { judgeDurability as judge } from '../../../src/store/redis-durability';
 import type { TokenStatus } from '../../../src/tokens/internal/token-provider';
 
 function readinessWith(status: TokenStatus, circuit = 'closed') {
@@ -112,5 +114,98 @@ describe('readiness: the client registry', () => {
       detail: expect.stringContaining('since 2026-11-20T18:30:00.000Z (invalid)'),
     });
     expect(report.checks.clientRegistry?.detail).toMatch(/keys removed from the file still work/);
+  });
+
+  it("names whether the ledger's Redis keeps the ledger, as detail only: the status does not change", () => {
+    const account = {
+      id: 'default',
+      tokens: { status: () => ({ hasValidToken: true, storeHealthy: true }) },
+      circuitStates: () => ({}),
+    };
+    const report = (durability: Parameters<typeof judge>[0] | undefined) =>
+      createReadiness({
+        accounts: { all: () => [account] },
+        storeKind: 'redis',
+        storeHealthy: () => true,
+        ledgerDurability: () => (durability ? judge(durability) : undefined),
+      }).report();
+    const durable = {
+      appendonly: 'yes',
+      appendfsync: 'everysec',
+      save: '',
+      maxmemoryPolicy: 'noeviction',
+      maxmemory: 0,
+    };
+    expect(report(durable)).toMatchObject({ status: 'ready', checks: { ledgerStore: { state: 'ok' } } });
+    const volatile = report({ ...durable, appendonly: 'no' });
+    expect(volatile.status).toBe('ready');
+    expect(volatile.checks.ledgerStore).toMatchObject({
+      state: 'degraded',
+      detail: expect.stringContaining('persistence is off'),
+      fix: expect.stringContaining('appendonly yes'),
+    });
+    expect(report(undefined).checks.ledgerStore?.state).toBe('unknown');
+  });
+});
+
+describe('the provider budget in the readiness report', () => {
+  const account = (snapshot: BudgetSnapshot) => ({
+    id: 'default',
+    tokens: { status: () => ({ hasValidToken: true, storeHealthy: true }) },
+    circuitStates: () => ({ plan: 'closed' }),
+    budgetState: () => snapshot,
+  });
+  const report = (snapshot: BudgetSnapshot) =>
+    createReadiness({
+      accounts: { all: () => [account(snapshot)] },
+      storeKind: 'redis',
+      storeHealthy: () => true,
+    }).report();
+
+  it("per account: rates, this replica's allocation and its share of the fleet, no Infinity nor undefined", () => {
+    const ready = report({
+      account: 'default',
+      store: 'redis',
+      configuredRate: 40,
+      effectiveRate: 34,
+      learnedRate: 34,
+      probing: false,
+      degraded: false,
+      replicas: 3,
+      allocation: { critical: 8.1234, standard: 3, sheddable: 0.4 },
+    });
+    expect(ready.status).toBe('ready');
+    expect(ready.checks.accounts.default?.budget).toEqual({
+      configuredRate: 40,
+      effectiveRate: 34,
+      learnedRate: 34,
+      pausedUntil: null,
+      probing: false,
+      degraded: false,
+      replicas: 3,
+      allocation: { critical: 8.123, standard: 3, sheddable: 0.4 },
+      fleetShare: 0.339,
+    });
+  });
+
+  it("a paused account stays ready (every replica is paused alike): the pause's end as an ISO time", () => {
+    const ready = report({
+      account: 'default',
+      store: 'redis',
+      pausedUntil: Date.parse('2026-11-26T20:00:00Z'),
+      probing: true,
+      degraded: false,
+      replicas: 1,
+    });
+    expect(ready.status).toBe('ready');
+    expect(ready.checks.accounts.default?.budget).toMatchObject({
+      configuredRate: null,
+      effectiveRate: null,
+      pausedUntil: '2026-11-26T20:00:00.000Z',
+      probing: true,
+      allocation: null,
+      fleetShare: null,
+    });
+    expect(JSON.stringify(ready)).not.toMatch(/Infinity|undefined/);
   });
 });

@@ -57,6 +57,8 @@ describe('npm run usage output', () => {
   const report: UsageReport = {
     from: '2026-11-24',
     skipped: 0,
+    gaps: [],
+    store: {},
     to: '2026-11-25',
     rows: [
       {

@@ -60,9 +60,9 @@ describe('usage ledger', () => {
     const memory = memoryLedgerStore();
     let failing = true;
     const store: LedgerStore = {
+      ...memory,
       write: (...args) =>
         failing ? Promise.reject(new Error('Connection is closed.')) : memory.write(...args),
-      read: (day) => memory.read(day),
     };
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
     const results: string[] = [];
@@ -105,8 +105,11 @@ describe('usage ledger', () => {
   test('the first write of a day sets its expiry USAGE_RETENTION_DAYS after the day ends, later writes do not', async () => {
     const writes: (number | undefined)[] = [];
     const store: LedgerStore = {
-      write: async (_d, _r, _s, expireAt) => void writes.push(expireAt),
-      read: async () => [],
+      ...memoryLedgerStore(),
+      write: async (_d, _r, _s, expireAt) => {
+        writes.push(expireAt);
+        return true;
+      },
     };
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
     const ledger = new UsageLedger({ store, retentionDays: 400, now: () => clock.now, replicaId: 'a' });

@@ -1,11 +1,12 @@
 // The report reads what is stored in Redis, which anyone with access may have written: forged or spoiled entries
 // (null, garbage, wrong shapes, absurd numbers) are skipped and counted, and the valid counts still add up.
-import type { LedgerStore } from '../../../src/usage/internal/ledger-store';
+import { type LedgerStore, memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
 import { readUsage } from '../../../src/usage/internal/usage-report';
 
 const storeOf = (values: unknown[]): LedgerStore => ({
-  write: async () => undefined,
-  read: async () => values as string[],
+  ...memoryLedgerStore(),
+  read: async () =>
+    Object.fromEntries(values.map((value, i) => [String(i), value])) as Record<string, string>,
 });
 
 const VALID = JSON.stringify({ v: 1, rows: { 'shop\tdefault\tplan': { billable: 3, cacheHits: 1 } } });

@@ -23,7 +23,8 @@ export interface TestIssuer {
   lastJwksFetchAt: number;
   sign(
     claims: JWTPayload,
-    options?: { key?: SigningKey; expiresInSeconds?: number; alg?: string },
+    /** `typ`: the header's type, `at+jwt` (an RFC 9068 access token) by default; null leaves it out. */
+    options?: { key?: SigningKey; expiresInSeconds?: number; alg?: string; typ?: string | null },
   ): Promise<string>;
   close(): Promise<void>;
 }
@@ -76,7 +77,11 @@ export async function startTestIssuer(): Promise<TestIssuer> {
       const key = options.key ?? state.keys[0]!;
       const now = Math.floor(Date.now() / 1000);
       return new SignJWT({ iss: issuer, iat: now, exp: now + (options.expiresInSeconds ?? 300), ...claims })
-        .setProtectedHeader({ alg: options.alg ?? 'RS256', kid: key.kid, typ: 'JWT' })
+        .setProtectedHeader({
+          alg: options.alg ?? 'RS256',
+          kid: key.kid,
+          ...(options.typ !== null && { typ: options.typ ?? 'at+jwt' }),
+        })
         .sign(key.privateKey);
     },
     close: () =>

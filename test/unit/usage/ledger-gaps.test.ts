@@ -1,0 +1,120 @@
+// The ledger knows what it may have lost: a replica that stopped without its final write is a gap with a bound (its
+// peak rate over the unwritten interval), and a store that lost a replica's earlier count is named as reset.
+import { memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
+import { usageNotes } from '../../../src/usage/internal/usage-format';
+import { UsageLedger } from '../../../src/usage/internal/usage-ledger';
+import { readUsage } from '../../../src/usage/internal/usage-report';
+
+const DAY = { from: '2026-11-25', to: '2026-11-25' };
+
+function ledgerOn(store: ReturnType<typeof memoryLedgerStore>, clock: { now: number }, replicaId: string) {
+  return new UsageLedger({
+    store,
+    retentionDays: 400,
+    now: () => clock.now,
+    replicaId,
+    flushIntervalMs: 1000,
+  });
+}
+
+/** `calls` requests a second for `seconds` seconds, flushed every second. */
+async function load(ledger: UsageLedger, clock: { now: number }, calls: number, seconds: number) {
+  for (let s = 0; s < seconds; s += 1) {
+    for (let i = 0; i < calls; i += 1) {
+      ledger.record('shop', 'alpha', 'getPlan', 'answers2xx');
+      ledger.record('shop', 'alpha', 'getPlan', 'billable');
+    }
+    clock.now += 1000;
+    await ledger.flush();
+  }
+}
+
+describe('what the ledger may have lost', () => {
+  test('a replica that stopped without its final write is a gap bounded by its peak rate over two flush intervals', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const killed = ledgerOn(store, clock, 'killed');
+    const stopped = ledgerOn(store, clock, 'stopped');
+    await load(killed, clock, 40, 5);
+    await load(stopped, clock, 10, 1);
+    await stopped.close();
+    // The killed replica counted 25 more that it never wrote: within the bound.
+    for (let i = 0; i < 25; i += 1) killed.record('shop', 'alpha', 'getPlan', 'answers2xx');
+
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    expect(report.gaps).toEqual([
+      { day: '2026-11-25', replica: 'killed', lastWrite: expect.any(String), bound: 80 },
+    ]);
+    expect(report.totals[0]?.counts.answers2xx).toBe(210);
+    const notes = usageNotes(report);
+    expect(notes[0]).toMatch(/replica killed stopped without its final write .*up to 80 more requests/);
+    expect(notes[1]).toContain("the provider's count lies within the ledger's count + 80");
+  });
+
+  test('a busy CPU that stretches the flush windows widens the bound with them', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const slow = ledgerOn(store, clock, 'slow');
+    for (let s = 0; s < 4; s += 1) {
+      for (let i = 0; i < 60; i += 1) slow.record('shop', 'alpha', 'getPlan', 'answers2xx');
+      clock.now += 1500; // the timer fired late: 1.5 s windows at 40 requests/s
+      await slow.flush();
+    }
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    expect(report.gaps.map((gap) => gap.bound)).toEqual([120]);
+  });
+
+  test('a replica still writing is no gap, nor is a day it wrote after it ended', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T23:59:58Z') };
+    const running = ledgerOn(store, clock, 'running');
+    await load(running, clock, 5, 1);
+    expect((await readUsage(store, DAY, clock.now + 2_000)).gaps).toEqual([]);
+    // Midnight passes without a request: the flush still closes the ended day.
+    clock.now = Date.parse('2026-11-26T00:00:01Z');
+    await running.flush();
+    expect((await readUsage(store, DAY, clock.now + 3_600_000)).gaps).toEqual([]);
+  });
+
+  test('a count of this replica missing from the store is a reset: noted once, and the report says so instead of zeros', async () => {
+    let store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const resets: number[] = [];
+    const backing = {
+      write: (...args: Parameters<typeof store.write>) => store.write(...args),
+      read: (day: string) => store.read(day),
+      noteSince: (at: number) => store.noteSince(at),
+      noteReset: (at: number, day: string, expireAt: number) => store.noteReset(at, day, expireAt),
+      readMarker: () => store.readMarker(),
+    };
+    const ledger = new UsageLedger({
+      store: backing,
+      retentionDays: 400,
+      now: () => clock.now,
+      replicaId: 'a',
+      onStoreReset: (at) => resets.push(at),
+    });
+    await load(ledger, clock, 3, 10);
+    store = memoryLedgerStore(); // Redis restarted without persistence: everything gone
+    await load(ledger, clock, 3, 3);
+    expect(resets).toHaveLength(1);
+
+    const report = await readUsage(backing, { from: '2026-11-01', to: '2026-11-25' }, clock.now);
+    expect(report.missing).toEqual({ before: new Date(resets[0] as number).toISOString(), reason: 'reset' });
+    expect(usageNotes(report)[0]).toMatch(
+      /^the store was reset on 2026-11-25T10:00:1\d\.000Z: figures before it are missing/,
+    );
+    // The running replica wrote its whole day again: today's figure is whole.
+    expect(report.totals[0]?.counts.billable).toBe(39);
+  });
+
+  test('a store that first held the ledger after the range began says so, instead of zeros', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    await load(ledgerOn(store, clock, 'a'), clock, 1, 1);
+    const report = await readUsage(store, { from: '2026-11-20', to: '2026-11-24' }, clock.now);
+    expect(report.rows).toEqual([]);
+    expect(report.missing).toEqual({ before: '2026-11-25T10:00:01.000Z', reason: 'new-store' });
+    expect(usageNotes(report)[0]).toContain('this store holds the ledger since 2026-11-25T10:00:01.000Z');
+  });
+});
