@@ -194,6 +194,8 @@ export const envSchema = z.object({
   ALLOW_MEMORY_STORE: bool.default(false),
 
   CLIENTS_FILE: z.string().min(1).optional(),
+  /** SPEC §12: the operations catalogue (OpenAPI 3.1, JSON or YAML). */
+  OPERATIONS_FILE: z.string().min(1).default('config/operations.json'),
   RATE_LIMIT_DEFAULT_LIMIT: int(1, 1_000_000).default(600),
   RATE_LIMIT_DEFAULT_WINDOW_SECONDS: int(1, 86_400).default(60),
   AUTH_FAILURE_LIMIT: int(1, 1_000_000).default(20),

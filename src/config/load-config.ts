@@ -234,6 +234,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     redis: redisSettings(topology),
     callers: {
       clientsFile: resolve(cwd, clientsFile),
+      operationsFile: resolve(cwd, env.OPERATIONS_FILE),
       defaultRateLimit: {
         limit: env.RATE_LIMIT_DEFAULT_LIMIT,
         windowSeconds: env.RATE_LIMIT_DEFAULT_WINDOW_SECONDS,

@@ -103,6 +103,8 @@ export interface DoctorDeps {
   probeAccount(config: GatewayConfig, account: AccountSpec): Promise<AccountProbe>;
   /** Browser sessions' provider and web app, as a step (undefined when SESSION_ISSUER is not set: no step). */
   checkSessionProvider?(config: GatewayConfig): Promise<DoctorStep | undefined>;
+  /** OPERATIONS_FILE as the gateway would load it (doctor-catalogue.ts); absent: no step. */
+  checkCatalogue?(config: GatewayConfig): DoctorStep;
   /** --force-login: one login per account even while the fleet backs off (the operator's explicit choice). */
   readonly forceLogin?: boolean;
 }
@@ -137,6 +139,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   }
   steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
+  if (deps.checkCatalogue) steps.push(deps.checkCatalogue(config));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
   if (deps.checkLedgerStore)
     steps.push(
