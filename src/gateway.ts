@@ -5,6 +5,7 @@ import type { AccountSet } from './accounts/account-set';
 import { createApp } from './app';
 import { buildAccounts } from './assembly/accounts';
 import { buildCallerGuards, type Callers } from './assembly/caller-guards';
+import { buildCatalogue } from './assembly/catalogue';
 import { createLifecycle, type Lifecycle } from './assembly/lifecycle';
 import {
   type LocalIdentityProvider,
@@ -17,13 +18,13 @@ import { buildSharedTokens } from './assembly/tokens';
 import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
 import { buildUsage } from './assembly/usage';
 import type { Caller } from './callers/caller';
+import type { CatalogueSource } from './catalogue';
 import type { GatewayConfig } from './config/gateway-config';
 import { createDocumentReference } from './observability/document-reference';
 import { flushLogger } from './observability/logger';
 import type { Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
-import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { type GatewayServers, startServers } from './server';
 import type { TokenProvider } from './tokens';
 import { requestUsageRecorder } from './usage';
@@ -59,7 +60,7 @@ export interface RunningGateway {
   readonly simulatorUrl?: string;
   /** Local mode: the development identity provider and the user who can log in there. */
   readonly identityProvider?: LocalIdentityProvider;
-  /** SIGHUP: re-read the accounts file, every account's credential files and the client registry. */
+  /** SIGHUP: re-read the accounts file, every account's credential files, the client registry and the catalogue. */
   reload(): Promise<void>;
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
   shutdown(): Promise<void>;
@@ -79,8 +80,9 @@ export async function startGateway(
     const redis = await life.use(buildRedis(config, observability));
     const shared = await life.use(buildSharedTokens(config, redis, observability));
     const usage = await life.use(buildUsage(config, redis, observability));
+    const catalogue = await life.use(buildCatalogue(config, observability));
     const accounts = await life.use(
-      buildAccounts(config, upstream.source, redis, shared, observability, usage.usage.quotas),
+      buildAccounts(config, upstream.source, redis, shared, observability, usage.usage.quotas, catalogue),
     );
     const callers = await life.use(buildCallerGuards(config, redis, shared, accounts, observability));
     const { guards, registry, browser } = callers;
@@ -92,13 +94,13 @@ export async function startGateway(
       clientRegistry: registry,
       ledgerDurability: redis.client || config.usage.redis ? usage.durability : undefined,
     });
-    const onFinished = requestUsageRecorder(usage.usage.ledger, FORWARDED_OPERATIONS, (caller) =>
+    const onFinished = requestUsageRecorder(usage.usage.ledger, catalogue.served, (caller) =>
       defaultAccountOf(caller, accounts),
     );
     const app = gatewayApp(
       config,
       observability,
-      { guards, accounts, readiness, browser, onFinished },
+      { guards, accounts, readiness, browser, onFinished, catalogue },
       options,
     );
     const servers = await life.use(startServers(config, app, metrics));
@@ -111,6 +113,7 @@ export async function startGateway(
       readiness,
       accounts,
       registry,
+      catalogue,
       servers,
       life,
       identityProvider,
@@ -131,6 +134,7 @@ function gatewayApp(
     readonly accounts: AccountSet;
     readonly readiness: Readiness;
     readonly onFinished: (req: Request, res: Response) => void;
+    readonly catalogue: CatalogueSource;
   },
   options: GatewayOptions,
 ): Express {
@@ -141,10 +145,12 @@ function gatewayApp(
     guards: made.guards,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
-    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, {
-      sessions: made.browser !== undefined,
-      localMode: config.mode === 'local',
-    }),
+    catalogue: made.catalogue,
+    openApiDocument: (catalogue) =>
+      buildOpenApiDocument(GATEWAY_VERSION, catalogue, {
+        sessions: made.browser !== undefined,
+        localMode: config.mode === 'local',
+      }),
     serveMetrics: config.server.metricsOnMainPort,
     tracing,
     sessionRoutes: made.browser?.sessions.router,
@@ -164,6 +170,7 @@ interface GatewayParts {
   readonly readiness: Readiness;
   readonly accounts: AccountSet;
   readonly registry: { reload(): void };
+  readonly catalogue: Pick<CatalogueSource, 'reload'>;
   readonly servers: GatewayServers;
   readonly life: Lifecycle;
   readonly identityProvider?: LocalIdentityProvider;
@@ -193,6 +200,7 @@ function runningGateway(config: GatewayConfig, parts: GatewayParts, simulatorUrl
       await parts.accounts.reload();
       await Promise.all(parts.accounts.all().map((account) => account.credentials.reload()));
       parts.registry.reload();
+      parts.catalogue.reload();
     },
     shutdown() {
       shuttingDown ??= (async () => {

@@ -2,6 +2,7 @@
 
 import { buildAccount } from '../accounts/account';
 import { type AccountSet, createAccountSet } from '../accounts/account-set';
+import type { CatalogueSource } from '../catalogue';
 import type { AccountSpecSource } from '../config/account-spec';
 import type { GatewayConfig } from '../config/gateway-config';
 import type { QuotaGate } from '../usage';
@@ -19,7 +20,9 @@ export function buildAccounts(
   redis: Redis,
   shared: SharedTokens,
   { logger, metrics, tracing }: Observability,
-  quotas?: Pick<QuotaGate, 'reserve'>,
+  quotas: Pick<QuotaGate, 'reserve'> | undefined,
+  /** The catalogue in force: each account makes its operations' circuits up front. */
+  catalogue: Pick<CatalogueSource, 'operationIds'>,
 ): Promise<Built<AccountSet>> {
   return building(async (closers) => {
     const common = {
@@ -33,6 +36,7 @@ export function buildAccounts(
       metrics,
       tracing,
       quotas,
+      operations: () => catalogue.operationIds(),
     };
     const accounts = await createAccountSet({
       source,

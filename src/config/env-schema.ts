@@ -5,7 +5,7 @@ import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
-/** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
+/** Upstream sockets per replica (bench/README.md, "Sizing the upstream pool": sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
@@ -194,6 +194,8 @@ export const envSchema = z.object({
   ALLOW_MEMORY_STORE: bool.default(false),
 
   CLIENTS_FILE: z.string().min(1).optional(),
+  /** SPEC §12: the operations catalogue (OpenAPI 3.1, JSON or YAML). */
+  OPERATIONS_FILE: z.string().min(1).default('config/operations.json'),
   RATE_LIMIT_DEFAULT_LIMIT: int(1, 1_000_000).default(600),
   RATE_LIMIT_DEFAULT_WINDOW_SECONDS: int(1, 86_400).default(60),
   AUTH_FAILURE_LIMIT: int(1, 1_000_000).default(20),

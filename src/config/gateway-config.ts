@@ -141,6 +141,8 @@ export interface GatewayConfig {
   readonly redis: RedisSettings;
   readonly callers: {
     readonly clientsFile: string;
+    /** OPERATIONS_FILE (SPEC §12), absolute. */
+    readonly operationsFile: string;
     readonly defaultRateLimit: { readonly limit: number; readonly windowSeconds: number };
     /** Failed authentications per client IP and window before that IP's unauthenticated requests get 429. */
     readonly authFailureLimit: { readonly limit: number; readonly windowSeconds: number };

@@ -41,6 +41,8 @@ export type LedgerStoreCheck =
       /** USAGE_REDIS_*: a Redis of its own, not the token store's. */
       readonly separate: boolean;
       readonly durability: Durability;
+      /** It answered as a read-only replica: the ledger and the quota counters could not be written there. */
+      readonly replica?: true;
     }
   | { readonly kind: 'redis'; readonly where: string; readonly separate: boolean; readonly problem: string };
 
@@ -101,6 +103,8 @@ export interface DoctorDeps {
   probeAccount(config: GatewayConfig, account: AccountSpec): Promise<AccountProbe>;
   /** Browser sessions' provider and web app, as a step (undefined when SESSION_ISSUER is not set: no step). */
   checkSessionProvider?(config: GatewayConfig): Promise<DoctorStep | undefined>;
+  /** OPERATIONS_FILE as the gateway would load it (doctor-catalogue.ts); absent: no step. */
+  checkCatalogue?(config: GatewayConfig): DoctorStep;
   /** --force-login: one login per account even while the fleet backs off (the operator's explicit choice). */
   readonly forceLogin?: boolean;
 }
@@ -135,6 +139,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   }
   steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
+  if (deps.checkCatalogue) steps.push(deps.checkCatalogue(config));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
   if (deps.checkLedgerStore)
     steps.push(
@@ -353,6 +358,15 @@ export function diagnoseLedgerStore(check: LedgerStoreCheck): DoctorStep {
         }
       : { title, state: 'skipped', detail: 'needs the token store, which did not answer' };
   const { durability } = check;
+  if (check.replica)
+    return {
+      title,
+      state: 'fail',
+      detail: `${check.where}${whose} is a read-only replica: the ledger and the quota counters cannot be written there`,
+      fix: check.separate
+        ? 'point USAGE_REDIS_URL at the master (or use USAGE_REDIS_SENTINELS, which find it)'
+        : 'point REDIS_URL at the master (or use REDIS_SENTINELS, which find it)',
+    };
   switch (durability.state) {
     case 'durable':
       return {
