@@ -75,7 +75,8 @@ export async function probeAccount(
       if (!store.client) return { kind: 'unknown', problem: 'Redis did not answer' };
       const key = budgetKeys(config.redis.keyPrefix, account.id).fleet;
       try {
-        return { kind: 'fleet', view: await fetchFleetView(store.client, key) };
+        const maxPauseMs = config.upstream.budget.retryAfterMaxSeconds * 1000;
+        return { kind: 'fleet', view: await fetchFleetView(store.client, key, maxPauseMs) };
       } catch (error) {
         return { kind: 'unknown', problem: (error as Error).message.slice(0, 120) };
       }

@@ -198,6 +198,50 @@ describe('graceful shutdown on SIGTERM', () => {
       client.disconnect();
     }
   });
+
+  // The settle after the drain waits one attempt (UPSTREAM_QUEUE_TIMEOUT_MS + the account's timeout). A 401 after the
+  // caller was cut started the renewal's retry anyway, for nobody: it outlived the settle, was cut when the
+  // account closed, and the provider saw (and bills) a call the ledger counted as a gateway failure.
+  test('a 401 answered after the caller was cut by the drain starts no retry: the provider gets nothing the ledger misses', async () => {
+    const prefix = `shutdown-401-${Date.now()}:`;
+    const g = await startGatewayProcess({
+      env: processEnv(simulator.url, {
+        SHUTDOWN_TIMEOUT_MS: '300',
+        UPSTREAM_QUEUE_TIMEOUT_MS: '0',
+        UPSTREAM_TIMEOUT_MS: '2000',
+        REDIS_URL: redis.url,
+        REDIS_KEY_PREFIX: prefix,
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      }),
+    });
+    gateway = g;
+    expect((await fetch(planUrl(g), { headers })).status).toBe(200);
+    // The next call waits 1.5 s at the provider, then is refused 401 (once); a retry would wait 1.5 s too, ending
+    // past the settle (0.3 s drain + 0 + 2 s).
+    simulator.setFaults({ latencyMs: 1500, errorRate: 1, errorStatus: 401, maxFailures: 1 });
+    const received = simulator.receivedRequests().length;
+    const inFlight = statusOrCode(planUrl(g), { headers });
+    await waitFor(() => simulator.receivedRequests().length > received, { what: 'the call at the provider' });
+    g.child.kill('SIGTERM');
+    expect(typeof (await inFlight)).toBe('string'); // the caller was cut at 0.3 s
+    expect(await g.exited).toBe(0);
+    const calls = simulator.receivedRequests().slice(received);
+    expect(calls.filter((call) => call.path.startsWith('/api/'))).toHaveLength(1);
+    const client = new Redis(redis.url);
+    try {
+      const today = new Date().toISOString().slice(0, 10);
+      const report = await readUsage(usageLedgerStore(client as unknown as RedisClient, prefix), {
+        from: today,
+        to: today,
+      });
+      const billable = report.rows
+        .filter((row) => row.operation === 'plan')
+        .reduce((n, row) => n + (row.counts.billable ?? 0), 0);
+      expect(billable).toBe(1); // the first call's 200; the 401 is not billable, and nothing else reached the provider
+    } finally {
+      client.disconnect();
+    }
+  });
 });
 
 /** `unshare --pid` works here (root, or a user namespace allowed): the gateway can run as PID 1 as in a container. */

@@ -22,10 +22,17 @@ const finite = (text: string | undefined): number | undefined => {
   return Number.isFinite(n) ? n : undefined;
 };
 
-/** The record's fields read at `now` (Redis's clock, the one the record keeps). Pure: tested without Redis. */
-export function readFleetView(fields: Readonly<Record<string, string>>, now: number): FleetView {
+/**
+ * The record's fields read at `now` (Redis's clock, the one the record keeps). Pure: tested without Redis. A pause
+ * is held to `maxPauseMs` (UPSTREAM_RETRY_AFTER_MAX_SECONDS) from now, as the exchange script holds it.
+ */
+export function readFleetView(
+  fields: Readonly<Record<string, string>>,
+  now: number,
+  maxPauseMs = Number.POSITIVE_INFINITY,
+): FleetView {
   const learned = finite(fields['@learned']);
-  const pause = finite(fields['@pause']) ?? 0;
+  const pause = Math.min(finite(fields['@pause']) ?? 0, now + maxPauseMs);
   const probe = finite(fields['@probeUntil']) ?? 0;
   const replicas: { hold: number; leaseForMs: number }[] = [];
   for (const [field, value] of Object.entries(fields)) {
@@ -48,8 +55,12 @@ export function readFleetView(fields: Readonly<Record<string, string>>, now: num
 }
 
 /** Reads the account's fleet record (`budgetKeys(...).fleet`) and Redis's clock: two commands, nothing written. */
-export async function fetchFleetView(redis: RedisClient, key: string): Promise<FleetView> {
+export async function fetchFleetView(
+  redis: RedisClient,
+  key: string,
+  maxPauseMs?: number,
+): Promise<FleetView> {
   const [fields, time] = await Promise.all([redis.hgetall(key), redis.time()]);
   const now = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
-  return readFleetView(fields, now);
+  return readFleetView(fields, now, maxPauseMs);
 }

@@ -46,6 +46,16 @@ describe('readFleetView (the record as the Lua script writes it)', () => {
     expect(view).toMatchObject({ learnedRate: 12.5, pausedForMs: 30_000, probeForMs: 4_000, replicas: [] });
   });
 
+  // Garbage in the record (a hand edit, another program): a pause ending centuries ahead. The exchange script holds
+  // a pause read from the record to UPSTREAM_RETRY_AFTER_MAX_SECONDS from now (and writes it back so), so the fleet
+  // is paused at most that long; the doctor said "PAUSED for 2500000 h more" and told the operator to lower the load.
+  it('a pause in the record longer than UPSTREAM_RETRY_AFTER_MAX_SECONDS is read as the fleet holds it: capped', () => {
+    const view = readFleetView({ '@pause': '9000000000000000' }, NOW, 120_000);
+    expect(view.pausedForMs).toBe(120_000);
+    const step = diagnoseBudget({ kind: 'fleet', view }, budgeted(40));
+    expect(step.detail).toContain('PAUSED for 2 min more');
+  });
+
   it('no record at all', () => {
     expect(readFleetView({}, NOW)).toEqual({ found: false, replicas: [] });
   });
