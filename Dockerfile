@@ -31,7 +31,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist/src ./dist/src
 # The production registry (ships empty) and its schema only: never clients.local.json.
-COPY config/clients.json config/clients.schema.json ./config/
+COPY config/clients.json config/clients.schema.json config/operations.json config/operations.schema.json ./config/
 # uid/gid 10001: the Kubernetes manifests (deploy/k8s) run the pod as this user with runAsNonRoot.
 RUN groupadd --system --gid 10001 gateway \
  && useradd --system --uid 10001 --gid gateway --no-create-home --shell /usr/sbin/nologin gateway

@@ -31,15 +31,8 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DEFAULT_UPSTREAM_MAX_SOCKETS } from '../src/config/env-schema';
-import {
-  DOCUMENT_BODY,
-  envNumber,
-  featuredGatewayEnv,
-  PLAN_ID,
-  ROOT,
-  writeGovernedSetup,
-  writeLoadClient,
-} from './lib/fixtures';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, PLAN_ID, ROOT, writeLoadClient } from './lib/fixtures';
+import { checkGovernedAccounts, writeGovernedSetup } from './lib/governed-setup';
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
   type CpuDelta,
@@ -212,7 +205,7 @@ async function main(): Promise<void> {
     const counter = redisCommandCounter(redisUrl);
     redisCounters.push(counter);
     const credentials = { username: USERNAME, password: PASSWORD };
-    const setup = governed ? writeGovernedSetup('bench', apiKey, upstream, credentials) : undefined;
+    const setup = governed ? writeGovernedSetup('bench', apiKey, upstream) : undefined;
     const env = featuredGatewayEnv(
       {
         upstream,
@@ -238,6 +231,8 @@ async function main(): Promise<void> {
     const g = await gatewayEnv(`gateway-${upstream}`, served.url, extra, true);
     procs.push(g.redis);
     const gateway = await gatewayTarget('gateway', upstream, g, procs);
+    // Both accounts must log in at this upstream, or every row would count errors (and only coalescing would fail).
+    await checkGovernedAccounts(gateway.url, callerHeaders);
     const targets: Target[] = [];
     if (options.direct)
       targets.push({

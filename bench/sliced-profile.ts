@@ -14,14 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import {
-  DOCUMENT_BODY,
-  envNumber,
-  featuredGatewayEnv,
-  ROOT,
-  writeGovernedSetup,
-  writeLoadClient,
-} from './lib/fixtures';
+import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, ROOT, writeLoadClient } from './lib/fixtures';
+import { writeGovernedSetup } from './lib/governed-setup';
 import { type LoadSpec, runLoad } from './lib/load';
 import {
   pinCpus,
@@ -139,7 +133,7 @@ async function startTarget(
   const { apiKey, clientsFile } = writeLoadClient('bench');
   const redis = await startRedis(tmp);
   const credentials = { username: 'sandbox-merchant', password: 'sandbox-password' };
-  const setup = governed ? writeGovernedSetup('bench', apiKey, upstream, credentials) : undefined;
+  const setup = governed ? writeGovernedSetup('bench', apiKey, upstream) : undefined;
   const env = featuredGatewayEnv(
     {
       upstream,

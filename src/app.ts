@@ -2,9 +2,9 @@
 import express, { type Express, type Request, type RequestHandler, type Response } from 'express';
 import type { Logger } from 'pino';
 import type { CallerGuards } from './callers/caller-guards';
+import type { Catalogue, CatalogueSource } from './catalogue';
 import type { GatewayConfig } from './config/gateway-config';
 import { errorEnvelopeHandler } from './http/error-envelope';
-import { jsonBody } from './http/json-body';
 import { rememberClientIp, requestContext } from './http/request-context';
 import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
@@ -14,12 +14,7 @@ import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
 import { NO_TRACING, type Tracing } from './observability/tracing';
 import type { Readiness } from './operations/readiness';
-import {
-  getPlanHandler,
-  PLAN_PATH,
-  VALIDATION_PATH,
-  validateDocumentHandler,
-} from './routes/operation-routes';
+import { catalogueRoutes } from './routes/catalogue-routes';
 
 export interface AppDeps {
   readonly config: GatewayConfig;
@@ -31,7 +26,10 @@ export interface AppDeps {
   readonly documentReference: DocumentReference;
   /** Idempotency-Key (SPEC §13) for the operations that declare it; absent: the header is ignored. */
   readonly idempotency?: Idempotency;
-  readonly openApiDocument: object;
+  /** The operations catalogue (SPEC §12): its routes and /openapi.json follow each reload. */
+  readonly catalogue: Pick<CatalogueSource, 'current' | 'onChange'>;
+  /** /openapi.json for a catalogue. */
+  readonly openApiDocument: (catalogue: Catalogue) => object;
   /** Serve /metrics on this app (false when METRICS_PORT gives it a server of its own). */
   readonly serveMetrics: boolean;
   /** Spans of the request, its caller authentication and its upstream work (NO_TRACING when traces are off). */
@@ -55,6 +53,24 @@ export function createApp(deps: AppDeps): Express {
   app.set('trust proxy', config.server.trustProxy);
   rememberClientIp(app);
 
+  const routeDeps = {
+    guards,
+    authenticate,
+    bodyLimitBytes: config.server.bodyLimitBytes,
+    documentReference: deps.documentReference,
+    idempotency: deps.idempotency,
+    planCacheTtlSeconds: config.upstream.planCacheTtlSeconds,
+  };
+  // Built once per catalogue, never per request: a reload swaps the routers and the document whole.
+  const serve = (catalogue: Catalogue) => ({
+    routes: catalogueRoutes(catalogue, routeDeps),
+    openApiBody: JSON.stringify(deps.openApiDocument(catalogue)),
+  });
+  let served = serve(deps.catalogue.current());
+  deps.catalogue.onChange((catalogue) => {
+    served = serve(catalogue);
+  });
+
   app.use(
     requestContext({
       logger: deps.logger,
@@ -69,34 +85,16 @@ export function createApp(deps: AppDeps): Express {
   if (config.server.inboundAllowCidrs.length > 0) app.use(guards.inboundAllowList);
   app.use(guards.cors);
 
-  // The two operations first: the router tries routes in order, and they carry nearly all the traffic.
-  app.post(
-    VALIDATION_PATH,
-    routeName('validation'),
-    authenticate,
-    guards.requireScope('documents:validate'),
-    guards.rateLimit,
-    guards.chooseAccount,
-    jsonBody(config.server.bodyLimitBytes),
-    validateDocumentHandler(deps.documentReference, deps.idempotency),
-  );
-  app.get(
-    PLAN_PATH,
-    routeName('plan'),
-    authenticate,
-    guards.requireScope('plans:read'),
-    guards.rateLimit,
-    guards.chooseAccount,
-    getPlanHandler(),
-  );
+  // The catalogue's operations first: the router tries routes in order, and they carry nearly all the traffic. The
+  // routers are those of the catalogue in force, read once per request: a reload swaps them whole.
+  app.use((req, res, next) => served.routes.operations(req, res, next));
   if (deps.sessionRoutes) {
     // Logins and logout tokens arrive without a credential: limited per client address like any anonymous call.
     app.use('/bff', guards.rateLimit);
     app.use(deps.sessionRoutes);
   }
   if (deps.localWebApp) app.use(deps.localWebApp);
-  app.all(VALIDATION_PATH, routeName('validation'), methodNotAllowed('POST'));
-  app.all(PLAN_PATH, routeName('plan'), methodNotAllowed('GET, HEAD'));
+  app.use((req, res, next) => served.routes.otherMethods(req, res, next));
 
   app.get('/healthz', routeName('healthz', { quiet: true }), (_req, res) => {
     res.json({ status: 'ok' });
@@ -107,9 +105,8 @@ export function createApp(deps: AppDeps): Express {
   });
   if (deps.serveMetrics)
     app.get('/metrics', routeName('metrics', { quiet: true }), metricsEndpoint(deps.metrics));
-  const openApiBody = JSON.stringify(deps.openApiDocument);
   app.get('/openapi.json', routeName('openapi'), (_req, res) => {
-    res.type('application/json').send(openApiBody);
+    res.type('application/json').send(served.openApiBody);
   });
   const probePaths = ['/healthz', '/readyz', '/openapi.json', ...(deps.serveMetrics ? ['/metrics'] : [])];
   app.all(probePaths, routeName('probe', { quiet: true }), methodNotAllowed('GET, HEAD'));

@@ -5,6 +5,7 @@ import type { AccountSet } from './accounts/account-set';
 import { createApp } from './app';
 import { buildAccounts } from './assembly/accounts';
 import { buildCallerGuards, type Callers } from './assembly/caller-guards';
+import { buildCatalogue } from './assembly/catalogue';
 import { createLifecycle, type Lifecycle } from './assembly/lifecycle';
 import {
   type LocalIdentityProvider,
@@ -17,6 +18,7 @@ import { buildSharedTokens } from './assembly/tokens';
 import { type LocalUpstream, resolveUpstream } from './assembly/upstream';
 import { buildUsage } from './assembly/usage';
 import type { Caller } from './callers/caller';
+import type { CatalogueSource } from './catalogue';
 import type { GatewayConfig } from './config/gateway-config';
 import { buildIdempotency, type Idempotency } from './idempotency';
 import { createDocumentReference } from './observability/document-reference';
@@ -24,7 +26,6 @@ import { flushLogger } from './observability/logger';
 import type { Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
-import { FORWARDED_OPERATIONS } from './routes/operation-routes';
 import { type GatewayServers, startServers } from './server';
 import type { RedisClient } from './store/redis-connection';
 import type { RecordSeal, TokenProvider } from './tokens';
@@ -61,7 +62,7 @@ export interface RunningGateway {
   readonly simulatorUrl?: string;
   /** Local mode: the development identity provider and the user who can log in there. */
   readonly identityProvider?: LocalIdentityProvider;
-  /** SIGHUP: re-read the accounts file, every account's credential files and the client registry. */
+  /** SIGHUP: re-read the accounts file, every account's credential files, the client registry and the catalogue. */
   reload(): Promise<void>;
   /** Drain and stop: readiness 503, stop accepting, finish in-flight requests (bounded), release everything. */
   shutdown(): Promise<void>;
@@ -81,8 +82,9 @@ export async function startGateway(
     const redis = await life.use(buildRedis(config, observability));
     const shared = await life.use(buildSharedTokens(config, redis, observability));
     const usage = await life.use(buildUsage(config, redis, observability));
+    const catalogue = await life.use(buildCatalogue(config, observability));
     const accounts = await life.use(
-      buildAccounts(config, upstream.source, redis, shared, observability, usage.usage.quotas),
+      buildAccounts(config, upstream.source, redis, shared, observability, usage.usage.quotas, catalogue),
     );
     const callers = await life.use(buildCallerGuards(config, redis, shared, accounts, observability));
     const { guards, registry, browser } = callers;
@@ -94,14 +96,13 @@ export async function startGateway(
       clientRegistry: registry,
       ledgerDurability: redis.client || config.usage.redis ? usage.durability : undefined,
     });
-    const onFinished = requestUsageRecorder(usage.usage.ledger, FORWARDED_OPERATIONS, (caller) =>
+    const onFinished = requestUsageRecorder(usage.usage.ledger, catalogue.served, (caller) =>
       defaultAccountOf(caller, accounts),
     );
-    const idempotency = idempotencyOf(config, redis, shared, accounts, observability);
     const app = gatewayApp(
       config,
       observability,
-      { guards, accounts, readiness, browser, onFinished, idempotency },
+      { guards, accounts, readiness, browser, onFinished, catalogue, redis, shared },
       options,
     );
     const servers = await life.use(startServers(config, app, metrics));
@@ -114,6 +115,7 @@ export async function startGateway(
       readiness,
       accounts,
       registry,
+      catalogue,
       servers,
       life,
       identityProvider,
@@ -134,7 +136,10 @@ function gatewayApp(
     readonly accounts: AccountSet;
     readonly readiness: Readiness;
     readonly onFinished: (req: Request, res: Response) => void;
-    readonly idempotency: Idempotency;
+    /** What idempotency keys are kept in (docs/idempotency.md), sealed with. */
+    readonly redis: { readonly client?: RedisClient };
+    readonly shared: { readonly seal: RecordSeal };
+    readonly catalogue: CatalogueSource;
   },
   options: GatewayOptions,
 ): Express {
@@ -145,11 +150,13 @@ function gatewayApp(
     guards: made.guards,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
-    idempotency: made.idempotency,
-    openApiDocument: buildOpenApiDocument(GATEWAY_VERSION, {
-      sessions: made.browser !== undefined,
-      localMode: config.mode === 'local',
-    }),
+    idempotency: idempotencyOf(config, made.redis, made.shared, made.accounts, { metrics, logger }),
+    catalogue: made.catalogue,
+    openApiDocument: (catalogue) =>
+      buildOpenApiDocument(GATEWAY_VERSION, catalogue, {
+        sessions: made.browser !== undefined,
+        localMode: config.mode === 'local',
+      }),
     serveMetrics: config.server.metricsOnMainPort,
     tracing,
     sessionRoutes: made.browser?.sessions.router,
@@ -164,14 +171,15 @@ function idempotencyOf(
   redis: { readonly client?: RedisClient },
   shared: { readonly seal: RecordSeal },
   accounts: Pick<AccountSet, 'get'>,
-  { metrics, logger }: Observability,
+  { metrics, logger }: Pick<Observability, 'metrics' | 'logger'>,
 ): Idempotency {
   return buildIdempotency({
     redis: redis.client,
     seal: shared.seal,
     keyPrefix: config.redis.keyPrefix,
     ttlSeconds: config.upstream.idempotencyTtlSeconds,
-    forwardLimitMsOf: (id) => forwardLimitMs(config, accounts.get(id)?.spec.timeoutMs),
+    forwardLimitMsOf: (id, operationTimeoutMs) =>
+      forwardLimitMs(config, operationTimeoutMs ?? accounts.get(id)?.spec.timeoutMs),
     metrics,
     logger,
   });
@@ -181,13 +189,13 @@ function idempotencyOf(
  * The longest one forwarded request can take before the forwarder gives up (SPEC §13's lease is this plus a margin):
  * the waits for budget and a socket, a token under the fleet lock, and two attempts (the single retry after a 401).
  */
-function forwardLimitMs(config: GatewayConfig, accountTimeoutMs: number | undefined): number {
+function forwardLimitMs(config: GatewayConfig, timeoutMs: number | undefined): number {
   const { upstream, tokens } = config;
   return (
     upstream.budget.waitMs +
     upstream.queueTimeoutMs +
     tokens.lockWaitMs +
-    2 * (accountTimeoutMs ?? upstream.timeoutMs)
+    2 * (timeoutMs ?? upstream.timeoutMs)
   );
 }
 
@@ -202,6 +210,7 @@ interface GatewayParts {
   readonly readiness: Readiness;
   readonly accounts: AccountSet;
   readonly registry: { reload(): void };
+  readonly catalogue: Pick<CatalogueSource, 'reload'>;
   readonly servers: GatewayServers;
   readonly life: Lifecycle;
   readonly identityProvider?: LocalIdentityProvider;
@@ -231,6 +240,7 @@ function runningGateway(config: GatewayConfig, parts: GatewayParts, simulatorUrl
       await parts.accounts.reload();
       await Promise.all(parts.accounts.all().map((account) => account.credentials.reload()));
       parts.registry.reload();
+      parts.catalogue.reload();
     },
     shutdown() {
       shuttingDown ??= (async () => {

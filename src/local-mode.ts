@@ -51,6 +51,7 @@ export function localSessions(): LocalSessions {
         clientSecret,
         publicOrigin: gatewayUrl,
         scopes: settings.scopes,
+        endSessionMethod: settings.endSessionMethod,
       });
       return {
         issuer: provider.issuer,

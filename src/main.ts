@@ -25,7 +25,9 @@ async function main(): Promise<void> {
   process.once('SIGINT', stop);
   process.on('SIGHUP', () => {
     if (!gateway) return;
-    gateway.logger.info('SIGHUP: re-reading the accounts, their credentials and the client registry');
+    gateway.logger.info(
+      'SIGHUP: re-reading the accounts, their credentials, the client registry and the operations catalogue',
+    );
     void gateway.reload();
   });
   process.on('unhandledRejection', (reason) => {

@@ -1,9 +1,7 @@
 // What the benchmark and the soak share: paths, the seed plan, a valid document, and their settings' parser.
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { keyHash, writeClientsFile } from '../../test/support/clients-file';
-import { tempDir } from '../../test/support/temp-dir';
+import { resolve } from 'node:path';
+import { writeClientsFile } from '../../test/support/clients-file';
 
 export const ROOT = resolve(__dirname, '..', '..', '..');
 /** The pinned Node 24 running this script runs every child too. */
@@ -37,68 +35,9 @@ export function writeLoadClient(id: string): { apiKey: string; clientsFile: stri
   return { apiKey, clientsFile };
 }
 
-/**
- * The governed set-up (provider accounts, budget, quota, usage ledger), with the load client of `writeLoadClient`:
- * two accounts at the same upstream with their own credentials, the first with a budget far above any load, and the
- * client on both with a day quota that load never reaches. What a gateway in front of several merchant accounts pays
- * per request for governing them.
- */
-export function writeGovernedSetup(
-  id: string,
-  apiKey: string,
-  upstream: string,
-  credentials: { readonly username: string; readonly password: string },
-): { readonly clientsFile: string; readonly accountsFile: string } {
-  const dir = tempDir('bench-governed-');
-  const secret = (name: string, value: string) => {
-    const file = join(dir, name);
-    writeFileSync(file, value);
-    return file;
-  };
-  const account = (accountId: string, extra: Record<string, unknown> = {}) => ({
-    id: accountId,
-    baseUrl: upstream,
-    usernameFile: secret(`${accountId}-username`, `${credentials.username}-${accountId}`),
-    passwordFile: secret(`${accountId}-password`, credentials.password),
-    ...extra,
-  });
-  // BENCH_GOVERNANCE=accounts: the two accounts alone (no budget, no quota), to tell their cost from the others'.
-  const accountsOnly = process.env.BENCH_GOVERNANCE === 'accounts';
-  const accountsFile = join(dir, 'accounts.json');
-  writeFileSync(
-    accountsFile,
-    JSON.stringify({
-      accounts: [
-        account('primary', accountsOnly ? {} : { budget: { requestsPerSecond: 1_000_000, burst: 100_000 } }),
-        account('secondary'),
-      ],
-    }),
-  );
-  const clientsFile = join(dir, 'clients.json');
-  writeFileSync(
-    clientsFile,
-    JSON.stringify({
-      clients: [
-        {
-          id,
-          keys: [keyHash(apiKey)],
-          scopes: ['documents:validate', 'plans:read'],
-          rateLimit: { limit: 1_000_000, windowSeconds: 60 },
-          accounts: ['primary', 'secondary'],
-          ...(!accountsOnly && {
-            priority: 'standard',
-            quota: { day: 1_000_000_000, timezone: 'America/Sao_Paulo' },
-          }),
-        },
-      ],
-    }),
-  );
-  return { clientsFile, accountsFile };
-}
-
 export interface FeaturedGatewaySettings {
   readonly upstream: string;
-  /** Governed set-up (writeGovernedSetup): the accounts file replaces the single-account variables. */
+  /** Governed set-up (governed-setup.ts): the accounts file replaces the single-account variables. */
   readonly accountsFile?: string;
   readonly username: string;
   readonly password: string;

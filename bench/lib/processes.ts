@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { freePort } from '../../test/support/ports';
 import { redisPing, redisServerArgs } from '../../test/support/redis-server';
 import { NODE, ROOT } from './fixtures';
+import { benchSimulatorEnv } from './governed-setup';
 
 export { freePort };
 
@@ -134,7 +135,10 @@ export interface Served {
   readonly url: string;
 }
 
-/** The bundled simulator as its own process on a free port (its credentials and TTLs come from `env`). */
+/**
+ * The bundled simulator as its own process on a free port (its credentials and TTLs come from `env`); it also knows
+ * the governed set-up's second merchant (benchSimulatorEnv), so a governed gateway can log in both its accounts.
+ */
 export async function startSimulatorProcess(
   name: string,
   env: Record<string, string>,
@@ -143,7 +147,7 @@ export async function startSimulatorProcess(
   const port = await freePort();
   const proc = start(name, NODE, [join(ROOT, 'dist/src/simulator/main.js')], {
     cwd: ROOT,
-    env: { SIMULATOR_HOST: '127.0.0.1', SIMULATOR_PORT: String(port), ...env },
+    env: benchSimulatorEnv({ SIMULATOR_HOST: '127.0.0.1', SIMULATOR_PORT: String(port), ...env }),
     cpus,
   });
   const url = `http://127.0.0.1:${port}`;

@@ -46,6 +46,12 @@ export interface AccountSetOptions {
   /** Longest wait for a replaced or removed account's calls in flight before it is closed anyway. */
   readonly drainMs: number;
   /**
+   * At shutdown, after the servers drained: the longest wait for an account's provider calls still running (their
+   * callers may be cut by SHUTDOWN_TIMEOUT_MS) before it is closed anyway, so that each ends with its answer or its
+   * own timeout and is counted as the provider counts it. Absent: none (closed at once).
+   */
+  readonly settleMs?: (account: Account) => number;
+  /**
    * While a reload is refused, the source is read again this often (a credential file named by a new account often
    * lands after the accounts file that names it; nothing else would notice). Absent: only a change or SIGHUP does.
    */
@@ -145,7 +151,7 @@ export async function createAccountSet(options: AccountSetOptions): Promise<Acco
       stopWatching();
       await reloading.catch(() => undefined);
       await retire.done();
-      await Promise.all(snapshot.ordered.map((account) => account.close()));
+      await Promise.all(snapshot.ordered.map((account) => closeSettled(account, options, now)));
     },
   };
 }
@@ -199,6 +205,24 @@ function reloadHealth(options: AccountSetOptions, now: () => number) {
     },
   };
 }
+
+/**
+ * Shutdown: the account's provider calls end first (bounded by settleMs: their answer or their own timeout), then
+ * it closes; a call still running then is cut with the account's sockets and ends at once. Either way its outcome is
+ * recorded (the caller already gone: quotaGuarded's countIfCallerLeft, a setImmediate) before this resolves, so the
+ * usage ledger's last write, which comes after, holds it.
+ */
+async function closeSettled(account: Account, options: AccountSetOptions, now: () => number): Promise<void> {
+  const deadline = now() + (options.settleMs?.(account) ?? 0);
+  while (account.inFlight() > 0 && now() < deadline) await sleep(50);
+  await account.close();
+  const cut = now() + CUT_CALLS_END_MS;
+  while (account.inFlight() > 0 && now() < cut) await sleep(10);
+  await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Calls cut with a closed account's sockets fail at once; this bounds the wait for their outcome to be recorded. */
+const CUT_CALLS_END_MS = 1_000;
 
 /** Replaced and removed accounts: each waits for its calls in flight (bounded by drainMs), then closes. */
 function retirement(options: AccountSetOptions, now: () => number) {

@@ -2,29 +2,33 @@
 // forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
 import type { Response } from 'express';
 import type { Logger } from 'pino';
-import { createMemoryBudgetStore, createProviderBudget, createRedisBudgetStore } from '../budget';
+import {
+  type BudgetSnapshot,
+  createMemoryBudgetStore,
+  createProviderBudget,
+  createRedisBudgetStore,
+} from '../budget';
 import type { AccountSpec } from '../config/account-spec';
 import { billablePredicate } from '../config/billable-statuses';
 import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
+  type AnswerReader,
   busySockets,
   type CircuitStateName,
+  createAnswerReader,
   createForwarder,
   createMemoryAnswerCache,
-  createPlanReader,
   createRedisAnswerCache,
   createUpstreamAgent,
   createUpstreamCircuits,
   createUpstreamSlots,
   type Forwarder,
-  type PlanReader,
 } from '../forwarding';
 import { GatewayError } from '../http/gateway-error';
 import { budgetKeys, planCachePrefix } from '../keys/redis-keys';
 import { type Metrics, registerAccessTokenTimeLeft } from '../observability/metrics';
 import type { Tracing } from '../observability/tracing';
-import { FORWARDED_OPERATIONS } from '../routes/operation-routes';
 import type { RedisClient } from '../store/redis-connection';
 import {
   type CredentialSource,
@@ -62,17 +66,21 @@ export interface AccountShared {
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly tracing: Tracing;
+  /** The operationIds of the catalogue in force (SPEC §12): each has its circuit from the start. */
+  readonly operations: () => readonly string[];
 }
 
-/** One running provider account. The request path uses `forwarder` and `plans`, nothing else of it. */
+/** One running provider account. The request path uses `forwarder` and `reads`, nothing else of it. */
 export interface Account {
   readonly id: string;
   readonly spec: AccountSpec;
   readonly tokens: TokenProvider;
   readonly credentials: CredentialSource;
   readonly forwarder: Forwarder;
-  readonly plans: PlanReader;
+  readonly reads: AnswerReader;
   circuitStates(): Readonly<Record<string, CircuitStateName>>;
+  /** The account's provider budget in this replica, as /readyz shows it (no secret in it). */
+  budgetState(): BudgetSnapshot;
   /** Requests holding the unit and forwarded calls running now: a retired unit closes once they are done (or the
    * drain ends). */
   inFlight(): number;
@@ -116,7 +124,8 @@ async function assemble(
   closers.push(() => credentials.close());
   const tokens = await startTokens(spec, shared, { credentials, logger, metrics }, closers);
 
-  const circuits = createUpstreamCircuits(FORWARDED_OPERATIONS, {
+  const operations = shared.operations();
+  const circuits = createUpstreamCircuits(operations, {
     ...config.upstream.circuit,
     onStateChange: (operation, state) => {
       // A replaced unit still draining its calls never overwrites what its successor exports.
@@ -124,11 +133,11 @@ async function assemble(
       logger.warn({ operation, circuit: state }, 'upstream circuit state changed');
     },
   });
-  for (const operation of FORWARDED_OPERATIONS) metrics.circuitState.set({ operation }, 0);
+  for (const operation of operations) metrics.circuitState.set({ operation }, 0);
   closers.push(() => {
     // A changed account's new unit (same id) already exports these series: only the newest unit removes them.
     if (!view.isNewest()) return;
-    for (const operation of FORWARDED_OPERATIONS)
+    for (const operation of Object.keys(circuits.states()))
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
   const agent = createUpstreamAgent(spec.baseUrl, spec.maxSockets, {
@@ -160,15 +169,16 @@ async function assemble(
     retryAfterMaxSeconds: shared.config.upstream.budget.retryAfterMaxSeconds,
   });
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
-  const plans = createPlanReader({ forwarder, cache: planCache(spec, shared, credentials) });
+  const reads = createAnswerReader({ forwarder, cache: answerCache(spec, shared, credentials) });
   return {
     id: spec.id,
     spec,
     tokens,
     credentials,
     forwarder,
-    plans,
+    reads,
     circuitStates: () => circuits.states(),
+    budgetState: () => budget.snapshot(),
     inFlight,
     hold,
     close,
@@ -334,20 +344,19 @@ function quotaExceeded(refusal: { period: string; limit: number; retryAfterSecon
 }
 
 /**
- * Plan answers cached for PLAN_CACHE_TTL_SECONDS: shared and sealed in Redis, else in this process; per account and
- * per merchant. The store follows the username the account logs in with now: credential files rotated to another
- * merchant (or an accounts file that points the id at another's) never read the previous merchant's answers.
+ * The answers of the operations with a cache (cache.ttlSeconds; PLAN_CACHE_TTL_SECONDS for `plan`): shared and sealed
+ * in Redis, else in this process; per account and per merchant. The store follows the username the account logs in
+ * with now: credential files rotated to another merchant (or an accounts file that points the id at another's) never
+ * read the previous merchant's answers. Made on first use: an account whose operations cache nothing makes none.
  */
-function planCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource) {
-  const ttlSeconds = shared.config.upstream.planCacheTtlSeconds;
-  if (ttlSeconds <= 0) return undefined;
+function answerCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource): AnswerCache {
   const { redis, seal } = shared;
   const keyPrefix = shared.config.redis.keyPrefix;
   const store = merchantAnswerCache(credentials, (username) => {
     const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
     return redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache();
   });
-  return { store, ttlSeconds };
+  return store;
 }
 
 /**

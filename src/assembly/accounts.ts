@@ -2,6 +2,7 @@
 
 import { buildAccount } from '../accounts/account';
 import { type AccountSet, createAccountSet } from '../accounts/account-set';
+import type { CatalogueSource } from '../catalogue';
 import type { AccountSpecSource } from '../config/account-spec';
 import type { GatewayConfig } from '../config/gateway-config';
 import type { QuotaGate } from '../usage';
@@ -19,7 +20,9 @@ export function buildAccounts(
   redis: Redis,
   shared: SharedTokens,
   { logger, metrics, tracing }: Observability,
-  quotas?: Pick<QuotaGate, 'reserve'>,
+  quotas: Pick<QuotaGate, 'reserve'> | undefined,
+  /** The catalogue in force: each account makes its operations' circuits up front. */
+  catalogue: Pick<CatalogueSource, 'operationIds'>,
 ): Promise<Built<AccountSet>> {
   return building(async (closers) => {
     const common = {
@@ -33,6 +36,7 @@ export function buildAccounts(
       metrics,
       tracing,
       quotas,
+      operations: () => catalogue.operationIds(),
     };
     const accounts = await createAccountSet({
       source,
@@ -41,6 +45,9 @@ export function buildAccounts(
       metrics,
       // A retired account's calls get their whole time: the wait for a socket, then the call itself.
       drainMs: config.upstream.queueTimeoutMs + config.upstream.timeoutMs * 2,
+      // At shutdown, a call still out ends with its answer or its own timeout (one attempt: the wait for a socket,
+      // then the call), so the ledger counts it as the provider does; README "Graceful shutdown" sizes the grace.
+      settleMs: (account) => config.upstream.queueTimeoutMs + account.spec.timeoutMs,
       // A refused set is tried again as often as the file is polled: a missing credential file that lands is found.
       retryMs: ACCOUNTS_RETRY_MS,
     });

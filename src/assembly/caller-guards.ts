@@ -46,6 +46,7 @@ export function buildCallerGuards(
     closers.push(() => registry.close());
     closers.push(accounts.onSwap((ids) => warnClientsWithoutAccounts(registry, ids, logger)));
     warnWholePrivateBlocks(config.server.trustProxy, logger);
+    warnHopCountBeforeAllowList(config.server.trustProxy, config.server.inboundAllowCidrs, logger);
     const failureLog = createAuthFailureLog({ logger });
     // Closed after the server (closers run in reverse), so the last interval's counts are written at shutdown.
     closers.push(() => failureLog.close());
@@ -111,6 +112,24 @@ function warnClientsWithoutAccounts(
       { clients, accounts: [...ids] },
       'several provider accounts are configured and these clients list no "accounts": they are refused 403 until CLIENTS_FILE names the accounts each may use',
     );
+}
+
+/**
+ * A hop count trusts whoever connects as the last proxy: a caller that reaches the gateway's port directly (not
+ * through the load balancer) writes its own X-Forwarded-For and claims an address inside INBOUND_ALLOW_CIDRS. Safe
+ * only while the network lets nothing but the proxies reach the port, which the gateway cannot see: said once at
+ * start (found by the adversarial read of issue 42).
+ */
+function warnHopCountBeforeAllowList(
+  trustProxy: GatewayConfig['server']['trustProxy'],
+  inboundAllowCidrs: readonly string[],
+  logger: Observability['logger'],
+): void {
+  if (typeof trustProxy !== 'number' || trustProxy === 0 || inboundAllowCidrs.length === 0) return;
+  logger.warn(
+    { trustProxy },
+    "TRUST_PROXY is a hop count and INBOUND_ALLOW_CIDRS is set: a caller that reaches this port without the proxies can claim an allowed address; name the proxies' exact addresses, or let only them reach the port",
+  );
 }
 
 /**

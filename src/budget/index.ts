@@ -2,6 +2,7 @@
 
 export { type RetryAfterReading, readRetryAfter } from '../http/retry-after';
 export type { BudgetStore, FleetSignal } from './internal/budget-store';
+export { type FleetView, fetchFleetView, readFleetView } from './internal/fleet-view';
 export { createMemoryBudgetStore } from './internal/memory-budget-store';
 export {
   type Admission,

@@ -1,5 +1,6 @@
 // `npm run client-key -- <clientId> [scopes...]`: a new random API key (shown once) and the registry entry to paste.
 import { randomBytes } from 'node:crypto';
+import { SCOPE_PATTERN } from '../catalogue';
 import { sha256Hex } from '../keys/hash';
 import { SCOPES } from './caller';
 import { CLIENT_ID_PATTERN, type ClientEntry } from './registry-schema';
@@ -12,7 +13,7 @@ Prints a new random API key for <clientId> (shown once: hand it to the client's 
 and the client registry entry to add to CLIENTS_FILE, which holds only the key's SHA-256.
 
   clientId  1-64 letters, digits, ".", "_" or "-", starting with a letter or digit
-  scope     one or more of: ${SCOPES.join(', ')} (default: all of them)
+  scope     one or more scopes of the operations catalogue (default: ${SCOPES.join(' ')})
 
 To rotate the key of an existing client, append the printed "sha256:..." to its "keys", deploy,
 move the client to the new key, then remove the old hash.`;
@@ -34,8 +35,9 @@ export function createClientKey(
   if (!CLIENT_ID_PATTERN.test(clientId)) {
     throw new UsageError(`invalid client id "${clientId}": 1-64 letters, digits, ".", "_" or "-"`);
   }
-  const unknown = scopes.filter((scope) => !(SCOPES as readonly string[]).includes(scope));
-  if (unknown.length > 0) throw new UsageError(`unknown scope ${unknown.map((s) => `"${s}"`).join(', ')}`);
+  const malformed = scopes.filter((scope) => !SCOPE_PATTERN.test(scope));
+  if (malformed.length > 0)
+    throw new UsageError(`malformed scope ${malformed.map((s) => `"${s}"`).join(', ')}`);
   const key = `${KEY_PREFIX}${random(32).toString('base64url')}`;
   const chosen = scopes.length > 0 ? [...new Set(scopes)] : [...SCOPES];
   return { key, entry: { id: clientId, keys: [`sha256:${sha256Hex(key)}`], scopes: chosen } };

@@ -151,6 +151,10 @@ function callerOf(
 ): Caller {
   const clientId = firstString(payload.azp, payload.client_id);
   if (clientId === undefined) throw unauthenticated('The bearer token names no client (azp or client_id).');
+  // Both set and different: no way to tell which registry entry limits the token (RFC 9068 says client_id, OIDC azp).
+  const other = firstString(payload.client_id);
+  if (other !== undefined && other !== clientId)
+    throw unauthenticated('The bearer token names two clients (azp and client_id differ).');
   if (!CLIENT_ID_PATTERN.test(clientId))
     throw unauthenticated('The bearer token names a malformed client id.');
   const known = options.registry?.findById(clientId);

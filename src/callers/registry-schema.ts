@@ -1,8 +1,8 @@
 // The client registry file format: one zod schema for loading, the CLI and the JSON Schema.
 import { z } from 'zod';
+import { SCOPE_PATTERN } from '../catalogue';
 import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import { PRIORITIES, prioritySchema } from '../config/budget-schema';
-import { SCOPES } from './caller';
 
 /** Client ids become metric labels and log fields: a short, bounded alphabet. */
 export const CLIENT_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -11,7 +11,13 @@ export const KEY_HASH_PATTERN = /^sha256:[0-9a-fA-F]{64}$/;
 /** Same shape as CORS_ORIGINS: scheme, host and optional port, no path. */
 export const ORIGIN_PATTERN = /^https?:\/\/[^/\s]+$/;
 
-const scopeSchema = z.enum(SCOPES as [string, ...string[]], `must be one of ${SCOPES.join(', ')}`);
+/** Any scope an operation of the catalogue may require (OPERATIONS_FILE is reloaded apart from this file). */
+const scopeSchema = z
+  .string()
+  .regex(
+    SCOPE_PATTERN,
+    'must be a scope: a letter or digit, then letters, digits and _ . : / - (e.g. plans:read)',
+  );
 
 /** A request budget: `limit` (described by `limitDescription`) per window. */
 function limitSchema(limitDescription: string) {

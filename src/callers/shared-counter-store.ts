@@ -14,6 +14,7 @@ import {
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
 import type { StoreHealth } from '../store/redis-health';
+import { carriedIpv4 } from './carried-ipv4';
 import { QuotaLeaseStore } from './quota-lease-store';
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
@@ -31,9 +32,13 @@ export function limiterLogger(logger: CounterStoreLogger, name: string): Logger 
   };
 }
 
-/** A caller's address as every limiter counts it (TRUST_PROXY decides req.ip), IPv6 reduced to its /56. */
+/**
+ * A caller's address as every limiter counts it (TRUST_PROXY decides req.ip), IPv6 reduced to its /56, and an IPv4
+ * caller carried in IPv6 (NAT64, 6to4, Teredo) as its IPv4 address.
+ */
 export function clientIpKey(req: Request): string {
-  return ipKeyGenerator(req.ip ?? '');
+  const ip = req.ip ?? '';
+  return ipKeyGenerator(carriedIpv4(ip) ?? ip);
 }
 
 export interface OutageTrackerOptions {

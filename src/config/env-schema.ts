@@ -5,7 +5,7 @@ import { isCidr, parseEncryptionKey, parseStaticHeaders, parseTrustProxy } from 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'], { message: 'must be true or false' })
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
-/** Upstream sockets per replica (README, Performance: sized from the slow-upstream benchmark). */
+/** Upstream sockets per replica (bench/README.md, "Sizing the upstream pool": sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
@@ -196,6 +196,8 @@ export const envSchema = z.object({
   ALLOW_MEMORY_STORE: bool.default(false),
 
   CLIENTS_FILE: z.string().min(1).optional(),
+  /** SPEC §12: the operations catalogue (OpenAPI 3.1, JSON or YAML). */
+  OPERATIONS_FILE: z.string().min(1).default('config/operations.json'),
   RATE_LIMIT_DEFAULT_LIMIT: int(1, 1_000_000).default(600),
   RATE_LIMIT_DEFAULT_WINDOW_SECONDS: int(1, 86_400).default(60),
   AUTH_FAILURE_LIMIT: int(1, 1_000_000).default(20),
@@ -234,6 +236,16 @@ export const envSchema = z.object({
       message: "must be client_secret_basic or client_secret_post (unset: the provider's discovery chooses)",
     })
     .optional(),
+  /**
+   * How the browser is sent to the provider's end-session endpoint: `get` (a link carrying id_token_hint, which every
+   * provider takes) or `post` (a form, the ID token kept out of URLs: only for a provider that takes POST there).
+   */
+  SESSION_END_SESSION_METHOD: z
+    .enum(['get', 'post'], {
+      message:
+        'must be get or post (get: a link with id_token_hint; post: a form, for providers that take POST)',
+    })
+    .default('get'),
   SESSION_IDLE_TIMEOUT_SECONDS: int(60, 86_400).default(1800),
   SESSION_MAX_LIFETIME_SECONDS: int(300, 30 * 86_400).default(43_200),
   SESSION_REVALIDATE_SECONDS: int(5, 86_400).default(300),

@@ -79,6 +79,8 @@ export interface SessionSettings {
   readonly scopes: string;
   /** SESSION_CLIENT_AUTH_METHOD; unset: the provider's discovery chooses (client_secret_basic when it allows it). */
   readonly clientAuthMethod?: 'client_secret_basic' | 'client_secret_post';
+  /** SESSION_END_SESSION_METHOD: how /bff/logout sends the browser to the provider's end-session endpoint. */
+  readonly endSessionMethod: 'get' | 'post';
   readonly idleTimeoutSeconds: number;
   readonly maxLifetimeSeconds: number;
   readonly revalidateSeconds: number;
@@ -141,6 +143,8 @@ export interface GatewayConfig {
   readonly redis: RedisSettings;
   readonly callers: {
     readonly clientsFile: string;
+    /** OPERATIONS_FILE (SPEC §12), absolute. */
+    readonly operationsFile: string;
     readonly defaultRateLimit: { readonly limit: number; readonly windowSeconds: number };
     /** Failed authentications per client IP and window before that IP's unauthenticated requests get 429. */
     readonly authFailureLimit: { readonly limit: number; readonly windowSeconds: number };

@@ -32,8 +32,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): G
   const input = withFileSecrets(env, problems);
   for (const [variable, message] of Object.entries(REPLACED_VARIABLES))
     if (env[variable] !== undefined && env[variable] !== '') problems.push({ variable, message });
-  for (const { variable, meant } of misspelledVariables(env, Object.keys(envSchema.shape), 'SESSION_'))
-    problems.push({ variable, message: `is not a variable of the gateway: did you mean ${meant}?` });
+  // A misspelled USAGE_REDIS_* would leave the ledger and the quotas in the token store without a word.
+  for (const prefix of ['SESSION_', 'USAGE_REDIS_'])
+    for (const { variable, meant } of misspelledVariables(env, Object.keys(envSchema.shape), prefix))
+      problems.push({ variable, message: `is not a variable of the gateway: did you mean ${meant}?` });
   const parsed = envSchema.safeParse(input);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -233,6 +235,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
     redis: redisSettings(topology),
     callers: {
       clientsFile: resolve(cwd, clientsFile),
+      operationsFile: resolve(cwd, env.OPERATIONS_FILE),
       defaultRateLimit: {
         limit: env.RATE_LIMIT_DEFAULT_LIMIT,
         windowSeconds: env.RATE_LIMIT_DEFAULT_WINDOW_SECONDS,
@@ -405,6 +408,7 @@ function sessionSettings(env: RawEnv, mode: 'local' | 'upstream'): GatewayConfig
     publicUrl: env.SESSION_PUBLIC_URL && new URL(env.SESSION_PUBLIC_URL).origin,
     scopes: env.SESSION_SCOPES,
     clientAuthMethod: env.SESSION_CLIENT_AUTH_METHOD,
+    endSessionMethod: env.SESSION_END_SESSION_METHOD,
     idleTimeoutSeconds: env.SESSION_IDLE_TIMEOUT_SECONDS,
     maxLifetimeSeconds: env.SESSION_MAX_LIFETIME_SECONDS,
     revalidateSeconds: env.SESSION_REVALIDATE_SECONDS,
@@ -483,10 +487,15 @@ function checkOtlpProtocol(env: RawEnv, fail: (variable: string, message: string
 
 /** UPSTREAM_CA_FILE: read once at start; every PEM certificate in it must parse. */
 function redisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
-  if (env.REDIS_SENTINEL_PASSWORD !== undefined && !env.REDIS_SENTINELS?.length)
+  // The Sentinels' password serves USAGE_REDIS_SENTINELS as well (the usage store takes REDIS_*'s secrets).
+  if (
+    env.REDIS_SENTINEL_PASSWORD !== undefined &&
+    !env.REDIS_SENTINELS?.length &&
+    !env.USAGE_REDIS_SENTINELS?.length
+  )
     fail(
       'REDIS_SENTINEL_PASSWORD',
-      'is read with REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
+      'is read with REDIS_SENTINELS or USAGE_REDIS_SENTINELS only (the other topologies use REDIS_PASSWORD)',
     );
   return topologyOf(
     'REDIS_',
@@ -502,6 +511,11 @@ function redisTopology(env: RawEnv, fail: (variable: string, message: string) =>
 
 /** USAGE_REDIS_*: the same three forms as REDIS_*, for the ledger and the quota counters alone. */
 function usageRedisTopology(env: RawEnv, fail: (variable: string, message: string) => void): RedisTopology {
+  if (env.USAGE_REDIS_SENTINEL_NAME !== undefined && !env.USAGE_REDIS_SENTINELS?.length)
+    fail(
+      'USAGE_REDIS_SENTINEL_NAME',
+      'is read with USAGE_REDIS_SENTINELS only: without them the ledger and the quotas would stay in the token store',
+    );
   return topologyOf(
     'USAGE_REDIS_',
     {

@@ -133,10 +133,13 @@ export function allowedInsideTrusted(trusted: readonly string[], allowed: readon
  */
 export function wholePrivateBlocks(trusted: readonly string[]): string[] {
   const covered = merge(rangesOf(trusted));
-  return PRIVATE_BLOCKS.filter((block) => {
+  const whole = (block: string) => {
     const range = rangeOf(block);
     return overlap(covered, [range]) === range[1] - range[0] + 1n;
-  });
+  };
+  const blocks = PRIVATE_BLOCKS.filter(whole);
+  // RFC 4193 assigns only fd00::/8 (fc00::/8 is undefined): trusting it is trusting every unique local address in use.
+  return !blocks.includes('fc00::/7') && whole('fd00::/8') ? [...blocks, 'fd00::/8'] : blocks;
 }
 
 /** CIDRs, addresses and Express presets, as ranges of the one 128-bit space. */

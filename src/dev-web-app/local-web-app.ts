@@ -69,8 +69,8 @@ $('plan').addEventListener('submit', async (event) => {
 });
 $('logout').addEventListener('click', async () => {
   const { body } = await call('/bff/logout', { method: 'POST' });
-  // The development provider takes GET only (oidc-provider's default), so this page follows the link; in front of
-  // a provider that needs id_token_hint, a web app submits body.endSessionForm as a top-level form POST instead.
+  // The link carries id_token_hint (SESSION_END_SESSION_METHOD=get, the default); with post, a web app submits
+  // body.endSessionForm as a top-level form POST instead (only where the provider takes POST there).
   location.href = (body && body.endSessionUrl) || '/';
 });
 start();

@@ -2,6 +2,7 @@
 
 export type { AnswerCache } from './internal/answer-cache';
 export { createMemoryAnswerCache, createRedisAnswerCache } from './internal/answer-cache';
+export { type AnswerReader, createAnswerReader, type ReadExchange } from './internal/answer-reader';
 export { type CircuitStateName, createUpstreamCircuits } from './internal/circuit-breaker';
 export {
   createForwarder,
@@ -11,16 +12,15 @@ export {
   type UpstreamAnswer,
   type UpstreamExchange,
 } from './internal/forwarder';
-export { createPlanReader, type PlanReader } from './internal/plan-reader';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
 export { createUpstreamSlots } from './internal/upstream-slots';
 
+import type { AnswerReader } from './internal/answer-reader';
 import type { Forwarder } from './internal/forwarder';
-import type { PlanReader } from './internal/plan-reader';
 
-/** What a request uses of the provider account it was given (SPEC §10): the account's forwarder and plan reads. */
+/** What a request uses of the provider account it was given (SPEC §10): the account's forwarder and GET reads. */
 export interface AccountForwarding {
   readonly id: string;
   readonly forwarder: Forwarder;
-  readonly plans: PlanReader;
+  readonly reads: AnswerReader;
 }

@@ -68,6 +68,10 @@ type RemembersIp = Request & { [CLIENT_IP]?: string };
 export function rememberClientIp(app: Express): void {
   const computeIp = Object.getOwnPropertyDescriptor(express.request, 'ip')?.get;
   if (!computeIp) throw new Error("Express's request has no ip getter to wrap");
+  // proxy-addr judges each X-Forwarded-For entry as written: a trusted proxy that the next one wrote with its port
+  // (`10.0.4.7:4444`) would be no proxy, and every caller behind it one address (its). Judged without the port.
+  const trust = app.get('trust proxy fn') as (address: string, hop: number) => boolean;
+  app.set('trust proxy fn', (address: string, hop: number) => trust(withoutPort(address), hop));
   Object.defineProperty(app.request, 'ip', {
     configurable: true,
     enumerable: true,
@@ -96,6 +100,11 @@ export function clientAddress(
   socketAddress: string | undefined,
 ): string | undefined {
   if (forwarded === undefined) return socketAddress;
-  const address = IPV4_WITH_PORT.exec(forwarded)?.[1] ?? BRACKETED_IPV6.exec(forwarded)?.[1] ?? forwarded;
+  const address = withoutPort(forwarded);
   return isIP(address) !== 0 ? address : socketAddress;
+}
+
+/** An address written with a port (`a.b.c.d:port`, `[v6]:port`) or in brackets, without them; else as it is. */
+function withoutPort(written: string): string {
+  return IPV4_WITH_PORT.exec(written)?.[1] ?? BRACKETED_IPV6.exec(written)?.[1] ?? written;
 }

@@ -1,6 +1,6 @@
 // Idempotency keys (SPEC §13): the public surface of src/idempotency/. The request path asks `forward` once per
-// request of an operation; what the operation declares comes in as an IdempotencyPolicy (today from
-// routes/operation-routes.ts, from the operations catalogue once it exists).
+// request of an operation; what the operation declares (the catalogue's `idempotency`, `forwardIdempotencyKey`) comes
+// in as its IdempotencyPolicy.
 import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import type { RedisClient } from '../store/redis-connection';
@@ -41,7 +41,7 @@ export interface IdempotencyOptions {
   readonly keyPrefix: string;
   readonly ttlSeconds: number;
   /** The longest one forwarded request of this account can take before the forwarder gives up. */
-  readonly forwardLimitMsOf: (accountId: string) => number;
+  readonly forwardLimitMsOf: (accountId: string, operationTimeoutMs?: number) => number;
   readonly metrics: Pick<Metrics, 'idempotency'>;
   readonly logger: Pick<Logger, 'warn'>;
 }
@@ -53,7 +53,8 @@ export function buildIdempotency(options: IdempotencyOptions): Idempotency {
     seal: options.seal,
     keyPrefix: options.keyPrefix,
     ttlSeconds: options.ttlSeconds,
-    leaseMsOf: (accountId) => options.forwardLimitMsOf(accountId) + LEASE_MARGIN_MS,
+    leaseMsOf: (accountId, operationTimeoutMs) =>
+      options.forwardLimitMsOf(accountId, operationTimeoutMs) + LEASE_MARGIN_MS,
     count: (operation, outcome) => options.metrics.idempotency.inc({ operation, outcome }),
     logger: options.logger,
   });

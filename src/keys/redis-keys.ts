@@ -38,9 +38,9 @@ export function planCachePrefix(
   return `${keyPrefix}cache:${shortHash(`${upstreamBaseUrl}\naccount:${account}\nuser:${username}`)}:`;
 }
 
-/** One plan's answer under planCachePrefix; the id is the route's lower-cased UUID. */
-export function planAnswerKey(planId: string): string {
-  return `plan:${planId}`;
+/** One read's answer under planCachePrefix: the operation and the exact upstream path (with its query). */
+export function answerKey(operation: string, upstreamPath: string): string {
+  return `${operation}:${upstreamPath}`;
 }
 
 /** Counters of the per-client rate limit, one set per window length. */

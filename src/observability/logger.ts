@@ -65,6 +65,8 @@ export function createLogger(options: LoggerOptions): Logger {
  * the body limit per request), and a log line must never carry a request body (issue 42), whoever wrote the error.
  */
 const REQUEST_CONTENT = ['body', 'rawBody', 'headers', 'req', 'request'];
+/** Where pino's error serializer puts the errors an error holds. */
+const NESTED_ERRORS = ['cause', 'aggregateErrors'];
 
 /** pino's error serializer (type, message, stack, cause chain, own fields), minus every request's content. */
 export function serializeError(error: unknown): unknown {
@@ -72,17 +74,23 @@ export function serializeError(error: unknown): unknown {
   return withoutRequestContent(serialized, 0);
 }
 
+/**
+ * A copy without the request's content: pino hands over as they are the values that are no Error (a rejection
+ * value, a plain `cause`, an AggregateError's items), and a log line must not change what the program still holds.
+ */
 function withoutRequestContent(value: unknown, depth: number): unknown {
   if (value === null || typeof value !== 'object' || depth > 8) return value;
-  const record = value as Record<string, unknown>;
-  for (const key of REQUEST_CONTENT) if (key in record) delete record[key];
-  for (const key of ['cause', 'aggregateErrors'])
+  if (![...REQUEST_CONTENT, ...NESTED_ERRORS].some((key) => key in value)) return value;
+  const record: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+  for (const key of REQUEST_CONTENT) delete record[key];
+  for (const key of NESTED_ERRORS)
     if (key in record) {
       const nested = record[key];
-      if (Array.isArray(nested)) for (const item of nested) withoutRequestContent(item, depth + 1);
-      else withoutRequestContent(nested, depth + 1);
+      record[key] = Array.isArray(nested)
+        ? nested.map((item) => withoutRequestContent(item, depth + 1))
+        : withoutRequestContent(nested, depth + 1);
     }
-  return value;
+  return record;
 }
 
 /**

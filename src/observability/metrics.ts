@@ -131,6 +131,12 @@ export function createMetrics() {
       labelNames: ['operation'] as const,
       registers,
     }),
+    catalogueReloadFailures: new Counter({
+      name: 'operations_catalogue_reload_failures_total',
+      help: 'Reloads of OPERATIONS_FILE refused (unreadable or invalid); the last good catalogue kept serving.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
     registryReloadFailures: new Counter({
       name: 'client_registry_reload_failures_total',
       help: 'Client registry reloads refused (file unreadable or invalid); the last good registry kept serving.',

@@ -1,10 +1,12 @@
 // The doctor's probes of one provider account: the fleet's back-off for its credentials (read from the token store
 // through the token manager's own code), one login from the account's egress address, a refusal shared.
 import { pino } from 'pino';
+import { fetchFleetView } from '../budget';
 import type { AccountSpec } from '../config/account-spec';
 import type { GatewayConfig } from '../config/gateway-config';
 import { deriveKey } from '../keys/derived-keys';
-import { createRedisClient } from '../store/redis-connection';
+import { budgetKeys } from '../keys/redis-keys';
+import { createRedisClient, type RedisClient } from '../store/redis-connection';
 import { createRedisTokenStore } from '../store/redis-token-store';
 import {
   createCredentialSource,
@@ -15,6 +17,7 @@ import {
 } from '../tokens';
 import type { AccountProbe } from './doctor';
 import type { BackoffCheck } from './doctor-backoff';
+import type { BudgetCheck } from './doctor-budget';
 import { requestUpstreamToken, untilReady } from './doctor-checks';
 
 const silent = pino({ enabled: false });
@@ -24,6 +27,13 @@ function unsharedReason(config: GatewayConfig): string {
   return config.mode === 'local'
     ? 'none to read (local mode: no shared store)'
     : "no shared store (no Redis): each replica backs off on its own, out of the doctor's sight";
+}
+
+/** Without Redis each replica keeps the budget in its own memory: the whole budget each (local mode, one process). */
+function budgetUnshared(config: GatewayConfig): string {
+  return config.mode === 'local'
+    ? 'kept in the process (local mode: no shared store)'
+    : "no shared store (no Redis): each replica keeps the whole budget in its own memory, out of the doctor's sight";
 }
 
 /** `label` replaces the URL in the report (local mode: "the bundled simulator"). */
@@ -60,6 +70,17 @@ export async function probeAccount(
     async shareRefusal(reason) {
       return store?.view?.shareRefusal(reason);
     },
+    async readBudget(): Promise<BudgetCheck> {
+      if (!store) return { kind: 'unshared', reason: budgetUnshared(config) };
+      if (!store.client) return { kind: 'unknown', problem: 'Redis did not answer' };
+      const key = budgetKeys(config.redis.keyPrefix, account.id).fleet;
+      try {
+        const maxPauseMs = config.upstream.budget.retryAfterMaxSeconds * 1000;
+        return { kind: 'fleet', view: await fetchFleetView(store.client, key, maxPauseMs) };
+      } catch (error) {
+        return { kind: 'unknown', problem: (error as Error).message.slice(0, 120) };
+      }
+    },
     async close() {
       credentials.close();
       await store?.close();
@@ -75,7 +96,7 @@ async function connectedView(
   config: GatewayConfig,
   account: AccountSpec,
   credentials: Parameters<typeof createFleetBackoffView>[0]['credentials'],
-): Promise<{ view?: FleetBackoffView; close(): Promise<void> } | undefined> {
+): Promise<{ view?: FleetBackoffView; client?: RedisClient; close(): Promise<void> } | undefined> {
   const client = createRedisClient(config.redis, { retry: false });
   if (!client) return undefined;
   let lastError: string | undefined;
@@ -102,5 +123,5 @@ async function connectedView(
       loginMaxIntervalMs: config.tokens.loginMaxIntervalMs,
     },
   });
-  return { view, close };
+  return { view, client, close };
 }

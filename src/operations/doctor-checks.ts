@@ -88,12 +88,32 @@ export async function checkLedgerStore(config: GatewayConfig): Promise<LedgerSto
   });
   try {
     await untilReady(client, () => lastError);
-    return { kind: 'redis', where, separate, durability: await readDurability(client) };
+    const durability = await readDurability(client);
+    return {
+      kind: 'redis',
+      where,
+      separate,
+      durability,
+      ...((await isReplica(client)) && { replica: true }),
+    };
   } catch (error) {
     const problem = scrub((error as Error).message, [settings.password, settings.sentinelPassword]);
     return { kind: 'redis', where, separate, problem };
   } finally {
     client.disconnect();
+  }
+}
+
+/**
+ * Whether the Redis answering is a replica (read-only: every ledger write and quota claim would be refused). ROLE is
+ * an admin command: refused, nothing is claimed. Sentinel and Cluster clients reach masters on their own.
+ */
+async function isReplica(client: RedisClient): Promise<boolean> {
+  try {
+    const role = (await client.call('ROLE')) as unknown[];
+    return Array.isArray(role) && role[0] === 'slave';
+  } catch {
+    return false;
   }
 }
 

@@ -1,4 +1,5 @@
 // `npm run doctor [-- --force-login]`: prints each check with ✓/!/✗ and its fix; exits 0 only when no check fails.
+
 import { type AccountSpec, defaultAccountSpec } from '../config/account-spec';
 import { accountsFileOptionsOf, readAccountsFile } from '../config/accounts-file';
 import type { GatewayConfig } from '../config/gateway-config';
@@ -6,6 +7,7 @@ import { loadConfig } from '../config/load-config';
 import { type AccountList, formatReport, runDoctor } from './doctor';
 import { probeAccount } from './doctor-account-probe';
 import { FORCE_LOGIN_FLAG } from './doctor-backoff';
+import { catalogueStep } from './doctor-catalogue';
 import { checkClientRegistry, checkLedgerStore, checkRedisStore } from './doctor-checks';
 import { sessionProviderStep } from './doctor-session-provider';
 
@@ -48,6 +50,7 @@ async function main(args: readonly string[]): Promise<number> {
   const report = await runDoctor({
     loadConfig: () => loadConfig(process.env),
     checkClients: checkClientRegistry,
+    checkCatalogue: catalogueStep,
     checkStore: checkRedisStore,
     checkLedgerStore,
     checkSessionProvider: sessionProviderStep,

@@ -16,6 +16,7 @@ import {
   formatDuration,
   mayLogIn,
 } from './doctor-backoff';
+import { type BudgetCheck, diagnoseBudget } from './doctor-budget';
 
 /** One printed line: what was checked, how it went, and the one-line fix when it failed. */
 export interface DoctorStep {
@@ -40,6 +41,8 @@ export type LedgerStoreCheck =
       /** USAGE_REDIS_*: a Redis of its own, not the token store's. */
       readonly separate: boolean;
       readonly durability: Durability;
+      /** It answered as a read-only replica: the ledger and the quota counters could not be written there. */
+      readonly replica?: true;
     }
   | { readonly kind: 'redis'; readonly where: string; readonly separate: boolean; readonly problem: string };
 
@@ -77,6 +80,8 @@ export interface AccountProbe {
   requestToken(): Promise<TokenAttempt>;
   /** Shares a refusal the doctor's own login met, as a replica would; the record, or undefined when not shared. */
   shareRefusal(reason: RefusalReason): Promise<BackoffRecord | undefined>;
+  /** The fleet's budget record of the account (informative); absent: no budget line. */
+  readBudget?(): Promise<BudgetCheck>;
   close(): Promise<void>;
 }
 
@@ -98,6 +103,8 @@ export interface DoctorDeps {
   probeAccount(config: GatewayConfig, account: AccountSpec): Promise<AccountProbe>;
   /** Browser sessions' provider and web app, as a step (undefined when SESSION_ISSUER is not set: no step). */
   checkSessionProvider?(config: GatewayConfig): Promise<DoctorStep | undefined>;
+  /** OPERATIONS_FILE as the gateway would load it (doctor-catalogue.ts); absent: no step. */
+  checkCatalogue?(config: GatewayConfig): DoctorStep;
   /** --force-login: one login per account even while the fleet backs off (the operator's explicit choice). */
   readonly forceLogin?: boolean;
 }
@@ -132,6 +139,7 @@ export async function runDoctor(deps: DoctorDeps): Promise<DoctorReport> {
   }
   steps.push({ title: TITLES.config, state: 'pass', detail: describeConfig(config) });
   steps.push(diagnoseClients(deps.checkClients(config), config.callers.oidc !== undefined));
+  if (deps.checkCatalogue) steps.push(deps.checkCatalogue(config));
   steps.push(diagnoseStore(await deps.checkStore(config).catch(unexpectedStoreFailure)));
   if (deps.checkLedgerStore)
     steps.push(
@@ -177,31 +185,42 @@ async function checkAccount(
   config: GatewayConfig,
   account: AccountSpec,
 ): Promise<DoctorStep[]> {
-  const forceLogin = deps.forceLogin === true;
   const probe = await deps.probeAccount(config, account);
   try {
-    const backoff = await probe.readBackoff();
-    const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
-    if (!mayLogIn(backoff, forceLogin))
-      return [
-        backoffStep,
-        {
-          title: tokenTitle(account),
-          state: 'skipped',
-          detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
-        },
-      ];
-    const attempt = await probe.requestToken();
-    const tokenStep = diagnoseToken(attempt, account);
-    const refusal = refusalOf(attempt);
-    const shared = refusal && (await probe.shareRefusal(refusal));
-    const sharedNote = shared
-      ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
-      : '';
-    return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
+    const steps = await checkLogin(deps, account, probe);
+    const budget = await probe.readBudget?.();
+    return budget ? [...steps, diagnoseBudget(budget, account)] : steps;
   } finally {
     await probe.close();
   }
+}
+
+/** The fleet's back-off, then one login when the fleet would (or when forced). */
+async function checkLogin(
+  deps: DoctorDeps,
+  account: AccountSpec,
+  probe: AccountProbe,
+): Promise<DoctorStep[]> {
+  const forceLogin = deps.forceLogin === true;
+  const backoff = await probe.readBackoff();
+  const backoffStep = diagnoseBackoff(backoff, account, forceLogin);
+  if (!mayLogIn(backoff, forceLogin))
+    return [
+      backoffStep,
+      {
+        title: tokenTitle(account),
+        state: 'skipped',
+        detail: `not attempted while the fleet backs off (${FORCE_LOGIN_FLAG} tries once anyway)`,
+      },
+    ];
+  const attempt = await probe.requestToken();
+  const tokenStep = diagnoseToken(attempt, account);
+  const refusal = refusalOf(attempt);
+  const shared = refusal && (await probe.shareRefusal(refusal));
+  const sharedNote = shared
+    ? `; shared with the fleet: no replica (nor the next doctor run) logs in for ${formatDuration(shared.waitMs)}`
+    : '';
+  return [backoffStep, { ...tokenStep, detail: `${tokenStep.detail}${sharedNote}` }];
 }
 
 /** The refusal a login answer is, as the token client names it (401/400 credentials, 403 IP). */
@@ -339,6 +358,15 @@ export function diagnoseLedgerStore(check: LedgerStoreCheck): DoctorStep {
         }
       : { title, state: 'skipped', detail: 'needs the token store, which did not answer' };
   const { durability } = check;
+  if (check.replica)
+    return {
+      title,
+      state: 'fail',
+      detail: `${check.where}${whose} is a read-only replica: the ledger and the quota counters cannot be written there`,
+      fix: check.separate
+        ? 'point USAGE_REDIS_URL at the master (or use USAGE_REDIS_SENTINELS, which find it)'
+        : 'point REDIS_URL at the master (or use REDIS_SENTINELS, which find it)',
+    };
   switch (durability.state) {
     case 'durable':
       return {

@@ -1,4 +1,5 @@
 // Readiness: can this replica serve now? A load balancer sends traffic only to a replica that says yes.
+import type { BudgetSnapshot } from '../budget';
 import type { ClientRegistry } from '../callers/client-registry';
 import type { Durability } from '../store/redis-durability';
 import type { TokenProvider } from '../tokens';
@@ -10,6 +11,36 @@ export interface AccountCheck {
   readonly detail: string;
   /** Each operation's upstream circuit of this account. */
   readonly circuits: Readonly<Record<string, { readonly state: string }>>;
+  /** The account's provider budget as this replica applies it (informative: it never changes the state). */
+  readonly budget?: BudgetCheck;
+}
+
+/**
+ * Rates in calls per second; `null`: none (no budget configured, nothing learned: unbounded). A paused account is
+ * not taken out of the load balancer: every replica is paused alike, and callers get the 503 with Retry-After.
+ */
+export interface BudgetCheck {
+  readonly configuredRate: number | null;
+  /** The rate the fleet keeps to now: min(configured, learned); null: unbounded. */
+  readonly effectiveRate: number | null;
+  /** Taught by the provider's 429s without Retry-After (AIMD); null: nothing learned. */
+  readonly learnedRate: number | null;
+  /** ISO time the fleet's pause ends (the provider's Retry-After); null when not paused. */
+  readonly pausedUntil: string | null;
+  /** This replica holds the fleet's one probe that ends the pause. */
+  readonly probing: boolean;
+  /** The shared store is unreachable: this replica keeps to budget / replicas last seen. */
+  readonly degraded: boolean;
+  /** Live replicas at the last exchange, this one included. */
+  readonly replicas: number;
+  /** This replica's rates by priority; null when unbounded. */
+  readonly allocation: {
+    readonly critical: number;
+    readonly standard: number;
+    readonly sheddable: number;
+  } | null;
+  /** This replica's part of the effective rate (0..1); null when unbounded. */
+  readonly fleetShare: number | null;
 }
 
 export interface ReadinessReport {
@@ -53,6 +84,8 @@ export interface ReadinessAccount {
   /** `getAccessToken`, when given, lets a failing account retry on its own (see below). */
   readonly tokens: Pick<TokenProvider, 'status'> & Partial<Pick<TokenProvider, 'getAccessToken'>>;
   circuitStates(): Readonly<Record<string, string>>;
+  /** The account's provider budget (absent: no budget line). */
+  budgetState?(): BudgetSnapshot;
 }
 
 export interface ReadinessDeps {
@@ -159,7 +192,36 @@ function accountCheck(account: ReadinessAccount): AccountCheck {
   const circuits: Record<string, { state: string }> = {};
   for (const [operation, circuit] of Object.entries(account.circuitStates()))
     circuits[operation] = { state: circuit };
-  return { state, detail, circuits };
+  const budget = account.budgetState && budgetCheck(account.budgetState());
+  return { state, detail, circuits, ...(budget && { budget }) };
+}
+
+/** The budget's snapshot as JSON can carry it (no Infinity, no undefined), rounded to what an operator reads. */
+function budgetCheck(snapshot: BudgetSnapshot): BudgetCheck {
+  const round = (n: number) => Math.round(n * 1000) / 1000;
+  const orNull = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? null : round(n));
+  const { allocation, effectiveRate } = snapshot;
+  const mine = allocation && allocation.critical + allocation.standard + allocation.sheddable;
+  return {
+    configuredRate: orNull(snapshot.configuredRate),
+    effectiveRate: orNull(effectiveRate),
+    learnedRate: orNull(snapshot.learnedRate),
+    pausedUntil: snapshot.pausedUntil === undefined ? null : new Date(snapshot.pausedUntil).toISOString(),
+    probing: snapshot.probing,
+    degraded: snapshot.degraded,
+    replicas: snapshot.replicas,
+    allocation: allocation
+      ? {
+          critical: round(allocation.critical),
+          standard: round(allocation.standard),
+          sheddable: round(allocation.sheddable),
+        }
+      : null,
+    fleetShare:
+      mine !== undefined && effectiveRate !== undefined && effectiveRate > 0
+        ? round(mine / effectiveRate)
+        : null,
+  };
 }
 
 /** The accounts' tokens in one check: the one account's own, or which accounts are failing or degraded. */

@@ -22,7 +22,7 @@ export const EVERY_ROUTE_ERRORS: readonly ErrorCase[] = [
   error('INTERNAL_ERROR', 'a bug in the gateway (logged with the request id)'),
 ];
 
-/** The errors of both forwarded operations, whatever their input. */
+/** The errors of every catalogue operation, whatever its input. */
 export const FORWARDED_ERRORS: readonly ErrorCase[] = [
   ...EVERY_ROUTE_ERRORS,
   error('CLIENT_UNAUTHENTICATED', 'no, unknown or invalid API key, SSO token or session'),
@@ -62,15 +62,32 @@ export const FORWARDED_ERRORS: readonly ErrorCase[] = [
   error('QUOTA_EXCEEDED', "the client's day or month quota on this account is used (Retry-After)"),
 ];
 
-export const VALIDATION_ERRORS: readonly ErrorCase[] = [
+/** A catalogue operation with a JSON body. */
+export const BODY_OPERATION_ERRORS: readonly ErrorCase[] = [
   error(
     'INVALID_REQUEST',
-    'the body fails the schema or is not JSON, or the Idempotency-Key is malformed; nothing reached the provider',
+    "the body or a parameter fails the operation's schema, or the body is not JSON; nothing reached the provider",
   ),
   error('PAYLOAD_TOO_LARGE', 'the body is over BODY_LIMIT_BYTES'),
   error('UNSUPPORTED_MEDIA_TYPE', 'the body is not application/json'),
   ...FORWARDED_ERRORS,
-  // Idempotency-Key (SPEC §13; docs/idempotency.md).
+];
+
+/** A catalogue operation without a body (its parameters are validated). */
+export const PARAMETER_OPERATION_ERRORS: readonly ErrorCase[] = [
+  error(
+    'INVALID_REQUEST',
+    "a path or query parameter fails the operation's schema; nothing reached the provider",
+  ),
+  ...FORWARDED_ERRORS,
+];
+
+/** An operation that takes Idempotency-Key (x-gateway.idempotency `optional` or `required`; docs/idempotency.md). */
+export const IDEMPOTENCY_ERRORS: readonly ErrorCase[] = [
+  error(
+    'INVALID_REQUEST',
+    'the Idempotency-Key is malformed, or missing where required; nothing reached the provider',
+  ),
   error(
     'IDEMPOTENCY_KEY_IN_USE',
     'a request with this Idempotency-Key is still being answered (Retry-After)',
@@ -84,11 +101,6 @@ export const VALIDATION_ERRORS: readonly ErrorCase[] = [
     'UPSTREAM_OUTCOME_UNKNOWN',
     'the keyed request reached the provider and its answer was lost; never sent again under this key',
   ),
-];
-
-export const PLAN_ERRORS: readonly ErrorCase[] = [
-  error('INVALID_REQUEST', 'the plan id is not a UUID; nothing reached the provider'),
-  ...FORWARDED_ERRORS,
 ];
 
 /** Any path no route takes, and a listed path with a method it does not list (components.responses). */

@@ -184,10 +184,15 @@ export function sessionPaths(options: ResponseOptions): Record<string, object> {
                 required: ['loggedOut', 'endSessionUrl', 'endSessionForm'],
                 properties: {
                   loggedOut: { type: 'boolean', const: true },
-                  endSessionUrl: { type: ['string', 'null'], format: 'uri' },
+                  endSessionUrl: {
+                    description:
+                      "The provider's end-session URL to send the browser to; with SESSION_END_SESSION_METHOD=get (the default) it carries the session's ID token as id_token_hint. Null without an end-session endpoint.",
+                    type: ['string', 'null'],
+                    format: 'uri',
+                  },
                   endSessionForm: {
                     description:
-                      "The form to POST to the provider's end-session endpoint (a top-level form submission, so the provider sees its own cookie): its fields carry the session's ID token as id_token_hint, never in a URL. Null without an ID token or an end-session endpoint.",
+                      "With SESSION_END_SESSION_METHOD=post: the form to POST to the provider's end-session endpoint (a top-level form submission, so the provider sees its own cookie), its fields carrying the session's ID token as id_token_hint, never in a URL. Null with get (the default), without an ID token or an end-session endpoint.",
                     oneOf: [
                       { type: 'null' },
                       {

@@ -1,33 +1,30 @@
-// Builds the OpenAPI 3.1 document of the gateway from the same zod schemas that validate requests.
+// Builds /openapi.json: the operations catalogue without x-gateway (the document that validates requests, SPEC §12),
+// plus the gateway's own paths, envelopes and headers.
 import { z } from 'zod';
+import type { Catalogue } from '../catalogue';
 import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
-import { EVERY_ROUTE_ERRORS, PLAN_ERRORS, UNMATCHED_ERRORS, VALIDATION_ERRORS } from './openapi-catalogue';
-import { jsonContent, type ResponseOptions, responsesOf, schemaRef } from './openapi-responses';
-import { SESSION_SECURITY_SCHEME, sessionPaths } from './openapi-sessions';
 import {
-  documentValidationAnswer,
-  documentValidationRequest,
-  errorEnvelope,
-  livenessAnswer,
-  planParams,
-  readinessAnswer,
-  subscriptionPlan,
-  upstreamErrorAnswer,
-} from './schemas';
+  BODY_OPERATION_ERRORS,
+  EVERY_ROUTE_ERRORS,
+  IDEMPOTENCY_ERRORS,
+  PARAMETER_OPERATION_ERRORS,
+  UNMATCHED_ERRORS,
+} from './openapi-catalogue';
+import {
+  jsonContent,
+  type OwnAnswer,
+  type ResponseOptions,
+  responsesOf,
+  schemaRef,
+} from './openapi-responses';
+import { SESSION_SECURITY_SCHEME, sessionPaths } from './openapi-sessions';
+import { errorEnvelope, livenessAnswer, readinessAnswer, upstreamErrorAnswer } from './schemas';
 
 export interface OpenApiOptions {
   /** Browser sessions are on: /bff/* and the session cookie scheme. */
   readonly sessions?: boolean;
   /** Local mode: every answer carries X-Upstream: simulator. */
   readonly localMode?: boolean;
-}
-
-function schemaOf(schema: z.ZodType): object {
-  const { $schema: _ignored, ...rest } = z.toJSONSchema(schema, {
-    target: 'draft-2020-12',
-    io: 'input',
-  }) as Record<string, unknown>;
-  return rest;
 }
 
 /** The named component schemas; references between them become `#/components/schemas/<name>`. */
@@ -44,7 +41,7 @@ function componentSchemas(named: Record<string, z.ZodType>): Record<string, obje
   );
 }
 
-/** The request headers both forwarded operations read (X-CSRF with browser sessions on). */
+/** The request headers every catalogue operation reads (X-CSRF with browser sessions on). */
 function operationRequestHeaders(sessions: boolean): object[] {
   return [
     {
@@ -76,77 +73,80 @@ function operationRequestHeaders(sessions: boolean): object[] {
   ];
 }
 
-/** The two forwarded operations: GET and HEAD of a plan, POST of a document. */
-function operationPaths(options: ResponseOptions, sessions: boolean): Record<string, object> {
-  const planIdSchema = schemaOf(planParams.shape.internalId);
-  const requestHeaders = operationRequestHeaders(sessions);
-  const planParameters = [
-    { name: 'internalId', in: 'path', required: true, schema: planIdSchema },
-    ...requestHeaders,
-  ];
-  const planResponses = (head: boolean) =>
-    responsesOf(
-      {
-        route: 'forwarded',
-        answers: {
-          '200': {
-            description: 'The plan, passed through.',
-            content: jsonContent(schemaRef('SubscriptionPlan')),
-          },
-        },
-        errors: PLAN_ERRORS,
-        passThrough: true,
-      },
-      { ...options, head },
-    );
+/** Idempotency-Key on an operation that takes it (SPEC §13). */
+function idempotencyKeyHeader(required: boolean): object {
   return {
-    '/api/validation/document': {
-      post: {
-        operationId: 'validateDocument',
-        summary: 'Validate an identity document for a country (scope documents:validate).',
-        parameters: [
-          ...requestHeaders,
-          {
-            name: 'Idempotency-Key',
-            in: 'header',
-            required: false,
-            description:
-              'Optional (draft-ietf-httpapi-idempotency-key-header): 1–255 visible ASCII characters. The first request is forwarded once for the fleet; a repeat with the same body gets its answer with Idempotent-Replayed: true (docs/idempotency.md).',
-            schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
-          },
-        ],
-        requestBody: { required: true, content: jsonContent(schemaRef('DocumentValidationRequest')) },
-        responses: responsesOf(
-          {
-            route: 'forwarded',
-            answers: {
-              '200': {
-                description: 'The upstream verdict, passed through.',
-                content: jsonContent(schemaRef('DocumentValidationAnswer')),
-              },
-            },
-            errors: VALIDATION_ERRORS,
-            passThrough: true,
-          },
-          options,
-        ),
-      },
-    },
-    '/api/subscriptions/plan/{internalId}': {
-      get: {
-        operationId: 'getSubscriptionPlan',
-        summary: 'Get a subscription plan by its internal id, a UUID in any case (scope plans:read).',
-        parameters: planParameters,
-        responses: planResponses(false),
-      },
-      head: {
-        operationId: 'headSubscriptionPlan',
-        summary: 'As GET, without the body: answered from a GET answer (the provider only ever sees a GET).',
-        parameters: planParameters,
-        responses: planResponses(true),
-      },
-    },
+    name: 'Idempotency-Key',
+    in: 'header',
+    required,
+    description:
+      'draft-ietf-httpapi-idempotency-key-header: 1–255 visible ASCII characters. The first request is forwarded once for the fleet; a repeat with the same body gets its answer with Idempotent-Replayed: true (docs/idempotency.md).',
+    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
   };
+}
+
+/** The OpenAPI Response objects of an operation as the catalogue documents them (its own answers). */
+function ownAnswers(responses: unknown): Record<string, OwnAnswer> {
+  const own: Record<string, OwnAnswer> = {};
+  if (typeof responses !== 'object' || responses === null) return own;
+  for (const [status, response] of Object.entries(responses as Record<string, Record<string, unknown>>)) {
+    if (status === 'default' || typeof response !== 'object' || response === null) continue;
+    own[status] = {
+      description: typeof response.description === 'string' ? response.description : '',
+      ...(response.content !== undefined && { content: response.content as object }),
+    };
+  }
+  return own;
+}
+
+const METHOD_KEYS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+
+/**
+ * The catalogue's operations as callers see them (SPEC §12): each as the document declares it, without x-gateway,
+ * plus the gateway's request headers, its errors with their reasons, the provider's answers passed through, and
+ * HEAD wherever GET answers it (the provider only ever sees the GET).
+ */
+function operationPaths(
+  catalogue: Catalogue,
+  options: ResponseOptions,
+  sessions: boolean,
+): Record<string, object> {
+  const requestHeaders = operationRequestHeaders(sessions);
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const operation of catalogue.operations) {
+    const item = catalogue.published.paths[operation.path] as Record<string, unknown>;
+    paths[operation.path] ??= Object.fromEntries(
+      Object.entries(item).filter(([key]) => !METHOD_KEYS.has(key)),
+    );
+    const declared = item[operation.method.toLowerCase()] as Record<string, unknown>;
+    const keyed = operation.idempotency !== 'none';
+    const parameters = [
+      ...((declared.parameters as object[] | undefined) ?? []),
+      ...requestHeaders,
+      ...(keyed ? [idempotencyKeyHeader(operation.idempotency === 'required')] : []),
+    ];
+    const errors = [
+      ...(operation.hasBody ? BODY_OPERATION_ERRORS : PARAMETER_OPERATION_ERRORS),
+      ...(keyed ? IDEMPOTENCY_ERRORS : []),
+    ];
+    const responses = (head: boolean) =>
+      responsesOf(
+        { route: 'forwarded', answers: ownAnswers(declared.responses), errors, passThrough: true },
+        { ...options, head },
+      );
+    const summary = typeof declared.summary === 'string' ? declared.summary : operation.id;
+    const described = { ...declared, summary: `${summary} (scope ${operation.scope})`, parameters };
+    const entry = paths[operation.path] as Record<string, unknown>;
+    entry[operation.method.toLowerCase()] = { ...described, responses: responses(false) };
+    if (operation.method === 'GET')
+      entry.head = {
+        ...described,
+        operationId: `head${operation.id.charAt(0).toUpperCase()}${operation.id.slice(1)}`,
+        summary: `As GET ${operation.path}, without the body: answered from a GET answer (the provider only ever sees a GET).`,
+        responses: responses(true),
+      };
+  }
+  return paths;
 }
 
 /** An unauthenticated probe path: GET and HEAD, the same answers. */
@@ -217,8 +217,12 @@ function unmatchedResponses(options: ResponseOptions): Record<string, object> {
   return { NotFound: all['404'] as object, MethodNotAllowed: all['405'] as object };
 }
 
-/** Built once at start; the document is static for a given build and configuration. */
-export function buildOpenApiDocument(version: string, options: OpenApiOptions = {}): object {
+/** Built once per catalogue (at start and on each reload), never per request. */
+export function buildOpenApiDocument(
+  version: string,
+  catalogue: Catalogue,
+  options: OpenApiOptions = {},
+): object {
   const sessions = options.sessions === true;
   const answers: ResponseOptions = { localMode: options.localMode === true };
   return {
@@ -227,7 +231,7 @@ export function buildOpenApiDocument(version: string, options: OpenApiOptions = 
       title: 'Payments BFF gateway',
       version,
       description:
-        'Validated, sanitized access to the Payment Service API: document validation and subscription plans. ' +
+        'Validated, sanitized access to the Payment Service API: the operations of the gateway’s catalogue. ' +
         'The gateway holds the upstream credentials and tokens; callers authenticate with an API key or an SSO token. ' +
         "Errors the gateway makes are ErrorEnvelope (with requestId); the provider's own answers pass through " +
         'unchanged as UpstreamError (no requestId). Any other path is components.responses.NotFound; a listed path ' +
@@ -237,7 +241,7 @@ export function buildOpenApiDocument(version: string, options: OpenApiOptions = 
     security: [{ apiKey: [] }, { sso: [] }, ...(sessions ? [{ session: [] }] : [])],
     paths: {
       ...(sessions ? sessionPaths(answers) : {}),
-      ...operationPaths(answers, sessions),
+      ...operationPaths(catalogue, answers, sessions),
       ...probePaths(answers),
     },
     components: {
@@ -246,16 +250,25 @@ export function buildOpenApiDocument(version: string, options: OpenApiOptions = 
         sso: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
         ...(sessions ? { session: SESSION_SECURITY_SCHEME } : {}),
       },
-      responses: unmatchedResponses(answers),
-      schemas: componentSchemas({
-        DocumentValidationRequest: documentValidationRequest,
-        DocumentValidationAnswer: documentValidationAnswer,
-        SubscriptionPlan: subscriptionPlan,
-        UpstreamError: upstreamErrorAnswer,
-        ErrorEnvelope: errorEnvelope,
-        Liveness: livenessAnswer,
-        Readiness: readinessAnswer,
-      }),
+      ...withoutKeys(catalogue.published.components, ['schemas', 'responses', 'securitySchemes']),
+      responses: {
+        ...(catalogue.published.components.responses as object | undefined),
+        ...unmatchedResponses(answers),
+      },
+      // The gateway's own schemas win over a catalogue schema of the same name (docs/catalogue.md).
+      schemas: {
+        ...(catalogue.published.components.schemas as object | undefined),
+        ...componentSchemas({
+          UpstreamError: upstreamErrorAnswer,
+          ErrorEnvelope: errorEnvelope,
+          Liveness: livenessAnswer,
+          Readiness: readinessAnswer,
+        }),
+      },
     },
   };
+}
+
+function withoutKeys(object: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(object).filter(([key]) => !keys.includes(key)));
 }

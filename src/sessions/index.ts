@@ -44,6 +44,7 @@ export function buildBrowserSessions(deps: SessionsDeps): BuiltSessions | undefi
             publicOrigin: settings.publicUrl,
             scopes: settings.scopes,
             clientAuthMethod: settings.clientAuthMethod,
+            endSessionMethod: settings.endSessionMethod,
           },
           rpOptions,
         )

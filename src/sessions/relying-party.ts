@@ -14,6 +14,12 @@ export interface RelyingPartySettings {
   readonly scopes: string;
   /** SESSION_CLIENT_AUTH_METHOD; unset: chosen from the provider's token_endpoint_auth_methods_supported. */
   readonly clientAuthMethod?: ClientAuthMethod;
+  /**
+   * SESSION_END_SESSION_METHOD (default `get`): `get` puts id_token_hint in the end-session link, which every provider
+   * takes (RP-Initiated Logout 1.0 requires GET); `post` keeps it out of URLs, in a form to POST (a provider that
+   * takes GET only answers that POST 404 and its session lives on).
+   */
+  readonly endSessionMethod?: 'get' | 'post';
 }
 
 /** How the gateway authenticates at the token endpoint. */
@@ -21,9 +27,10 @@ export const CLIENT_AUTH_METHODS = ['client_secret_basic', 'client_secret_post']
 export type ClientAuthMethod = (typeof CLIENT_AUTH_METHODS)[number];
 
 /**
- * Where the browser ends the provider's session: `url` as a link (no token in it), and, when the session held an ID
- * token, the form to POST there with `id_token_hint` (RP-Initiated Logout allows POST), so the token never sits in
- * a URL: not in history, a Referer or the provider's access log.
+ * Where the browser ends the provider's session. `get` (the default): `url`, the link to follow, with `id_token_hint`
+ * when the session held an ID token (a provider may refuse, or ask the user, without it), and no form. `post`: `url`
+ * as a link without the token, and the form to POST there with `id_token_hint`, so the token never sits in a URL
+ * (not in history, a Referer or the provider's access log); only for a provider that takes POST there.
  */
 export interface EndSession {
   readonly url: URL;
@@ -61,7 +68,7 @@ export interface RelyingParty {
   exchange(callbackUrl: URL, checks: LoginChecks): Promise<ProviderGrant>;
   /** Throws RefreshRefused when the provider answers 4xx; an outage (5xx, timeout, network) keeps the session. */
   refresh(refreshToken: string): Promise<ProviderGrant>;
-  /** The provider's end-session endpoint (RP-initiated logout), when it has one; the ID token only in the form. */
+  /** The provider's end-session endpoint (RP-initiated logout), when it has one (SESSION_END_SESSION_METHOD). */
   endSession(idToken?: string): Promise<EndSession | undefined>;
   /** Verifies a back-channel logout token with the provider's keys; the claims, or undefined when it is not valid. */
   verifyLogoutToken(token: string): Promise<JWTPayload | undefined>;
@@ -123,9 +130,12 @@ export function createRelyingParty(
       const action = config.serverMetadata().end_session_endpoint;
       if (!action) return undefined;
       const fields = { client_id: settings.clientId, post_logout_redirect_uri: `${settings.publicOrigin}/` };
+      const hinted = idToken ? { ...fields, id_token_hint: idToken } : fields;
+      if ((settings.endSessionMethod ?? 'get') === 'get')
+        return { url: oidc.buildEndSessionUrl(config, hinted) };
       return {
         url: oidc.buildEndSessionUrl(config, fields),
-        ...(idToken ? { form: { action, fields: { ...fields, id_token_hint: idToken } } } : {}),
+        ...(idToken ? { form: { action, fields: hinted } } : {}),
       };
     },
     verifyLogoutToken: logoutTokenVerifier(settings.clientId, configuration),

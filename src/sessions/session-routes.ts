@@ -133,8 +133,9 @@ function user(deps: SessionRoutesDeps): RequestHandler {
 }
 
 /**
- * POST /bff/logout: ends the session and names the provider's end-session endpoint, when it has one: a link without
- * a token, and the form to POST there with the session's ID token as id_token_hint (never in a URL; see README).
+ * POST /bff/logout: ends the session and names the provider's end-session endpoint, when it has one: the link to
+ * follow, with the session's ID token as id_token_hint (SESSION_END_SESSION_METHOD=get, the default), or a link
+ * without it and the form to POST there with it (post; docs/browser-sessions in the README).
  */
 function logout({ relyingParty, sessions }: SessionRoutesDeps): RequestHandler {
   return async (req, res) => {

@@ -19,6 +19,7 @@ async function main(): Promise<void> {
     {
       url: simulator.url,
       username: options.username,
+      extraUsernames: options.extraAccounts?.map((account) => account.username) ?? [],
       accessTtlSeconds: options.accessTtlSeconds,
       refreshTtlSeconds: options.refreshTtlSeconds,
       allowedIps: options.allowedIps,

@@ -11,7 +11,7 @@ export interface SimulatorOptions {
   /**
    * Further merchant accounts, each its own credential pair, user id and tokens (a provider holds many): the
    * stats count each account's logins, refreshes and calls by username, and the request log names whose token a
-   * call carried. In process only (tests, local mode).
+   * call carried. Set in process (tests, local mode) or by SIMULATOR_EXTRA_ACCOUNTS.
    */
   readonly extraAccounts?: readonly { readonly username: string; readonly password: string }[];
   /** Lifetime of access tokens (the provider's: 5 min). */

@@ -45,6 +45,28 @@ const ipList = z.string().transform((raw, ctx) => {
   return ips;
 });
 
+/** Further merchant accounts as JSON `[{"username","password"}]`: a provider holds many (the bench's governed set-up). */
+const EXTRA_ACCOUNTS_MESSAGE = 'must be a JSON array of {"username","password"} with distinct usernames';
+const extraAccounts = z
+  .string()
+  .transform((raw, ctx) => {
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: EXTRA_ACCOUNTS_MESSAGE });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z
+      .array(z.strictObject({ username: z.string().trim().min(1), password: z.string().trim().min(1) }), {
+        error: EXTRA_ACCOUNTS_MESSAGE,
+      })
+      .refine((accounts) => new Set(accounts.map((a) => a.username)).size === accounts.length, {
+        error: EXTRA_ACCOUNTS_MESSAGE,
+      }),
+  );
+
 export const simulatorEnvSchema = z.object({
   SIMULATOR_HOST: z.string().min(1, { error: 'must not be empty' }).optional(),
   SIMULATOR_PORT: int(0, 65_535, 'must be an integer from 0 to 65535').optional(),
@@ -54,6 +76,7 @@ export const simulatorEnvSchema = z.object({
   SIMULATOR_REFRESH_TTL_SECONDS: int(1, 31_536_000, 'must be a whole number of seconds from 1').optional(),
   SIMULATOR_ALLOWED_IPS: ipList.optional(),
   SIMULATOR_ROTATE_REFRESH: bool.optional(),
+  SIMULATOR_EXTRA_ACCOUNTS: extraAccounts.optional(),
   /** PEM certificate (chain) and key: the simulator serves HTTPS, like the provider. Both or neither. */
   SIMULATOR_TLS_CERT_FILE: z.string().min(1).optional(),
   SIMULATOR_TLS_KEY_FILE: z.string().min(1).optional(),
@@ -78,16 +101,23 @@ export function loadSimulatorConfig(env: NodeJS.ProcessEnv): SimulatorOptions {
   }
   const v = parsed.data;
   const tls = readTls(v.SIMULATOR_TLS_CERT_FILE, v.SIMULATOR_TLS_KEY_FILE);
+  const username = v.SIMULATOR_USERNAME ?? SIMULATOR_DEFAULTS.username;
+  const extra = v.SIMULATOR_EXTRA_ACCOUNTS;
+  if (extra?.some((account) => account.username === username))
+    throw new ConfigError([
+      { variable: 'SIMULATOR_EXTRA_ACCOUNTS', message: 'must not repeat the username of SIMULATOR_USERNAME' },
+    ]);
   return Object.freeze({
     host: v.SIMULATOR_HOST ?? SIMULATOR_DEFAULTS.host,
     port: v.SIMULATOR_PORT ?? SIMULATOR_DEFAULTS.port,
-    username: v.SIMULATOR_USERNAME ?? SIMULATOR_DEFAULTS.username,
+    username,
     password: v.SIMULATOR_PASSWORD ?? SIMULATOR_DEFAULTS.password,
     accessTtlSeconds: v.SIMULATOR_ACCESS_TTL_SECONDS ?? SIMULATOR_DEFAULTS.accessTtlSeconds,
     refreshTtlSeconds: v.SIMULATOR_REFRESH_TTL_SECONDS ?? SIMULATOR_DEFAULTS.refreshTtlSeconds,
     allowedIps: Object.freeze(v.SIMULATOR_ALLOWED_IPS ?? [...SIMULATOR_DEFAULTS.allowedIps]),
     rotateRefresh: v.SIMULATOR_ROTATE_REFRESH ?? SIMULATOR_DEFAULTS.rotateRefresh,
     ...(tls ? { tls } : {}),
+    ...(extra ? { extraAccounts: Object.freeze(extra.map((account) => Object.freeze(account))) } : {}),
   });
 }
 

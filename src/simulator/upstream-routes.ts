@@ -11,6 +11,7 @@ import type { SimulatorOptions } from './options';
 import { findPlan } from './plans';
 import type { RequestLog, TokenRequestLog } from './request-log';
 import type { StatsRecorder } from './stats';
+import { findSubscription } from './subscriptions';
 import type { TokenIssuer } from './token-issuer';
 import {
   ACCESS_NOT_VALID,
@@ -189,6 +190,16 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
     else res.json(plan);
   };
 
+  /** GET /api/subscriptions/{id}: the third operation, not in the gateway's shipped catalogue. */
+  const readSubscription: RequestHandler<{ id: string }> = (req, res) => {
+    const subscription = findSubscription(req.params.id);
+    if (!subscription)
+      res
+        .status(404)
+        .json({ status: { code: '404', description: 'ERROR', detail: 'Subscription not found' } });
+    else res.json(subscription);
+  };
+
   router.use((_req, _res, next) => {
     stats.increment('requests');
     next();
@@ -212,6 +223,11 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
     .route('/api/subscriptions/plan/:internalId')
     .all(operationEntry)
     .get(faults.middleware('operation'), requireAccess, readPlan)
+    .all(methodNotAllowed('GET'));
+  router
+    .route('/api/subscriptions/:id')
+    .all(operationEntry)
+    .get(faults.middleware('operation'), requireAccess, readSubscription)
     .all(methodNotAllowed('GET'));
 
   router.use((_req, res) => {

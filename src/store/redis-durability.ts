@@ -51,27 +51,37 @@ export function judgeDurability(settings: DurabilitySettings): Durability {
   };
 }
 
+/** The deciding settings, as CONFIG GET patterns. */
+const ASKED = ['appendonly', 'appendfsync', 'save', 'maxmemory*'] as const;
+
+const REFUSED = {
+  state: 'unknown',
+  detail: 'Redis refused CONFIG GET (a managed service?): persistence and eviction cannot be read',
+  fix: "check in the service's settings that it persists (append-only, fsync every second) and evicts nothing (noeviction)",
+} as const satisfies Durability;
+
 /**
- * CONFIG GET of the deciding settings (one command). A Cluster is asked through one node (ioredis picks it): the
- * settings of a cluster's nodes are the same by construction of a deployment, and one node is what can be known.
+ * CONFIG GET of the deciding settings (one command; one per setting on a Redis before 7.0, which takes one parameter
+ * per CONFIG GET). A Cluster is asked through one node (ioredis picks it): the settings of a cluster's nodes are the
+ * same by construction of a deployment, and one node is what can be known. An answer without the settings (a proxy,
+ * a Redis-like store) is unknown: nothing is claimed from an absence.
  */
 export async function readDurability(redis: RedisClient): Promise<Durability> {
-  let answer: unknown;
+  let values: Map<string, string>;
   try {
-    answer = await redis.call('CONFIG', 'GET', 'appendonly', 'appendfsync', 'save', 'maxmemory*');
+    values = await configGet(redis);
   } catch (error) {
     const message = (error as Error)?.message ?? '';
-    if (/unknown command|NOPERM|no permissions|ERR unknown|disabled/i.test(message))
-      return {
-        state: 'unknown',
-        detail: 'Redis refused CONFIG GET (a managed service?): persistence and eviction cannot be read',
-        fix: "check in the service's settings that it persists (append-only, fsync every second) and evicts nothing (noeviction)",
-      };
+    if (/unknown command|NOPERM|no permissions|ERR unknown|disabled/i.test(message)) return REFUSED;
     throw error;
   }
-  const values = new Map<string, string>();
-  const list = Array.isArray(answer) ? answer.map(String) : [];
-  for (let i = 0; i + 1 < list.length; i += 2) values.set(list[i] as string, list[i + 1] as string);
+  if (!values.has('appendonly') || !values.has('save'))
+    return {
+      state: 'unknown',
+      detail:
+        'Redis answered CONFIG GET without appendonly and save (a proxy, or not Redis itself?): persistence and eviction cannot be read',
+      fix: REFUSED.fix,
+    };
   return judgeDurability({
     appendonly: values.get('appendonly') ?? 'no',
     appendfsync: values.get('appendfsync') ?? 'everysec',
@@ -79,6 +89,21 @@ export async function readDurability(redis: RedisClient): Promise<Durability> {
     maxmemoryPolicy: values.get('maxmemory-policy') ?? KEEPS_EVERY_KEY,
     maxmemory: Number(values.get('maxmemory') ?? 0),
   });
+}
+
+async function configGet(redis: RedisClient): Promise<Map<string, string>> {
+  const values = new Map<string, string>();
+  const add = (answer: unknown) => {
+    const list = Array.isArray(answer) ? answer.map(String) : [];
+    for (let i = 0; i + 1 < list.length; i += 2) values.set(list[i] as string, list[i + 1] as string);
+  };
+  try {
+    add(await redis.call('CONFIG', 'GET', ...ASKED));
+  } catch (error) {
+    if (!/wrong number of arguments/i.test((error as Error)?.message ?? '')) throw error;
+    for (const pattern of ASKED) add(await redis.call('CONFIG', 'GET', pattern));
+  }
+  return values;
 }
 
 /**

@@ -14,10 +14,10 @@ import type { UsageLedger } from './internal/usage-ledger';
  */
 export function requestUsageRecorder(
   ledger: Pick<UsageLedger, 'record'>,
-  operations: readonly string[],
+  /** The forwarded operations (the catalogue's, by operationId). */
+  counted: Pick<ReadonlySet<string>, 'has'>,
   defaultAccountOf: (caller: Caller) => string | undefined,
 ): (req: Request, res: Response) => void {
-  const counted = new Set(operations);
   const record = (req: Request, res: Response): void => {
     const caller = req.caller;
     const locals = res.locals;

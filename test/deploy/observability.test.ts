@@ -112,6 +112,7 @@ describe('the Prometheus alert rules', () => {
       'PaymentsBffAccountsReloadFailing',
       'PaymentsBffBudgetPausedLong',
       'PaymentsBffBudgetShedding',
+      'PaymentsBffCatalogueReloadFailing',
       'PaymentsBffCircuitOpen',
       'PaymentsBffClientRegistryReloadFailing',
       'PaymentsBffErrorBudgetBurnFast',

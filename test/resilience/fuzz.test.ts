@@ -546,7 +546,8 @@ describe('fuzzing the two operations', () => {
           expect(forwarded).toBe(1);
           const received = simulator.receivedRequests().at(-1)?.body as Record<string, unknown>;
           expect(received).toEqual(expected);
-          expect(Object.keys(received)).toEqual(['country', 'document']);
+          // In the caller's order: the catalogue's validation strips the body in place (JSON objects have no order).
+          expect(Object.keys(received).sort()).toEqual(['country', 'document']);
           expect(Object.keys(received.document as object).sort()).toEqual(['id', 'type']);
         } else {
           count('bodies.refused');

@@ -56,6 +56,26 @@ describe('an INBOUND_ALLOW_CIDRS that overlaps TRUST_PROXY', () => {
   });
 });
 
+describe('a hop count in TRUST_PROXY with an INBOUND_ALLOW_CIDRS', () => {
+  test('starts with one warning: a caller reaching the port directly could claim an allowed address', async () => {
+    const gateway = await startGatewayProcess({
+      env: { TRUST_PROXY: '1', INBOUND_ALLOW_CIDRS: '127.0.0.2' },
+      probeHeaders: { 'x-forwarded-for': '127.0.0.2' },
+    });
+    try {
+      // What the warning describes: the direct caller at 127.0.0.1 is refused, until it names an allowed address.
+      const status = async (headers: Record<string, string>) =>
+        (await fetch(gateway.url + PLAN, { headers: { 'x-api-key': KEY, ...headers } })).status;
+      expect(await status({})).toBe(403);
+      expect(await status({ 'x-forwarded-for': '127.0.0.2' })).toBe(200);
+      const warnings = logLines(gateway).filter((line) => line.msg.startsWith('TRUST_PROXY is a hop count'));
+      expect(warnings).toEqual([expect.objectContaining({ level: 40, trustProxy: 1 })]);
+    } finally {
+      await gateway.stop();
+    }
+  });
+});
+
 describe('X-Forwarded-For entries with a port, behind a trusted proxy (TRUST_PROXY=loopback)', () => {
   let gateway: GatewayProcess;
 

@@ -1,8 +1,12 @@
 // SIGTERM on a real gateway process: readiness 503, no new connections, the in-flight call still answers, exit 0.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { Redis } from 'ioredis';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
+import type { RedisClient } from '../../src/store/redis-connection';
+import { readUsage, usageLedgerStore } from '../../src/usage';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
 import { API_KEY, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../support/ops-fixture';
 import { freePort, waitFor } from '../support/ports';
@@ -137,20 +141,106 @@ describe('graceful shutdown on SIGTERM', () => {
     expect(lines.at(-1)?.msg).toBe('stopped');
   });
 
-  test('SHUTDOWN_TIMEOUT_MS bounds the drain: a call slower than the bound is cut and the process still exits 0', async () => {
+  test('SHUTDOWN_TIMEOUT_MS bounds the drain: a caller slower than the bound is cut, and the process exits 0 once its provider call has ended', async () => {
     const g = await startGatewayProcess({ env: processEnv(simulator.url, { SHUTDOWN_TIMEOUT_MS: '1000' }) });
     gateway = g;
     expect((await fetch(planUrl(g), { headers })).status).toBe(200);
     simulator.setFaults({ latencyMs: 8000 });
-    const inFlight = statusOrCode(planUrl(g), { headers });
-    await new Promise((r) => setTimeout(r, 200));
+    const received = simulator.receivedRequests().length;
+    let cutAt = 0;
+    const inFlight = statusOrCode(planUrl(g), { headers }).finally(() => {
+      cutAt = Date.now();
+    });
+    await waitFor(() => simulator.receivedRequests().length > received, { what: 'the call at the provider' });
     const signalledAt = Date.now();
     g.child.kill('SIGTERM');
     expect(await g.exited).toBe(0);
-    const took = Date.now() - signalledAt;
-    expect(took).toBeGreaterThanOrEqual(900);
-    expect(took).toBeLessThan(4_000);
+    // The caller was cut at the bound, before the process exited: the exit waited for the provider call.
     expect(typeof (await inFlight)).toBe('string');
+    expect(cutAt - signalledAt).toBeGreaterThanOrEqual(900);
+    expect(cutAt).toBeLessThan(Date.now());
+    expect(g.logs()).not.toMatch(/"level":(50|60)/);
+  });
+
+  test('a call cut by SHUTDOWN_TIMEOUT_MS while at the provider is still counted in the usage ledger, as the provider counts it', async () => {
+    const prefix = `shutdown-ledger-${Date.now()}:`;
+    const g = await startGatewayProcess({
+      env: processEnv(simulator.url, {
+        SHUTDOWN_TIMEOUT_MS: '300',
+        REDIS_URL: redis.url,
+        REDIS_KEY_PREFIX: prefix,
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      }),
+    });
+    gateway = g;
+    expect((await fetch(planUrl(g), { headers })).status).toBe(200);
+    simulator.setFaults({ latencyMs: 2000 });
+    const received = simulator.receivedRequests().length;
+    const inFlight = statusOrCode(planUrl(g), { headers });
+    await waitFor(() => simulator.receivedRequests().length > received, { what: 'the call at the provider' });
+    g.child.kill('SIGTERM');
+    expect(await g.exited).toBe(0);
+    expect(typeof (await inFlight)).toBe('string'); // the caller was cut
+    expect(simulator.receivedRequests().length).toBe(received + 1);
+    const client = new Redis(redis.url);
+    try {
+      const today = new Date().toISOString().slice(0, 10);
+      const report = await readUsage(usageLedgerStore(client as unknown as RedisClient, prefix), {
+        from: today,
+        to: today,
+      });
+      const plan = report.rows.filter((row) => row.operation === 'plan');
+      const sum = (column: string) => plan.reduce((n, row) => n + (row.counts[column] ?? 0), 0);
+      // Both calls reached the provider and were answered 200 there: both billable, as the provider bills them.
+      expect(sum('billable')).toBe(2);
+      expect(sum('answers2xx')).toBe(2);
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  // The settle after the drain waits one attempt (UPSTREAM_QUEUE_TIMEOUT_MS + the account's timeout). A 401 after the
+  // caller was cut started the renewal's retry anyway, for nobody: it outlived the settle, was cut when the
+  // account closed, and the provider saw (and bills) a call the ledger counted as a gateway failure.
+  test('a 401 answered after the caller was cut by the drain starts no retry: the provider gets nothing the ledger misses', async () => {
+    const prefix = `shutdown-401-${Date.now()}:`;
+    const g = await startGatewayProcess({
+      env: processEnv(simulator.url, {
+        SHUTDOWN_TIMEOUT_MS: '300',
+        UPSTREAM_QUEUE_TIMEOUT_MS: '0',
+        UPSTREAM_TIMEOUT_MS: '2000',
+        REDIS_URL: redis.url,
+        REDIS_KEY_PREFIX: prefix,
+        TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+      }),
+    });
+    gateway = g;
+    expect((await fetch(planUrl(g), { headers })).status).toBe(200);
+    // The next call waits 1.5 s at the provider, then is refused 401 (once); a retry would wait 1.5 s too, ending
+    // past the settle (0.3 s drain + 0 + 2 s).
+    simulator.setFaults({ latencyMs: 1500, errorRate: 1, errorStatus: 401, maxFailures: 1 });
+    const received = simulator.receivedRequests().length;
+    const inFlight = statusOrCode(planUrl(g), { headers });
+    await waitFor(() => simulator.receivedRequests().length > received, { what: 'the call at the provider' });
+    g.child.kill('SIGTERM');
+    expect(typeof (await inFlight)).toBe('string'); // the caller was cut at 0.3 s
+    expect(await g.exited).toBe(0);
+    const calls = simulator.receivedRequests().slice(received);
+    expect(calls.filter((call) => call.path.startsWith('/api/'))).toHaveLength(1);
+    const client = new Redis(redis.url);
+    try {
+      const today = new Date().toISOString().slice(0, 10);
+      const report = await readUsage(usageLedgerStore(client as unknown as RedisClient, prefix), {
+        from: today,
+        to: today,
+      });
+      const billable = report.rows
+        .filter((row) => row.operation === 'plan')
+        .reduce((n, row) => n + (row.counts.billable ?? 0), 0);
+      expect(billable).toBe(1); // the first call's 200; the 401 is not billable, and nothing else reached the provider
+    } finally {
+      client.disconnect();
+    }
   });
 });
 

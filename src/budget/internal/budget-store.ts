@@ -29,6 +29,11 @@ export interface BudgetStore {
   publish(signal: FleetSignal): Promise<void>;
   /** Listens to the other replicas' signals until the returned function is called. */
   subscribe(listener: (signal: FleetSignal) => void): () => void;
+  /**
+   * A replica that stops cleanly takes its record out of the fleet state: what it held becomes grantable to the others
+   * at their next exchange, not when its lease would have ended (a replica killed cannot: its lease ends it).
+   */
+  leave(replicaId: string): Promise<void>;
 }
 
 export function encodeSignal(signal: FleetSignal): string {

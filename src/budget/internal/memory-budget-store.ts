@@ -19,5 +19,8 @@ export function createMemoryBudgetStore(): BudgetStore {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    async leave(replicaId) {
+      fleet.replicas.delete(replicaId);
+    },
   };
 }

@@ -243,10 +243,31 @@ class AccountBudgetState implements ProviderBudget {
     this.stopFlushing();
     this.removeGauges();
     await this.exchanging?.catch(() => undefined);
+    await this.leave();
   }
 
-  /** Sets one of the account's gauges, unless a newer unit of the account exports them. */
+  /**
+   * Gives this replica's hold back to the fleet: it stops refilling first (what its gate holds, at most one call or
+   * its share of the burst, is all it may still grant: a retired account's last retries), then deletes its record,
+   * so the others may be granted its part at their next exchange instead of after its lease. Best effort: a store
+   * that does not answer leaves the record to its lease.
+   */
+  private async leave(): Promise<void> {
+    if (!this.unbounded) this.buckets.setRates(NOTHING, this.clock.now());
+    await this.withTimeout(this.options.store.leave(this.replicaId)).catch((error: unknown) => {
+      this.options.logger.warn(
+        {
+          account: this.options.accountId,
+          err: { message: String((error as Error)?.message).slice(0, 200) },
+        },
+        'provider budget: could not give the hold back at close; the fleet frees it when its lease ends',
+      );
+    });
+  }
+
+  /** Sets one of the account's gauges, unless a newer unit of the account exports them or this one is closed. */
   private gauge(gauge: { set(labels: { account: string }, value: number): void }, value: number): void {
+    if (this.closed) return;
     if (this.options.newest?.() ?? true) gauge.set({ account: this.options.accountId }, value);
   }
 
@@ -422,6 +443,11 @@ class AccountBudgetState implements ProviderBudget {
     this.lastDecreaseAt = now;
     const { accountId, logger, metrics } = this.options;
     metrics.decreases.inc({ account: accountId });
+    if (this.closed) {
+      // A retired account's last call: the fleet learns it (the record), this closed unit keeps nothing.
+      void this.runExchange({ kind: 'decrease' });
+      return;
+    }
     if (this.unbounded) {
       // No budget yet: what this replica sent lately, lowered, until the fleet answers with the learned rate.
       const { accepted } = this.demandRequest(now);
@@ -573,11 +599,17 @@ class AccountBudgetState implements ProviderBudget {
           event,
         }),
       );
+      if (this.closed) {
+        // An event heard after close (a retired account's last call): the fleet has it; this replica's field goes.
+        await this.leave();
+        return reply;
+      }
       health?.reportSuccess();
       this.apply(reply, now);
       return reply;
     } catch (error) {
-      this.failed(error, now);
+      // Closed: nothing of this replica to degrade; a record the exchange may still have written ends with its lease.
+      if (!this.closed) this.failed(error, now);
       throw error;
     }
   }
@@ -692,7 +724,7 @@ class AccountBudgetState implements ProviderBudget {
   }
 
   private reportRates(): void {
-    if (!(this.options.newest?.() ?? true)) return;
+    if (this.closed || !(this.options.newest?.() ?? true)) return;
     const { accountId, metrics } = this.options;
     metrics.effectiveRate.set({ account: accountId }, this.effectiveRate ?? Number.POSITIVE_INFINITY);
     if (this.learnedRate === undefined) metrics.learnedRate.remove({ account: accountId });

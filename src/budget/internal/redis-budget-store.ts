@@ -229,6 +229,10 @@ export function createRedisBudgetStore(options: RedisBudgetStoreOptions): Budget
         .catch(asRecordError)) as ScriptReply;
       return readReply(reply, request.now, request.maxPauseMs);
     },
+    async leave(replicaId) {
+      // The field the exchange script writes for this replica (`r:<id>`): one HDEL, the shared fields untouched.
+      await redis.hdel(key, `r:${replicaId}`);
+    },
     publish: (signal) => channels.publish(channel, encodeSignal(signal)),
     subscribe(listener) {
       return channels.subscribe(channel, (message) => {

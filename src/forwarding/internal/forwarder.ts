@@ -37,9 +37,11 @@ export interface UpstreamExchange {
   readonly route: string;
   /** The exact upstream path; built by the route from validated parameters (never the caller's raw URL). */
   readonly path: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** The sanitized body, serialized once. */
   readonly body?: Buffer;
+  /** The operation's own timeout (x-gateway.timeoutMs), else the account's. */
+  readonly timeoutMs?: number;
   /** Sent upstream as Idempotency-Key: only for an operation whose provider honours it (SPEC §13). */
   readonly idempotencyKey?: string;
 }
@@ -286,7 +288,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         observeUpstream(attempt, 'timeout');
         attempt.proxyReq?.destroy();
         fail(attempt, new UpstreamFailure('timeout'));
-      }, deps.timeoutMs);
+      }, call.exchange.timeoutMs ?? deps.timeoutMs);
       // This attempt's span context (traces on): the previous attempt's is overwritten.
       tracing.injectUpstream(call.headers);
       // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a

@@ -6,7 +6,7 @@ import type { RequestHandler } from 'http-proxy-middleware';
 /** What the request is built from: the route's own upstream path and method (never the caller's). */
 export interface UpstreamTarget {
   readonly path: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 }
 
 /**
@@ -26,7 +26,7 @@ export interface UpstreamTarget {
  */
 export class UpstreamRequest {
   readonly url: string;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
   /** `headers` is the complete upstream header set (header-policy.ts), never the caller's. */
   constructor(

@@ -13,7 +13,7 @@ export class UpstreamSaturatedError extends GatewayError {
   }
 }
 
-/** The caller hung up while waiting in line; nothing was sent upstream and nobody reads the answer. */
+/** The caller hung up before its call could start (in line, or before); nothing was sent and nobody reads the answer. */
 export class CallerLeftQueueError extends GatewayError {
   constructor() {
     super('UPSTREAM_SATURATED', 'The caller hung up while waiting for an upstream connection.', {
@@ -76,6 +76,9 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
 
   return {
     run(res, call) {
+      // A caller already gone starts no call (a token fetch or the 401's renewal outlasted it, the drain cut it): the
+      // provider would answer nobody, and at shutdown the call could outlive the settle and miss the usage ledger.
+      if (res.destroyed) return Promise.reject(new CallerLeftQueueError());
       if (active < options.limit) {
         active += 1;
         return call().finally(release);

@@ -25,6 +25,8 @@ export interface IdempotentRequest {
   readonly path: string;
   /** The parsed body as the caller sent it (before sanitizing): its canonical JSON is part of the fingerprint. */
   readonly body?: unknown;
+  /** The operation's own timeout (x-gateway.timeoutMs), else the account's: the lease follows it. */
+  readonly timeoutMs?: number;
 }
 
 /** Forwards the request once; given the key when the operation forwards it upstream. */
@@ -49,7 +51,7 @@ export interface IdempotencyDeps {
   /** IDEMPOTENCY_TTL_SECONDS: how long a claim and a kept answer last. */
   readonly ttlSeconds: number;
   /** How long a claim holds the key for a request of this account before its outcome counts as unknown. */
-  readonly leaseMsOf: (accountId: string) => number;
+  readonly leaseMsOf: (accountId: string, operationTimeoutMs?: number) => number;
   readonly count: (operation: string, outcome: IdempotencyOutcome) => void;
   readonly logger: Pick<Logger, 'warn'>;
   readonly now?: () => number;
@@ -121,7 +123,7 @@ export function createIdempotency(deps: IdempotencyDeps): Idempotency {
         operation,
         requestFingerprint(request.method, request.path, request.body),
       );
-      const claim = await keyed.claim(now() + deps.leaseMsOf(accountId));
+      const claim = await keyed.claim(now() + deps.leaseMsOf(accountId, request.timeoutMs));
       if (claim !== true) return keyed.answerRepeat(res, claim, now());
       deps.count(operation, 'claimed');
       let answer: KeptAnswer;

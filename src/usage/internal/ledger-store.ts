@@ -57,13 +57,24 @@ export function redisLedgerStore(
       ]);
     },
     async readMarker() {
-      const fields = await redis.hgetall(markerKey);
+      // Anyone with access to Redis may have written that key: only the instants the gateway writes are believed.
+      const fields = await redis.hgetall(markerKey).catch((error: Error) => {
+        if (/WRONGTYPE/.test(error.message)) return {} as Record<string, string>;
+        throw error;
+      });
       return {
-        ...(typeof fields.since === 'string' && { since: fields.since }),
-        ...(typeof fields.resetAt === 'string' && { resetAt: fields.resetAt }),
+        ...(isInstant(fields.since) && { since: fields.since }),
+        ...(isInstant(fields.resetAt) && { resetAt: fields.resetAt }),
       };
     },
   };
+}
+
+/** An ISO instant as `Date.prototype.toISOString` writes it (what noteSince and noteReset store). */
+function isInstant(value: unknown): value is string {
+  if (typeof value !== 'string') return false;
+  const ms = Date.parse(value);
+  return Number.isFinite(ms) && new Date(ms).toISOString() === value;
 }
 
 export function memoryLedgerStore(): LedgerStore {

@@ -85,8 +85,13 @@ for i = 1, counters do
   local lost = 0
   local total = redis.pcall('INCRBY', key, want + unsynced)
   if type(total) ~= 'number' then
-    redis.call('SET', key, want + unsynced, 'PXAT', expireAt)
+    -- Spoiled (not a number, another type): as lost as a missing counter, restarted from the floor too.
     total = want + unsynced
+    if floor > 0 then
+      total = total + floor
+      lost = 1
+    end
+    redis.call('SET', key, total, 'PXAT', expireAt)
   elseif total == want + unsynced then
     redis.call('PEXPIREAT', key, expireAt)
     if floor > 0 then

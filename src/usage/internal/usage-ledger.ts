@@ -41,7 +41,7 @@ export interface LedgerSnapshot {
    * CPU stretches it). A replica that wrote less recently than a few of these has stopped or lost the store.
    */
   readonly every?: number;
-  /** The replica's peak rate over its last flushes, in counted requests per second (billable not counted twice). */
+  /** The replica's peak rate over its last flushes that counted, in requests per second (billable not counted twice). */
   readonly rate?: number;
   /** The graceful stop's last write: the count is exact and complete. */
   readonly final?: true;
@@ -72,6 +72,12 @@ const RATE_WINDOWS = 10;
  * store loses in a crash (appendfsync everysec), which is not a reset of the ledger.
  */
 const RESET_GRACE_MS = 5_000;
+/**
+ * A count silent this long (or this many flush intervals) is a replica that stopped or cannot reach the store (the
+ * report's rule); a replica alive but idle writes its count again at half of it, so its silence is never taken for a stop.
+ */
+export const STALE_MS = 10_000;
+export const STALE_FLUSHES = 5;
 
 export class UsageLedger {
   readonly replicaId: string;
@@ -92,6 +98,8 @@ export class UsageLedger {
   private readonly windows: number[] = [];
   /** When this replica's count of each day first reached the store (a missing count later means a reset). */
   private readonly firstWrittenAt = new Map<string, number>();
+  /** When this replica's count of each day was last written (an idle replica writes it again before it looks stopped). */
+  private readonly lastWrittenAt = new Map<string, number>();
   private storeNoted = false;
   private pendingReset: { at: number; day: string; expiry: number } | undefined;
   private final = false;
@@ -152,17 +160,34 @@ export class UsageLedger {
     return {
       ...this.snapshot(day),
       at,
-      every: Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows)),
+      every: this.every(),
       rate: Math.ceil(Math.max(0, ...this.rates)),
       ...(this.final && { final: true as const }),
     };
+  }
+
+  /** The flush interval as it ran: the longest of the last windows, at least the configured one. */
+  private every(): number {
+    return Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows));
+  }
+
+  /**
+   * A replica with nothing new to write still says it is alive: today's count is written again (same rows, a new
+   * `at`) once it is half as old as the report's silence; one HSET every few seconds, only while idle.
+   */
+  private keepAlive(now: number): void {
+    const written = this.lastWrittenAt.get(this.today);
+    if (written === undefined || this.dirty.has(this.today)) return;
+    if (now - written >= Math.max(STALE_MS, STALE_FLUSHES * this.every()) / 2) this.dirty.add(this.today);
   }
 
   /** Closes the flush window: its rate joins the last few, of which the written rate is the peak. */
   private measureRate(now: number): void {
     const elapsed = now - this.windowStartedAt;
     if (elapsed <= 0) return;
-    this.rates.push((this.countedInWindow * 1000) / elapsed);
+    // An idle window leaves the peak as it was: a replica that resumes after a lull (its count written again while
+    // idle) may be cut before its next write, at the rate it had before.
+    if (this.countedInWindow > 0) this.rates.push((this.countedInWindow * 1000) / elapsed);
     this.windows.push(elapsed);
     if (this.rates.length > RATE_WINDOWS) this.rates.shift();
     if (this.windows.length > RATE_WINDOWS) this.windows.shift();
@@ -187,6 +212,7 @@ export class UsageLedger {
     const now = this.now();
     if (now >= this.todayEndsAt && this.today) this.turnDay(now);
     this.measureRate(now);
+    this.keepAlive(now);
     const days = [...this.dirty];
     this.dirty.clear();
     for (const day of days) {
@@ -202,7 +228,9 @@ export class UsageLedger {
           expireAt,
         );
         this.expirySet.add(day);
-        await this.noticeStore(day, created, now, expiry);
+        const previous = this.lastWrittenAt.get(day);
+        this.lastWrittenAt.set(day, now);
+        await this.noticeStore(day, created, now, expiry, previous);
         this.report(day, snapshot);
         this.options.onFlush?.('ok');
       } catch (error) {
@@ -218,10 +246,18 @@ export class UsageLedger {
    * longer held is a reset: reported once, and noted in the store's marker (the report says it). A note that fails
    * is made again at the next flush; it never fails the write it follows.
    */
-  private async noticeStore(day: string, created: boolean, now: number, expiry: number): Promise<void> {
+  private async noticeStore(
+    day: string,
+    created: boolean,
+    now: number,
+    expiry: number,
+    previous: number | undefined,
+  ): Promise<void> {
     const first = this.firstWrittenAt.get(day);
     if (first === undefined) this.firstWrittenAt.set(day, now);
-    else if (created && now - first >= RESET_GRACE_MS) {
+    // The store lost the count after the previous write that reached it: lost though held since `first` for at least
+    // the grace, it was reset; younger, it may be an append-only store's last second (however long it was then down).
+    else if (created && previous !== undefined && previous - first >= RESET_GRACE_MS) {
       this.pendingReset = { at: now, day, expiry };
       this.options.onStoreReset?.(now);
     }
@@ -259,6 +295,7 @@ export class UsageLedger {
         this.days.delete(day);
         this.expirySet.delete(day);
         this.firstWrittenAt.delete(day);
+        this.lastWrittenAt.delete(day);
         for (const name of this.reported.keys()) if (name.startsWith(`${day}\n`)) this.reported.delete(name);
       }
   }

@@ -1,7 +1,13 @@
 // Reads the ledger for a range of UTC days and sums every replica's counts into rows and totals: what
 // `npm run usage` prints and what a reconciliation with the provider's invoice starts from.
 import type { LedgerStore, StoreMarker } from './ledger-store';
-import { type LedgerSnapshot, ROW_SEPARATOR, type UsageCounts } from './usage-ledger';
+import {
+  type LedgerSnapshot,
+  ROW_SEPARATOR,
+  STALE_FLUSHES,
+  STALE_MS,
+  type UsageCounts,
+} from './usage-ledger';
 
 export interface UsageRow {
   readonly day: string;
@@ -48,9 +54,6 @@ export interface LedgerGap {
 
 /** The unwritten interval, in flush intervals: the one not yet written, and one for the calls in flight. */
 const UNWRITTEN_FLUSHES = 2;
-/** A replica silent this long (or this many flush intervals) has stopped, or cannot reach the store. */
-const STALE_MS = 10_000;
-const STALE_FLUSHES = 5;
 
 export interface UsageQuery {
   readonly from: string;

@@ -85,7 +85,11 @@ beforeAll(async () => {
   const upstream = await life.use(resolveUpstream(config, undefined, observability));
   const redis = await life.use(buildRedis(config, observability));
   const shared = await life.use(buildSharedTokens(config, redis, observability));
-  const accounts = await life.use(buildAccounts(config, upstream.source, redis, shared, observability));
+  const accounts = await life.use(
+    buildAccounts(config, upstream.source, redis, shared, observability, undefined, {
+      operationIds: () => ['plan', 'validation'],
+    }),
+  );
   const { forwarder } = accounts.get('default') as Account;
   const app = express();
   app.use((req, _res, next) => {

@@ -84,7 +84,8 @@ describe('Dockerfile', () => {
     for (const copy of configCopies) {
       // Only named files: copying config/ whole would take clients.local.json along.
       const sources = copy.args.split(/\s+/).slice(0, -1);
-      for (const source of sources) expect(source).toMatch(/^config\/clients(\.schema)?\.json$/);
+      // The registry and the operations catalogue (with their schemas): the image serves the shipped catalogue.
+      for (const source of sources) expect(source).toMatch(/^config\/(clients|operations)(\.schema)?\.json$/);
     }
     const ignored = read('.dockerignore')
       .split('\n')

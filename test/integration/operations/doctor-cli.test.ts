@@ -99,6 +99,30 @@ describe('npm run doctor', () => {
     expect(code).toBe(0);
   });
 
+  test('USAGE_REDIS_URL at a read-only replica (durable as it is): fails, the ledger could not be written there', async () => {
+    const replica = await startRedisServer([
+      ...DURABLE_REDIS,
+      '--replicaof',
+      '127.0.0.1',
+      String(redis.port),
+    ]);
+    try {
+      const { code, output } = await runDoctor({
+        ...upstreamEnv(simulator.url),
+        REDIS_URL: redis.url,
+        USAGE_REDIS_URL: replica.url,
+        CLIENTS_FILE: writeClientsFile(),
+      });
+      expect(output).toMatch(
+        /✗ usage store: Redis at 127\.0\.0\.1:\d+ \(USAGE_REDIS_\*\) is a read-only replica/,
+      );
+      expect(output).toContain('fix: point USAGE_REDIS_URL at the master');
+      expect(code).toBe(1);
+    } finally {
+      await replica.stop();
+    }
+  });
+
   test('a Redis that refuses CONFIG GET (a managed service): unknown, a warning, never a failure', async () => {
     const { code, output } = await runDoctor({
       ...upstreamEnv(simulator.url),

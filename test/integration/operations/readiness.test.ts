@@ -1,8 +1,11 @@
 // /readyz: ready when healthy, degraded-but-ready without Redis, 503 when the upstream refuses the
 // credentials, and 503 while draining.
 import { connect } from 'node:net';
+import type { GatewayConfig } from '../../../src/config/gateway-config';
 import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
+import { probeAccount } from '../../../src/operations/doctor-account-probe';
+import { type BudgetCheck, diagnoseBudget } from '../../../src/operations/doctor-budget';
 import type { ReadinessReport } from '../../../src/operations/readiness';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { API_KEY, captureLogs, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../../support/ops-fixture';
@@ -19,6 +22,19 @@ async function readyz(
 
 const getPlan = (gateway: RunningGateway) =>
   fetch(`${gateway.url}/api/subscriptions/plan/${PLAN_ID}`, { headers: { 'x-api-key': API_KEY } });
+
+/** An account with no "budget" that learned nothing: unbounded, no pause, one replica. */
+const UNBOUNDED_BUDGET = {
+  configuredRate: null,
+  effectiveRate: null,
+  learnedRate: null,
+  pausedUntil: null,
+  probing: false,
+  degraded: false,
+  replicas: 1,
+  allocation: null,
+  fleetShare: null,
+};
 
 describe('readiness with Redis', () => {
   let redis: RedisServer;
@@ -60,6 +76,7 @@ describe('readiness with Redis', () => {
             state: 'ok',
             detail: 'a valid upstream token is held',
             circuits: { validation: { state: 'closed' }, plan: { state: 'closed' } },
+            budget: UNBOUNDED_BUDGET,
           },
         },
         clientRegistry: { state: 'ok', detail: 'the client registry matches CLIENTS_FILE' },
@@ -93,6 +110,63 @@ describe('readiness with Redis', () => {
       intervalMs: 100,
     });
     expect((await readyz(gateway)).body.checks.store.state).toBe('ok');
+  });
+});
+
+describe("the provider budget's state in /readyz and in the doctor", () => {
+  let redis: RedisServer;
+  let simulator: RunningSimulator;
+  let gateway: RunningGateway;
+  let config: GatewayConfig;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+    config = loadConfig(gatewayEnv(simulator.url, { REDIS_URL: redis.url }));
+    gateway = await startGateway(config, { logStream: captureLogs().stream });
+  });
+
+  afterAll(async () => {
+    await gateway?.shutdown();
+    await simulator?.close();
+    await redis?.stop();
+  });
+
+  test("a provider 429 with Retry-After: /readyz names the fleet's pause and stays 200 ready; the doctor warns, never fails", async () => {
+    expect((await getPlan(gateway)).status).toBe(200);
+    await fetch(`${simulator.url}/__simulator/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ next429RetryAfterSeconds: 120 }),
+    });
+    const before = Date.now();
+    expect((await getPlan(gateway)).status).toBe(429);
+    // The calls after it meet the pause (every replica's callers alike: taking one out would not help).
+    expect((await getPlan(gateway)).status).toBe(503);
+    const { status, body } = await readyz(gateway);
+    expect(status).toBe(200);
+    expect(body.status).toBe('ready');
+    const budget = body.checks.accounts.default?.budget;
+    expect(budget).toMatchObject({ ...UNBOUNDED_BUDGET, pausedUntil: expect.any(String) });
+    const pausedFor = Date.parse(budget?.pausedUntil ?? '') - before;
+    expect(pausedFor).toBeGreaterThan(100_000);
+    expect(pausedFor).toBeLessThanOrEqual(121_000);
+
+    // The doctor reads the same pause from the fleet's record in Redis (another process would, too).
+    const account = gateway.accounts.all()[0];
+    if (!account) throw new Error('no account');
+    const probe = await probeAccount(config, account.spec);
+    try {
+      const check = await probe.readBudget?.();
+      expect(check).toMatchObject({ kind: 'fleet', view: { found: true, replicas: [expect.anything()] } });
+      const step = diagnoseBudget(check as BudgetCheck, account.spec);
+      expect(step.state).toBe('warn');
+      expect(step.detail).toMatch(
+        /^configured none configured .*; effective unbounded; 1 live replica holding 0\/s; PAUSED for (1 min [45]\d s|2 min) more/,
+      );
+    } finally {
+      await probe.close();
+    }
   });
 });
 

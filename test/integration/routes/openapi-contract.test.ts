@@ -8,10 +8,12 @@ import { join } from 'node:path';
 import express from 'express';
 import { REASON_STATUS } from '../../../src/http/gateway-error';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
+import { SEED_SUBSCRIPTION_ID } from '../../../src/simulator/subscriptions';
 import { writeClientsFile } from '../../support/clients-file';
 import { type ContractProxy, startContractProxy, type Verdict } from '../../support/contract-proxy';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { catalogueWithSubscriptions, SHIPPED_CATALOGUE } from '../../support/subscription-operation';
 import { tempDir } from '../../support/temp-dir';
 
 jest.setTimeout(60_000);
@@ -373,6 +375,59 @@ describe('the served /openapi.json describes what the gateway answers', () => {
       ])),
     );
     expect(problems).toEqual([]);
+  });
+});
+
+describe('the document of an operation added to the catalogue at run time', () => {
+  it('describes the new operation: its answer filtered, its bad parameters refused, its provider 404 passed', async () => {
+    const operationsFile = join(tempDir('bff-contract-catalogue-'), 'operations.json');
+    writeFileSync(operationsFile, SHIPPED_CATALOGUE);
+    const gateway = await startTestGateway(upstreamEnv({ OPERATIONS_FILE: operationsFile }));
+    gateways.push(gateway);
+    writeFileSync(operationsFile, catalogueWithSubscriptions());
+    await gateway.gateway.reload();
+    const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as Record<string, any>;
+    expect(document.paths['/api/subscriptions/{subscriptionId}'].get.operationId).toBe('subscription');
+    const proxy = await startContractProxy(gateway.url, document);
+    proxies.push(proxy);
+    const path = `/api/subscriptions/${SEED_SUBSCRIPTION_ID}`;
+    const problems = await run(proxy, [
+      { path, headers: withKey(), requestValid: true, status: 200 },
+      { path: `${path}?include=plan`, headers: withKey(), requestValid: true, status: 200 },
+      { method: 'HEAD', path, headers: withKey(), requestValid: true, status: 200 },
+      {
+        path: '/api/subscriptions/sub_unknown1',
+        headers: withKey(),
+        requestValid: true,
+        status: 404,
+        reason: 'upstream',
+      },
+      {
+        path: `${path}?include=everything`,
+        headers: withKey(),
+        requestValid: false,
+        status: 400,
+        reason: 'INVALID_REQUEST',
+      },
+      {
+        path: '/api/subscriptions/not-a-sub',
+        headers: withKey(),
+        requestValid: false,
+        status: 400,
+        reason: 'INVALID_REQUEST',
+      },
+      {
+        method: 'POST',
+        path,
+        headers: withKey(),
+        requestValid: true,
+        status: 405,
+        reason: 'METHOD_NOT_ALLOWED',
+      },
+    ]);
+    expect(problems).toEqual([]);
+    const answer = await send(proxy, { path, headers: withKey(), requestValid: true, status: 200 });
+    expect(answer.body.riskScore).toBeUndefined();
   });
 });
 

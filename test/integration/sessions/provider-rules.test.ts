@@ -102,7 +102,7 @@ afterAll(() => {
 });
 
 function relyingParty(
-  options: { memoryMs?: number; clientAuthMethod?: ClientAuthMethod } = {},
+  options: { memoryMs?: number; clientAuthMethod?: ClientAuthMethod; endSessionMethod?: 'get' | 'post' } = {},
 ): RelyingParty {
   return createRelyingParty(
     {
@@ -112,6 +112,7 @@ function relyingParty(
       publicOrigin: 'http://127.0.0.1:1',
       scopes: 'openid',
       clientAuthMethod: options.clientAuthMethod,
+      endSessionMethod: options.endSessionMethod,
     },
     { allowHttp: true, lockTtlMs: 15_000, discoveryFailureMemoryMs: options.memoryMs ?? 60_000 },
   );
@@ -235,10 +236,22 @@ describe("the client's authentication at the token endpoint", () => {
 });
 
 describe('logout at a provider that needs id_token_hint', () => {
-  test('the form carries the ID token in its body and the provider ends its session; the link carries none', async () => {
+  const idToken = 'eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.';
+
+  test('get (the default): the link carries the ID token and following it ends the provider session; no form', async () => {
     provider.endedWithHint = [];
-    const idToken = 'eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSJ9.';
     const end = await relyingParty().endSession(idToken);
+    expect(end?.form).toBeUndefined();
+    expect(end?.url.searchParams.get('id_token_hint')).toBe(idToken);
+    expect(end?.url.searchParams.get('client_id')).toBe(CLIENT_ID);
+    expect(end?.url.searchParams.get('post_logout_redirect_uri')).toBe('http://127.0.0.1:1/');
+    expect((await fetch(end?.url ?? '')).status).toBe(200);
+    expect(provider.endedWithHint).toEqual([idToken]);
+  });
+
+  test('post: the form carries the ID token in its body and the provider ends its session; the link carries none', async () => {
+    provider.endedWithHint = [];
+    const end = await relyingParty({ endSessionMethod: 'post' }).endSession(idToken);
     expect(end?.url.href).not.toContain('id_token_hint');
     expect(end?.url.href).not.toContain(idToken);
     expect(end?.form?.action).toBe(`${provider.issuer}/session/end`);
@@ -249,13 +262,17 @@ describe('logout at a provider that needs id_token_hint', () => {
     });
     expect(posted.status).toBe(200);
     expect(provider.endedWithHint).toEqual([idToken]);
-    // The link alone is what the gateway gave before: this provider keeps its session.
+    // The link alone (no hint): this provider keeps its session.
     expect((await fetch(end?.url ?? '')).status).toBe(400);
   });
 
-  test('without an ID token (a session from before this change) there is no form, only the link', async () => {
-    const end = await relyingParty().endSession(undefined);
-    expect(end?.form).toBeUndefined();
-    expect(end?.url.searchParams.get('client_id')).toBe(CLIENT_ID);
-  });
+  test.each(['get', 'post'] as const)(
+    '%s without an ID token (a session from before ID tokens were kept): no form, the link with the client id only',
+    async (endSessionMethod) => {
+      const end = await relyingParty({ endSessionMethod }).endSession(undefined);
+      expect(end?.form).toBeUndefined();
+      expect(end?.url.searchParams.get('client_id')).toBe(CLIENT_ID);
+      expect(end?.url.searchParams.has('id_token_hint')).toBe(false);
+    },
+  );
 });

@@ -49,6 +49,42 @@ describe('readDurability on a real Redis', () => {
     expect(await readDurability(redis)).toMatchObject({ state: 'unknown' });
   });
 
+  test('a Redis before 7.0 (one parameter per CONFIG GET) is read, not reported as refusing CONFIG', async () => {
+    // Redis 6.2 (the oldest the quota script runs on: SET … PXAT) answers a CONFIG GET of several parameters with
+    // this error; one parameter at a time it answers. A real volatile redis-server behind that rule.
+    const real = await clientOf([]);
+    const redis6 = {
+      call: (...args: string[]) =>
+        args[0] === 'CONFIG' && args.length > 3
+          ? Promise.reject(
+              new Error("ERR Unknown subcommand or wrong number of arguments for 'get'. Try CONFIG HELP."),
+            )
+          : real.call(args[0] as string, ...args.slice(1)),
+    } as unknown as Redis;
+    expect(await readDurability(redis6)).toMatchObject({
+      state: 'not-durable',
+      detail: expect.stringContaining('persistence is off'),
+    });
+  });
+
+  test('a server that answers CONFIG GET without the settings (a proxy, a Redis-like store): unknown, not "persistence is off"', async () => {
+    const real = await clientOf(['--appendonly', 'yes']);
+    // Redis itself answers an unknown parameter with an empty list: what such a server answers for all of them.
+    const proxy = {
+      call: (...args: string[]) =>
+        args[0] === 'CONFIG' ? real.call('CONFIG', 'GET', 'no-such-parameter') : real.call(args[0] as string),
+    } as unknown as Redis;
+    expect(await readDurability(proxy)).toMatchObject({ state: 'unknown' });
+  });
+
+  test('an ACL user without CONFIG (-@admin): unknown, never failed', async () => {
+    const admin = await clientOf([]);
+    await admin.call('ACL', 'SETUSER', 'ledger', 'on', '>s3cret', '~*', '+@all', '-@admin');
+    const limited = admin.duplicate({ username: 'ledger', password: 's3cret' });
+    clients.push(limited);
+    expect(await readDurability(limited)).toMatchObject({ state: 'unknown' });
+  });
+
   test('the watch /readyz reads holds the last answer', async () => {
     const redis = await clientOf(['--appendonly', 'yes']);
     const watch = watchDurability(redis);

@@ -67,3 +67,24 @@ test('units given back to a counter Redis no longer holds (restart, eviction) le
   expect(await redis.pttl(claim.key)).toBeGreaterThan(0);
   expect(await counters.claim([claim])).toEqual([{ granted: 0, total: 10 }]);
 });
+
+test('a counter lost mid-period restarts from the floor; one spoiled by a non-number (or another type) too, never from 0', async () => {
+  const counters = redisQuotaCounters(redis as unknown as RedisClient);
+  const claim = {
+    key: '{quota:app:spoiled}:month:UTC:2026-11',
+    want: 20,
+    limit: 60,
+    unsynced: 0,
+    expireAt: Date.now() + 60_000,
+    floor: 50, // this replica knows the fleet had used 50 units this period
+  };
+  // Missing: restored from the floor, only what is left under the limit granted, and said.
+  expect(await counters.claim([claim])).toEqual([{ granted: 10, total: 60, lost: true }]);
+  // Spoiled: a string that is no number, then a key of another type where the counter was.
+  await redis.set(claim.key, 'not-a-number');
+  expect(await counters.claim([claim])).toEqual([{ granted: 10, total: 60, lost: true }]);
+  await redis.del(claim.key);
+  await redis.hset(claim.key, 'x', '1');
+  expect(await counters.claim([claim])).toEqual([{ granted: 10, total: 60, lost: true }]);
+  expect(await redis.pttl(claim.key)).toBeGreaterThan(0);
+});

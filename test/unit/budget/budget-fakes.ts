@@ -108,6 +108,8 @@ export function failingStore(inner: BudgetStore): BudgetStore & { down: boolean 
     publish: (signal: Parameters<BudgetStore['publish']>[0]) =>
       store.down ? Promise.reject(new Error('connection refused')) : inner.publish(signal),
     subscribe: (listener: Parameters<BudgetStore['subscribe']>[0]) => inner.subscribe(listener),
+    leave: (replicaId: string) =>
+      store.down ? Promise.reject(new Error('connection refused')) : inner.leave(replicaId),
   };
   return store;
 }

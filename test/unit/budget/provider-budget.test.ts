@@ -98,6 +98,44 @@ describe('provider budget', () => {
     expect((await replaced.metrics.budget.paused.get()).values).toHaveLength(1);
   });
 
+  // A retired account's call that ends after its budget closed (its drain ran out) still brings the provider's
+  // answer: the closed budget came back into the fleet record with it (its hold counted for a whole lease, the
+  // others granted less) and exported its gauges again (a removed account "paused" for good: the alert fires).
+  test.each([
+    ['a 429 with Retry-After', '30'],
+    ['a 429 without Retry-After', undefined],
+  ])(
+    'a closed budget that hears %s tells the fleet, but neither comes back into its record nor exports gauges again',
+    async (_what, retryAfter) => {
+      const clock = new FakeClock();
+      const store = createMemoryBudgetStore();
+      const other = replica(store, clock, budgetOf(100), { replicaId: 'other' });
+      const closing = replica(store, clock, budgetOf(100), { replicaId: 'closing' });
+      await clock.advance(1_500);
+      expect(closing.budget.snapshot().replicas).toBe(2);
+      await closing.budget.close();
+      closing.budget.observe(429, retryAfter);
+      await clock.advance(10);
+      // A replica starting now reads the fleet record at its first exchange: `other` and itself are live.
+      const reader = replica(store, clock, budgetOf(100), { replicaId: 'reader' });
+      await clock.advance(10);
+      const fleet = reader.budget.snapshot();
+      expect(fleet.replicas).toBe(2);
+      // The provider's answer still reached the fleet.
+      if (retryAfter) expect(fleet.pausedUntil).toBeGreaterThan(clock.now());
+      else expect(fleet.learnedRate).toBeLessThan(100);
+      const { budget } = closing.metrics;
+      for (const gauge of [budget.paused, budget.effectiveRate, budget.replicas, budget.allocatedRate])
+        expect((await gauge.get()).values.filter((v) => v.labels.account === 'acme')).toEqual([]);
+      // Nothing refilled for the closed unit: it grants no more than what it held at close.
+      let granted = 0;
+      while (closing.budget.admit('critical') === GRANTED && granted < 1_000) granted += 1;
+      await clock.advance(5_000);
+      expect(closing.budget.admit('critical')).not.toBe(GRANTED);
+      for (const r of [other, reader]) await r.budget.close();
+    },
+  );
+
   test('three replicas at 4x the budget, spread unevenly: each second after the first stays within budget + 5 %, critical is served', async () => {
     const clock = new FakeClock();
     const store = createMemoryBudgetStore();

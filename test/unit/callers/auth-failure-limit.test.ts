@@ -51,4 +51,20 @@ describe('failed authentications without Redis', () => {
     for (let i = 0; i < 3; i++) await from('::ffff:198.51.100.4');
     expect((await from('198.51.100.4')).status).toBe(429);
   });
+
+  test('an IPv4 caller carried in an IPv6 address (NAT64, 6to4, Teredo) counts as the IPv4 address it carries', async () => {
+    const { from } = replica(3);
+    // NAT64 (64:ff9b::/96): every IPv4 caller behind the translator shares one /56; 198.51.100.7 is one caller.
+    for (let i = 0; i < 3; i++) await from('64:ff9b::c633:6407');
+    expect((await from('64:ff9b::198.51.100.7')).status).toBe(429);
+    expect((await from('198.51.100.7')).status).toBe(429);
+    expect((await from('64:ff9b::c633:6408')).status).toBe(401); // 198.51.100.8, another caller
+    // 6to4 (2002:AABB:CCDD::/48 is the IPv4 host AA.BB.CC.DD): the site's 256 /56s are one caller.
+    for (let i = 0; i < 3; i++) await from(`2002:c633:6409:${i}00::1`);
+    expect((await from('2002:c633:6409:ff00::1')).status).toBe(429);
+    // Teredo (the client's IPv4 inverted in the last 32 bits): two clients of one Teredo server are two callers.
+    for (let i = 0; i < 3; i++) await from('2001:0:4136:e378:8000:63bf:39cc:9bf5'); // 198.51.100.10
+    expect((await from('198.51.100.10')).status).toBe(429);
+    expect((await from('2001:0:4136:e378:8000:63bf:39cc:9bf4')).status).toBe(401); // 198.51.100.11
+  });
 });

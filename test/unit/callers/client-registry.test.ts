@@ -77,8 +77,10 @@ describe('client registry file validation', () => {
     expect(message).toContain(expected);
   });
 
-  test('an unknown scope is refused naming the client', () => {
-    const message = problemsOf([{ ...mobile, scopes: ['plans:write'] }]);
+  test('a malformed scope is refused naming the client (any well-formed scope an operation may require is not)', () => {
+    const registry = registryText([{ ...mobile, scopes: ['subscriptions:read'] }]);
+    expect(() => parseClientRegistry(registry, 'clients.json')).not.toThrow();
+    const message = problemsOf([{ ...mobile, scopes: ['plans read'] }]);
     expect(message).toContain('client "mobile-backend"');
     expect(message).toContain('scopes[0]');
   });
@@ -163,7 +165,7 @@ describe('client registry lookups', () => {
 
 describe('client registry reload', () => {
   test('an invalid file at start throws', () => {
-    const { file } = tempFile(registryText([{ ...mobile, scopes: ['admin'] }]));
+    const { file } = tempFile(registryText([{ ...mobile, scopes: ['not a scope'] }]));
     expect(() => loadClientRegistry(file, { logger: memoryLogger(), watch: false })).toThrow(
       ClientRegistryError,
     );

@@ -61,10 +61,14 @@ describe('OIDC bearer tokens against a local test issuer', () => {
     expect([...asString.scopes]).toEqual(['plans:read']);
   });
 
-  test('azp wins over client_id, and a token naming no client is refused (no fallback to sub)', async () => {
+  test('azp and client_id name one client; a token naming two, or none, is refused (no fallback to sub)', async () => {
     const verifier = createOidcVerifier(options);
-    const both = await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'other' }));
+    const both = await verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'web' }));
     expect(both.id).toBe('web');
+    // Which app is it? The registry entry of one would limit and lend to a token of the other (adv-42).
+    expect(
+      await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, azp: 'web', client_id: 'other' }))),
+    ).toBe('The bearer token names two clients (azp and client_id differ).');
     expect(await refusal(verifier.verify(await issuer.sign({ aud: AUDIENCE, sub: 'user-1' })))).toContain(
       'names no client',
     );

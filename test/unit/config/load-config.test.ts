@@ -907,6 +907,35 @@ describe('usage and quota settings', () => {
     expect(problemsOf({ USAGE_REDIS_URL: 'http://x' }).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);
   });
 
+  test('USAGE_REDIS_* typos are refused, never a silent fall-back of the ledger to the token store', () => {
+    // A sentinel name alone (its Sentinels forgotten or misspelled) would leave the ledger in the token store.
+    expect(problemsOf({ REDIS_URL: 'redis://tokens:6379', USAGE_REDIS_SENTINEL_NAME: 'ledger' })).toEqual([
+      { variable: 'USAGE_REDIS_SENTINEL_NAME', message: expect.stringContaining('USAGE_REDIS_SENTINELS') },
+    ]);
+    for (const [typo, meant] of [
+      ['USAGE_REDIS_URI', 'USAGE_REDIS_URL'],
+      ['USAGE_REDIS_CLUSTER_NODE', 'USAGE_REDIS_CLUSTER_NODES'],
+      ['USAGE_REDIS_SENTINEL', 'USAGE_REDIS_SENTINELS'],
+    ])
+      expect(
+        problemsOf({ REDIS_URL: 'redis://tokens:6379', [typo as string]: 'redis://ledger:6379' }),
+      ).toEqual([{ variable: typo, message: expect.stringContaining(`did you mean ${meant}?`) }]);
+  });
+
+  test('REDIS_SENTINEL_PASSWORD serves USAGE_REDIS_SENTINELS too (tokens in a plain Redis, the ledger behind Sentinels)', () => {
+    const env = {
+      REDIS_URL: 'redis://tokens:6379',
+      USAGE_REDIS_SENTINELS: 'a:26379',
+      USAGE_REDIS_SENTINEL_NAME: 'ledger',
+      REDIS_SENTINEL_PASSWORD: 'sentinel-secret',
+    };
+    expect(loadConfig(env).usage.redis?.sentinelPassword).toBe('sentinel-secret');
+    // Without any Sentinels it is still a mistake, named.
+    expect(
+      problemsOf({ REDIS_URL: 'redis://tokens:6379', REDIS_SENTINEL_PASSWORD: 'x' }).map((p) => p.variable),
+    ).toEqual(['REDIS_SENTINEL_PASSWORD']);
+  });
+
   test('production refuses a plaintext USAGE_REDIS_URL unless REDIS_ALLOW_PLAINTEXT', () => {
     const env = { ...upstreamEnv, ...productionReady, USAGE_REDIS_URL: 'redis://ledger:6379' };
     expect(problemsOf(env).map((p) => p.variable)).toEqual(['USAGE_REDIS_URL']);

@@ -89,4 +89,10 @@ describe('wholePrivateBlocks', () => {
     expect(wholePrivateBlocks(['10.0.0.0/9', '10.128.0.0/9', '192.168.0.0/17'])).toEqual(['10.0.0.0/8']);
     expect(wholePrivateBlocks(['10.0.4.0/24', 'loopback', '192.168.0.0/17'])).toEqual([]);
   });
+
+  it('names fd00::/8, every unique local address in use (fc00::/8 is unassigned), as a whole block too', () => {
+    expect(wholePrivateBlocks(['fd00::/8'])).toEqual(['fd00::/8']);
+    expect(wholePrivateBlocks(['fd00::/9', 'fd80::/9', '10.0.4.7'])).toEqual(['fd00::/8']);
+    expect(wholePrivateBlocks(['fd12:3456:789a::/48'])).toEqual([]);
+  });
 });

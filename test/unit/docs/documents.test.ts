@@ -1,5 +1,6 @@
 // The documents a reader follows: every relative link resolves, no document cites one that is not in the
-// repository, and the README's configuration table lists exactly the variables the gateway reads.
+// repository, and the configuration tables (the README's and docs/configuration.md) list exactly the variables the
+// gateway reads, each once.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { envSchema } from '../../../src/config/env-schema';
@@ -32,6 +33,14 @@ function withoutCode(text: string): string {
 function anchorsOf(file: string): Set<string> {
   const text = readFileSync(file, 'utf8').replace(/^```[\s\S]*?^```/gm, '');
   return new Set([...text.matchAll(/^#{1,6} (.+)$/gm)].map((m) => headingAnchor(m[1] as string)));
+}
+
+/** The variables named in the first column of a document's tables. */
+function variablesInTable(text: string): string[] {
+  const rows = text.split('\n').filter((line) => line.startsWith('|'));
+  return rows.flatMap((row) =>
+    [...(row.split('|')[1] ?? '').matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1] as string),
+  );
 }
 
 const documents = markdownFiles(root);
@@ -69,19 +78,18 @@ describe('documents', () => {
     },
   );
 
-  it('the README configuration table names every variable the gateway reads, and no other', () => {
+  it('the configuration tables (README and docs/configuration.md) name every variable the gateway reads, once each, and no other', () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const section = readme.slice(
       readme.indexOf('\n## Configuration'),
       readme.indexOf('\n## ', readme.indexOf('\n## Configuration') + 1),
     );
-    const rows = section.split('\n').filter((line) => line.startsWith('|'));
-    const named = new Set(
-      rows.flatMap((row) => [...(row.split('|')[1] ?? '').matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1])),
-    );
+    const rest = readFileSync(join(root, 'docs/configuration.md'), 'utf8');
+    const named = [...variablesInTable(section), ...variablesInTable(rest)];
     const read = Object.keys(envSchema.shape);
-    expect(read.filter((name) => !named.has(name))).toEqual([]);
-    expect([...named].filter((name) => !read.includes(name as string))).toEqual([]);
+    expect(read.filter((name) => !named.includes(name))).toEqual([]);
+    expect(named.filter((name) => !read.includes(name))).toEqual([]);
+    expect(named.filter((name, index) => named.indexOf(name) !== index)).toEqual([]);
   });
 });
 

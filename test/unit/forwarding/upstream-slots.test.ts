@@ -101,3 +101,20 @@ it('frees the slot when the call fails', async () => {
   expect(slots.active).toBe(0);
   expect(await slots.run(caller(), async () => 'next')).toBe('next');
 });
+
+// A 401's renewal (or a slow token fetch) that outlasted its caller started the call anyway, for nobody; at shutdown
+// that call outlived the settle after the drain, was cut, and the provider billed what the ledger did not count.
+it('a caller already gone takes no free slot: nothing runs, the slot stays free', async () => {
+  const slots = createUpstreamSlots({ limit: 1, queueTimeoutMs: 60_000 });
+  const gone = caller();
+  gone.hangUp();
+  let ran = false;
+  await expect(
+    slots.run(gone, async () => {
+      ran = true;
+    }),
+  ).rejects.toBeInstanceOf(CallerLeftQueueError);
+  expect(ran).toBe(false);
+  expect(slots.active).toBe(0);
+  await expect(slots.run(caller(), async () => 'served')).resolves.toBe('served');
+});

@@ -2,8 +2,8 @@
 import { createHash } from 'node:crypto';
 import { sha256Base64Url, sha256Hex } from '../../../src/keys/hash';
 import {
+  answerKey,
   authFailurePrefix,
-  planAnswerKey,
   planCachePrefix,
   rateLimitPrefix,
   sessionKeys,
@@ -44,8 +44,8 @@ describe('Redis key layout', () => {
       planCachePrefix('bff:', 'https://api.example', 'default', 'other-merchant'),
     ];
     expect(new Set([prefix, ...others]).size).toBe(4);
-    expect(prefix + planAnswerKey('b8546575-5d4f-4a56-9e21-522d01cf5992')).toBe(
-      `${prefix}plan:b8546575-5d4f-4a56-9e21-522d01cf5992`,
+    expect(prefix + answerKey('plan', '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992')).toBe(
+      `${prefix}plan:/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
     );
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');

@@ -189,4 +189,28 @@ describe('errors in log lines (issue 42)', () => {
     expect(second?.err).toMatchObject({ message: expect.stringContaining('outer') });
     expect(lines.join('')).not.toMatch(/BODY-MARKER/);
   });
+
+  test('leave the logged values themselves as they were: the line drops the body, the program keeps it (adv-42)', () => {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(chunk.toString());
+        done();
+      },
+    });
+    const logger = createLogger({ level: 'info', stream });
+    // A cause that is no Error (pino copies it as it is), an AggregateError's item, and a rejection value that is
+    // no Error at all: before, the serializer deleted `body`, `headers` and `req` from these very objects.
+    const cause = { body: 'BODY-MARKER-3', headers: { 'x-note': 'kept' }, code: 'E_CAUSE' };
+    const item = { body: 'BODY-MARKER-4', code: 'E_ITEM' };
+    const rejection = { body: 'BODY-MARKER-5', req: { id: 'r-1' }, code: 'E_PLAIN' };
+    logger.error({ err: Object.assign(new Error('outer'), { cause }) }, 'unhandled error');
+    logger.error({ err: new AggregateError([item], 'several') }, 'unhandled error');
+    logger.error({ err: rejection }, 'unhandled error');
+    expect(lines.join('')).not.toMatch(/BODY-MARKER/);
+    expect(lines.join('')).toMatch(/E_CAUSE[\s\S]*E_ITEM[\s\S]*E_PLAIN/);
+    expect(cause).toEqual({ body: 'BODY-MARKER-3', headers: { 'x-note': 'kept' }, code: 'E_CAUSE' });
+    expect(item).toEqual({ body: 'BODY-MARKER-4', code: 'E_ITEM' });
+    expect(rejection).toEqual({ body: 'BODY-MARKER-5', req: { id: 'r-1' }, code: 'E_PLAIN' });
+  });
 });

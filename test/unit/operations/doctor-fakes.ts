@@ -2,6 +2,7 @@
 import type { AccountSpec } from '../../../src/config/account-spec';
 import type { AccountProbe, DoctorDeps, TokenAttempt } from '../../../src/operations/doctor';
 import type { BackoffCheck } from '../../../src/operations/doctor-backoff';
+import type { BudgetCheck } from '../../../src/operations/doctor-budget';
 
 export const accountSpec = (id: string, localAddress?: string): AccountSpec => ({
   id,
@@ -17,6 +18,8 @@ export interface FakeAccount {
   readonly account: AccountSpec;
   readonly attempt: TokenAttempt;
   readonly backoff?: BackoffCheck;
+  /** The fleet's budget record as read; absent: the probe has no budget reading (no line). */
+  readonly budget?: BudgetCheck;
 }
 
 /** listAccounts/probeAccount over `entries`; `logins` and `shared` record what the doctor asked for, in order. */
@@ -38,6 +41,7 @@ export function fakeAccounts(...entries: FakeAccount[]) {
           shared.push(`${account.id}:${reason}`);
           return { reason, at: 0, waitMs: 20_000, streak: 1, credentials: 'fp' };
         },
+        ...(entry.budget && { readBudget: async () => entry.budget as BudgetCheck }),
         close: async () => {
           closed.push(account.id);
         },

@@ -1,3 +1,4 @@
+import type { BudgetSnapshot } from '../../../src/budget';
 import type { RegistryHealth } from '../../../src/callers/client-registry';
 import { createReadiness } from '../../../src/operations/readiness';
 import { judgeDurability as judge } from '../../../src/store/redis-durability';
@@ -144,5 +145,67 @@ describe('readiness: the client registry', () => {
       fix: expect.stringContaining('appendonly yes'),
     });
     expect(report(undefined).checks.ledgerStore?.state).toBe('unknown');
+  });
+});
+
+describe('the provider budget in the readiness report', () => {
+  const account = (snapshot: BudgetSnapshot) => ({
+    id: 'default',
+    tokens: { status: () => ({ hasValidToken: true, storeHealthy: true }) },
+    circuitStates: () => ({ plan: 'closed' }),
+    budgetState: () => snapshot,
+  });
+  const report = (snapshot: BudgetSnapshot) =>
+    createReadiness({
+      accounts: { all: () => [account(snapshot)] },
+      storeKind: 'redis',
+      storeHealthy: () => true,
+    }).report();
+
+  it("per account: rates, this replica's allocation and its share of the fleet, no Infinity nor undefined", () => {
+    const ready = report({
+      account: 'default',
+      store: 'redis',
+      configuredRate: 40,
+      effectiveRate: 34,
+      learnedRate: 34,
+      probing: false,
+      degraded: false,
+      replicas: 3,
+      allocation: { critical: 8.1234, standard: 3, sheddable: 0.4 },
+    });
+    expect(ready.status).toBe('ready');
+    expect(ready.checks.accounts.default?.budget).toEqual({
+      configuredRate: 40,
+      effectiveRate: 34,
+      learnedRate: 34,
+      pausedUntil: null,
+      probing: false,
+      degraded: false,
+      replicas: 3,
+      allocation: { critical: 8.123, standard: 3, sheddable: 0.4 },
+      fleetShare: 0.339,
+    });
+  });
+
+  it("a paused account stays ready (every replica is paused alike): the pause's end as an ISO time", () => {
+    const ready = report({
+      account: 'default',
+      store: 'redis',
+      pausedUntil: Date.parse('2026-11-26T20:00:00Z'),
+      probing: true,
+      degraded: false,
+      replicas: 1,
+    });
+    expect(ready.status).toBe('ready');
+    expect(ready.checks.accounts.default?.budget).toMatchObject({
+      configuredRate: null,
+      effectiveRate: null,
+      pausedUntil: '2026-11-26T20:00:00.000Z',
+      probing: true,
+      allocation: null,
+      fleetShare: null,
+    });
+    expect(JSON.stringify(ready)).not.toMatch(/Infinity|undefined/);
   });
 });

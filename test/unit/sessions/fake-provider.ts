@@ -12,7 +12,7 @@ import { type BrowserSessions, createBrowserSessions } from '../../../src/sessio
 import { createRelyingParty } from '../../../src/sessions/relying-party';
 import { createMemorySessionIndex } from '../../../src/sessions/session-index';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
-import { systemClock } from '../../../src/tokens';
+import { type Clock, systemClock } from '../../../src/tokens';
 import { createRecordSeal } from '../../../src/tokens/internal/record-seal';
 import { createTokenCipher } from '../../../src/tokens/internal/token-cipher';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
@@ -109,8 +109,14 @@ export function sessionsAt(
     logger?: Logger;
     store?: TokenStore;
     registry?: Pick<ClientRegistry, 'findWebApp'>;
+    /** The sessions' clock (the store keeps its own): a session may end while its record is still stored. */
+    clock?: Clock;
+    idleTimeoutSeconds?: number;
+    maxLifetimeSeconds?: number;
+    endSessionMethod?: 'get' | 'post';
   } = {},
 ): SessionsAtFakeProvider {
+  const clock = options.clock ?? systemClock;
   const store = options.store ?? createMemoryTokenStore();
   const rp = createRelyingParty(
     {
@@ -119,21 +125,22 @@ export function sessionsAt(
       clientSecret: 'fake-secret',
       publicOrigin: 'https://gateway.example',
       scopes: 'openid',
+      endSessionMethod: options.endSessionMethod,
     },
     { allowHttp: true, lockTtlMs: options.lockTtlMs ?? 15_000 },
   );
   const sessions = createBrowserSessions({
     store,
-    index: createMemorySessionIndex(systemClock),
+    index: createMemorySessionIndex(clock),
     seal: createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined }),
     registry: options.registry ?? { findWebApp: () => undefined },
-    clock: systemClock,
+    clock,
     logger: options.logger ?? pino({ level: 'silent' }),
     keyPrefix: 'bff:',
     sessionOwner: `${provider.issuer} ${CLIENT_ID}`,
     relyingParty: () => rp,
-    idleTimeoutSeconds: 1800,
-    maxLifetimeSeconds: 43_200,
+    idleTimeoutSeconds: options.idleTimeoutSeconds ?? 1800,
+    maxLifetimeSeconds: options.maxLifetimeSeconds ?? 43_200,
     revalidateSeconds: 300,
     lockTtlMs: options.lockTtlMs ?? 15_000,
     userKey: randomBytes(32),

@@ -101,4 +101,45 @@ describe('loadSimulatorConfig', () => {
       }),
     ).toEqual(['SIMULATOR_TLS_CERT_FILE']);
   });
+
+  it('reads further merchant accounts from SIMULATOR_EXTRA_ACCOUNTS', () => {
+    const options = loadSimulatorConfig({
+      SIMULATOR_EXTRA_ACCOUNTS: JSON.stringify([
+        { username: 'merchant-b', password: 'password-b' },
+        { username: ' merchant-c ', password: 'password-c' },
+      ]),
+    });
+    expect(options.extraAccounts).toEqual([
+      { username: 'merchant-b', password: 'password-b' },
+      { username: 'merchant-c', password: 'password-c' },
+    ]);
+    expect(Object.isFrozen(options.extraAccounts)).toBe(true);
+    expect(loadSimulatorConfig({ SIMULATOR_EXTRA_ACCOUNTS: '' }).extraAccounts).toBeUndefined();
+  });
+
+  it('refuses a malformed SIMULATOR_EXTRA_ACCOUNTS, naming it and never echoing a password', () => {
+    const refused = [
+      '{not json hunter2-secret',
+      JSON.stringify({ username: 'merchant-b', password: 'hunter2-secret' }),
+      JSON.stringify([{ username: 'merchant-b' }]),
+      JSON.stringify([{ username: 'merchant-b', password: 'hunter2-secret', extra: 1 }]),
+      JSON.stringify([
+        { username: 'merchant-b', password: 'hunter2-secret' },
+        { username: 'merchant-b', password: 'other' },
+      ]),
+      // The main account's username again: two accounts could not be told apart.
+      JSON.stringify([{ username: 'sandbox-merchant', password: 'hunter2-secret' }]),
+    ];
+    for (const value of refused) {
+      let error: unknown;
+      try {
+        loadSimulatorConfig({ SIMULATOR_EXTRA_ACCOUNTS: value });
+      } catch (err) {
+        error = err;
+      }
+      expect(error).toBeInstanceOf(ConfigError);
+      expect((error as ConfigError).problems.map((p) => p.variable)).toEqual(['SIMULATOR_EXTRA_ACCOUNTS']);
+      expect((error as Error).message).not.toContain('hunter2-secret');
+    }
+  });
 });

@@ -1,5 +1,7 @@
 // The ledger knows what it may have lost: a replica that stopped without its final write is a gap with a bound (its
 // peak rate over the unwritten interval), and a store that lost a replica's earlier count is named as reset.
+import { Registry } from 'prom-client';
+import { createUsage } from '../../../src/usage';
 import { memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
 import { usageNotes } from '../../../src/usage/internal/usage-format';
 import { UsageLedger } from '../../../src/usage/internal/usage-ledger';
@@ -76,6 +78,37 @@ describe('what the ledger may have lost', () => {
     expect((await readUsage(store, DAY, clock.now + 3_600_000)).gaps).toEqual([]);
   });
 
+  test('a replica alive but idle (no request for a minute) is no gap: its count is complete', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const idle = ledgerOn(store, clock, 'idle');
+    await load(idle, clock, 20, 3);
+    // Quiet traffic (a night, a lull): the process runs, its timer keeps flushing, nothing new is counted.
+    for (let s = 0; s < 60; s += 1) {
+      clock.now += 1000;
+      await idle.flush();
+    }
+    const report = await readUsage(store, DAY, clock.now);
+    expect(report.gaps).toEqual([]);
+    expect(usageNotes(report)).toEqual([]);
+  });
+
+  test('a replica killed right after a lull is still bounded by its rate before it (the lull does not lower it to 0)', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const replica = ledgerOn(store, clock, 'lull');
+    await load(replica, clock, 20, 3);
+    for (let s = 0; s < 60; s += 1) {
+      clock.now += 1000;
+      await replica.flush();
+    }
+    // Traffic resumes at the same rate; the replica is killed before its next write.
+    for (let i = 0; i < 15; i += 1) replica.record('shop', 'alpha', 'getPlan', 'answers2xx');
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    expect(report.gaps).toHaveLength(1);
+    expect(report.gaps[0]?.bound).toBeGreaterThanOrEqual(15);
+  });
+
   test('a count of this replica missing from the store is a reset: noted once, and the report says so instead of zeros', async () => {
     let store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
@@ -108,6 +141,37 @@ describe('what the ledger may have lost', () => {
     expect(report.totals[0]?.counts.billable).toBe(39);
   });
 
+  test('an append-only store that lost only the first write (its last second before a crash) is no reset, however long it was down', async () => {
+    let store = memoryLedgerStore();
+    let down = false;
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const resets: number[] = [];
+    const backing = {
+      write: (...args: Parameters<typeof store.write>) =>
+        down ? Promise.reject(new Error('connect ECONNREFUSED')) : store.write(...args),
+      read: (day: string) => store.read(day),
+      noteSince: (at: number) => store.noteSince(at),
+      noteReset: (at: number, day: string, expireAt: number) => store.noteReset(at, day, expireAt),
+      readMarker: () => store.readMarker(),
+    };
+    const ledger = new UsageLedger({
+      store: backing,
+      retentionDays: 400,
+      now: () => clock.now,
+      replicaId: 'a',
+      onStoreReset: (at) => resets.push(at),
+    });
+    await load(ledger, clock, 3, 1); // the replica's first write of the day…
+    // …is the last second the crashed Redis had not yet written to its append-only file; it restarts 30 s later.
+    store = memoryLedgerStore();
+    down = true;
+    await load(ledger, clock, 3, 30);
+    down = false;
+    await load(ledger, clock, 3, 2);
+    expect(resets).toEqual([]);
+    expect((await readUsage(backing, DAY, clock.now)).missing).toBeUndefined();
+  });
+
   test('a store that first held the ledger after the range began says so, instead of zeros', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
@@ -116,5 +180,33 @@ describe('what the ledger may have lost', () => {
     expect(report.rows).toEqual([]);
     expect(report.missing).toEqual({ before: '2026-11-25T10:00:01.000Z', reason: 'new-store' });
     expect(usageNotes(report)[0]).toContain('this store holds the ledger since 2026-11-25T10:00:01.000Z');
+  });
+
+  test('a single gateway idle for a minute reports no gap of its own on /metrics (the gap alert stays quiet)', async () => {
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const registry = new Registry();
+    const usage = createUsage({
+      keyPrefix: 'bff:',
+      settings: { retentionDays: 400 },
+      limitsOf: () => undefined,
+      logger: { info: () => undefined, warn: () => undefined },
+      registry,
+      now: () => clock.now,
+      flushIntervalMs: 1000,
+    });
+    try {
+      for (let i = 0; i < 30; i += 1) usage.ledger.record('shop', 'alpha', 'getPlan', 'answers2xx');
+      for (let s = 0; s < 60; s += 1) {
+        clock.now += 1000;
+        await usage.ledger.flush();
+      }
+      // Read as a scrape reads them: the calls gauge collects (one read of today's ledger) and sets the replicas one.
+      const calls = await registry.getSingleMetric('gateway_usage_ledger_gap_calls')?.get();
+      const replicas = await registry.getSingleMetric('gateway_usage_ledger_gap_replicas')?.get();
+      expect(calls?.values.map((v) => v.value)).toEqual([0]);
+      expect(replicas?.values.map((v) => v.value)).toEqual([0]);
+    } finally {
+      await usage.close();
+    }
   });
 });

@@ -12,7 +12,7 @@ function finish(locals: Record<string, unknown>, who: Caller | null = caller) {
       record: (client, account, operation, column) =>
         rows.push(`${client} ${account} ${operation} ${column}`),
     },
-    ['validation', 'plan'],
+    new Set(['validation', 'plan']),
     (c) => c.accounts?.[0],
   );
   record({ caller: who ?? undefined } as Request, { locals } as unknown as Response);

@@ -1,8 +1,9 @@
-// Plan reader rules with a scripted forwarder: only answers with a body are shared with followers or cached.
+// GET reader rules with a scripted forwarder: only answers with a body are shared with followers or cached; answers
+// are filtered once, before anyone shares or keeps them.
 import type { Request, Response } from 'express';
 import { type AnswerCache, createMemoryAnswerCache } from '../../../src/forwarding/internal/answer-cache';
+import { type AnswerReaderDeps, createAnswerReader } from '../../../src/forwarding/internal/answer-reader';
 import type { Forwarder, UpstreamAnswer } from '../../../src/forwarding/internal/forwarder';
-import { createPlanReader } from '../../../src/forwarding/internal/plan-reader';
 import { GatewayError } from '../../../src/http/gateway-error';
 
 const ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
@@ -49,10 +50,45 @@ async function settle<T>(promise: Promise<T>, upstream: { releaseAll(): void }):
   return promise;
 }
 
-describe('plan reader', () => {
+/** The reads of `plan` as its catalogue route makes them. */
+function planReader(
+  deps: AnswerReaderDeps,
+  ttlSeconds = 0,
+  filter?: (answer: UpstreamAnswer) => UpstreamAnswer,
+) {
+  const reader = createAnswerReader(deps);
+  return {
+    read: (req: Request, res: Response, id: string) =>
+      reader.read(req, res, {
+        route: 'plan',
+        method: 'GET',
+        path: `/api/subscriptions/plan/${id}`,
+        ttlSeconds,
+        filter,
+      }),
+  };
+}
+
+describe('answer reader', () => {
+  it('filters an answer once, before coalesced callers share it and before the cache keeps it', async () => {
+    const cache = createMemoryAnswerCache();
+    const upstream = scriptedForwarder([plan]);
+    const filtered: UpstreamAnswer = { ...plan, body: Buffer.from('{}') };
+    const filter = jest.fn((_answer: UpstreamAnswer) => filtered);
+    const reader = planReader({ forwarder: upstream.forwarder, cache }, 30, filter);
+    const both = await settle(
+      Promise.all([reader.read(request(), response(), ID), reader.read(request(), response(), ID)]),
+      upstream,
+    );
+    expect(both).toEqual([filtered, filtered]);
+    expect(filter).toHaveBeenCalledTimes(1);
+    await tick();
+    expect(await cache.get(`plan:/api/subscriptions/plan/${ID}`)).toEqual(filtered);
+  });
+
   it('shares a leader answer with a body between concurrent reads: one upstream call', async () => {
     const upstream = scriptedForwarder([plan]);
-    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    const reader = planReader({ forwarder: upstream.forwarder });
     const both = Promise.all([
       reader.read(request(), response(), ID),
       reader.read(request(), response(), ID),
@@ -65,7 +101,7 @@ describe('plan reader', () => {
 
   it('never hands an empty 200 to a follower: the follower reads on its own', async () => {
     const upstream = scriptedForwarder([empty, plan]);
-    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    const reader = planReader({ forwarder: upstream.forwarder });
     const followerRes = response();
     const both = Promise.all([
       reader.read(request(), response(), ID),
@@ -82,10 +118,7 @@ describe('plan reader', () => {
     const cache = createMemoryAnswerCache();
     const notFound: UpstreamAnswer = { ...plan, status: 404 };
     const upstream = scriptedForwarder([empty, notFound, plan]);
-    const reader = createPlanReader({
-      forwarder: upstream.forwarder,
-      cache: { store: cache, ttlSeconds: 30 },
-    });
+    const reader = planReader({ forwarder: upstream.forwarder, cache: cache }, 30);
     for (const expected of [empty, notFound, plan]) {
       expect(await settle(reader.read(request(), response(), ID), upstream)).toBe(expected);
     }
@@ -106,24 +139,21 @@ describe('plan reader', () => {
       pin: () => merchants[current],
     };
     const upstream = scriptedForwarder([plan]);
-    const reader = createPlanReader({ forwarder: upstream.forwarder, cache: { store, ttlSeconds: 30 } });
+    const reader = planReader({ forwarder: upstream.forwarder, cache: store }, 30);
     const reading = reader.read(request(), response(), ID);
     await tick();
     current = 'b';
     expect(await settle(reading, upstream)).toBe(plan);
     await tick();
-    expect(await merchants.a.get(`plan:${ID}`)).toEqual(plan);
-    expect(await merchants.b.get(`plan:${ID}`)).toBeUndefined();
+    expect(await merchants.a.get(`plan:/api/subscriptions/plan/${ID}`)).toEqual(plan);
+    expect(await merchants.b.get(`plan:/api/subscriptions/plan/${ID}`)).toBeUndefined();
   });
 
   it('ignores an empty cache entry left by an older version: reads upstream instead', async () => {
     const cache = createMemoryAnswerCache();
-    await cache.set(`plan:${ID}`, empty, 30);
+    await cache.set(`plan:/api/subscriptions/plan/${ID}`, empty, 30);
     const upstream = scriptedForwarder([plan]);
-    const reader = createPlanReader({
-      forwarder: upstream.forwarder,
-      cache: { store: cache, ttlSeconds: 30 },
-    });
+    const reader = planReader({ forwarder: upstream.forwarder, cache: cache }, 30);
     const res = response();
     expect(await settle(reader.read(request(), res, ID), upstream)).toBe(plan);
     expect(res.locals.cache).toBeUndefined();
@@ -139,7 +169,7 @@ describe('plan reader', () => {
         return Promise.resolve(plan);
       },
     };
-    const reader = createPlanReader({ forwarder });
+    const reader = planReader({ forwarder });
     await expect(reader.read(request(), response(), ID)).rejects.toThrow('failed before any await');
     expect(await reader.read(request(), response(), ID)).toBe(plan);
     expect(calls).toBe(2);
@@ -155,7 +185,7 @@ describe('plan reader', () => {
         return Promise.resolve(plan);
       },
     };
-    const reader = createPlanReader({ forwarder });
+    const reader = planReader({ forwarder });
     const leader = reader.read(request(), response(), ID);
     const res = response();
     const follower = reader.read(request(), res, ID);
@@ -168,7 +198,7 @@ describe('plan reader', () => {
 
   it('shares nothing once a read has settled: a later identical read calls the upstream again', async () => {
     const upstream = scriptedForwarder([plan, plan]);
-    const reader = createPlanReader({ forwarder: upstream.forwarder });
+    const reader = planReader({ forwarder: upstream.forwarder });
     await settle(reader.read(request(), response(), ID), upstream);
     const res = response();
     await settle(reader.read(request(), res, ID.toUpperCase()), upstream);

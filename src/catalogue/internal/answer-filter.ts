@@ -1,0 +1,101 @@
+// `answer: strict` (SPEC §12): a 2xx JSON answer keeps only the properties its documented response schema declares,
+// at every depth, so a field the provider adds tomorrow reaches no caller until someone documents it. Compiled once
+// per load into small functions; an answer with nothing to drop keeps its bytes (no re-serialization).
+
+type Schema = Record<string, unknown>;
+/** Drops undeclared properties in place; true when it dropped any. */
+type Pruner = (value: unknown) => boolean;
+
+/** The answer as the filter sees it (the forwarder's buffered UpstreamAnswer). */
+export interface FilterableAnswer {
+  readonly status: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+}
+
+export type AnswerFilter = <A extends FilterableAnswer>(answer: A) => A;
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The filter of an operation's 2xx responses (status → inlined JSON schema); undefined when none is documented. */
+export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): AnswerFilter | undefined {
+  const pruners = new Map<string, Pruner | undefined>();
+  for (const [status, schema] of schemas) pruners.set(status.toUpperCase(), pruner(schema, 0));
+  if (pruners.size === 0) return undefined;
+  return (answer) => {
+    if (answer.status < 200 || answer.status > 299 || answer.body.length === 0) return answer;
+    const prune = pruners.has(String(answer.status))
+      ? pruners.get(String(answer.status))
+      : pruners.get('2XX');
+    if (!prune || !/json/i.test(answer.headers['content-type'] ?? 'application/json')) return answer;
+    let value: unknown;
+    try {
+      value = JSON.parse(answer.body.toString('utf8'));
+    } catch {
+      return answer; // Not JSON after all: nothing the schema can speak for (documented in docs/catalogue.md).
+    }
+    if (!prune(value)) return answer;
+    return { ...answer, body: Buffer.from(JSON.stringify(value)) };
+  };
+}
+
+/** The properties a schema declares, with those of its allOf/anyOf/oneOf branches (a union: any may apply). */
+function declared(schema: Schema, depth: number): { keys: Map<string, unknown[]>; open: boolean } {
+  const keys = new Map<string, unknown[]>();
+  let open = schema.additionalProperties === true || isRecord(schema.additionalProperties);
+  let any = isRecord(schema.properties);
+  if (isRecord(schema.properties))
+    for (const [key, value] of Object.entries(schema.properties)) keys.set(key, [value]);
+  for (const branch of ['allOf', 'anyOf', 'oneOf'] as const) {
+    const list = schema[branch];
+    if (!Array.isArray(list) || depth > 32) continue;
+    for (const item of list) {
+      if (!isRecord(item)) continue;
+      const inner = declared(item, depth + 1);
+      if (inner.open) open = true;
+      if (inner.keys.size > 0 || isRecord(item.properties)) any = true;
+      for (const [key, values] of inner.keys) keys.set(key, [...(keys.get(key) ?? []), ...values]);
+    }
+  }
+  // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
+  if (!any) open = true;
+  return { keys, open };
+}
+
+function pruner(schema: unknown, depth: number): Pruner | undefined {
+  if (!isRecord(schema) || depth > 32) return undefined;
+  const items = schema.items !== undefined ? pruner(schema.items, depth + 1) : undefined;
+  const { keys, open } = declared(schema, depth);
+  const extra = isRecord(schema.additionalProperties)
+    ? pruner(schema.additionalProperties, depth + 1)
+    : undefined;
+  const nested = new Map<string, Pruner>();
+  for (const [key, schemas] of keys) {
+    const inner =
+      schemas.length === 1 ? pruner(schemas[0], depth + 1) : pruner({ anyOf: schemas }, depth + 1);
+    if (inner) nested.set(key, inner);
+  }
+  if (open && nested.size === 0 && !extra && !items) return undefined;
+  return (value) => {
+    let dropped = false;
+    if (Array.isArray(value)) {
+      if (items) for (const item of value) if (items(item)) dropped = true;
+      return dropped;
+    }
+    if (!isRecord(value)) return false;
+    for (const key of Object.keys(value)) {
+      const inner = nested.get(key);
+      if (inner) {
+        if (inner(value[key])) dropped = true;
+      } else if (!keys.has(key)) {
+        if (!open) {
+          delete value[key];
+          dropped = true;
+        } else if (extra?.(value[key])) dropped = true;
+      }
+    }
+    return dropped;
+  };
+}

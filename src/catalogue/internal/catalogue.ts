@@ -1,0 +1,39 @@
+// What a loaded catalogue is: the operations the gateway serves, each compiled once, and the published document.
+import type { AnswerFilter } from './answer-filter';
+import type { RequestValidator } from './request-validator';
+
+export type OperationMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface CatalogueOperation {
+  /** The operationId: its name everywhere (circuit, metrics label, ledger column, request log). */
+  readonly id: string;
+  readonly method: OperationMethod;
+  /** The OpenAPI path template (`/api/subscriptions/plan/{internalId}`). */
+  readonly path: string;
+  /** The same as an Express route (`/api/subscriptions/plan/:internalId`). */
+  readonly route: string;
+  readonly scope: string;
+  readonly answer: 'strict' | 'passthrough';
+  /** `cache.ttlSeconds` (GET only); undefined when the document says nothing. */
+  readonly cacheTtlSeconds?: number;
+  readonly idempotency: 'none' | 'optional' | 'required';
+  readonly forwardIdempotencyKey: boolean;
+  readonly timeoutMs?: number;
+  /** The operation takes a JSON body (its requestBody). */
+  readonly hasBody: boolean;
+  readonly request: RequestValidator;
+  /** `answer: strict` with a documented 2xx schema: the filter of its answers. */
+  readonly filterAnswer?: AnswerFilter;
+}
+
+export interface Catalogue {
+  /** Served operations, in the order the router tries them (literal paths before templated ones). */
+  readonly operations: readonly CatalogueOperation[];
+  /** Operations declared without a scope (an imported draft, say): not served, not an error. */
+  readonly unserved: readonly string[];
+  /** The document without `x-gateway`, for /openapi.json. */
+  readonly published: {
+    readonly paths: Record<string, unknown>;
+    readonly components: Record<string, unknown>;
+  };
+}

@@ -1,0 +1,361 @@
+// Reads and checks OPERATIONS_FILE (SPEC §12): OpenAPI 3.1 (JSON, or YAML by its name), `x-gateway` against
+// config/operations.schema.json, local references only, every served operation's validation compiled here, once.
+import { readFileSync } from 'node:fs';
+import type { ValidateFunction } from 'ajv';
+import Ajv2020 from 'ajv/dist/2020';
+import { parse as parseYaml } from 'yaml';
+import { compileAnswerFilter } from './answer-filter';
+import type { Catalogue, CatalogueOperation, OperationMethod } from './catalogue';
+import { EXTENSION_SCHEMA, type GatewayExtension } from './extension-schema';
+import { badReferences, inlineReferences, RecursiveReferenceError } from './local-refs';
+import { compileRequestValidator, createCompilers, type QueryParameter } from './request-validator';
+import { expressPath, parsePathTemplate } from './upstream-path';
+
+/** A document the gateway refuses: every problem found, each naming the operation and the field. */
+export class CatalogueError extends Error {
+  constructor(
+    readonly file: string,
+    readonly problems: readonly string[],
+  ) {
+    super(`${file}: ${problems.join('; ')}`);
+    this.name = 'CatalogueError';
+  }
+}
+
+export interface CatalogueOptions {
+  /** UPSTREAM_TIMEOUT_MS: no operation's timeoutMs may be longer. */
+  readonly maxTimeoutMs: number;
+}
+
+const METHODS: readonly OperationMethod[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+const OTHER_METHODS = ['head', 'options', 'trace'];
+/** operationIds are metric labels and ledger columns: short, plain. */
+const OPERATION_ID = /^[A-Za-z][A-Za-z0-9_.-]{0,63}$/;
+const PATH_PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+let checkExtension: ValidateFunction | undefined;
+function extensionValidator(): ValidateFunction {
+  checkExtension ??= new Ajv2020({ allErrors: true, strict: true }).compile(EXTENSION_SCHEMA);
+  return checkExtension;
+}
+
+type Json = Record<string, unknown>;
+const isRecord = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Reads the file and builds the catalogue; throws CatalogueError (never anything else for a bad document). */
+export function loadCatalogue(file: string, options: CatalogueOptions): Catalogue {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new CatalogueError(file, [`cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`]);
+  }
+  return parseCatalogue(text, /\.ya?ml$/i.test(file) ? 'yaml' : 'json', options, file);
+}
+
+export function parseCatalogue(
+  text: string,
+  format: 'json' | 'yaml',
+  options: CatalogueOptions,
+  file = 'OPERATIONS_FILE',
+): Catalogue {
+  let document: unknown;
+  try {
+    document = format === 'yaml' ? parseYaml(text, { uniqueKeys: true }) : JSON.parse(text);
+  } catch (error) {
+    throw new CatalogueError(file, [`is not valid ${format.toUpperCase()}: ${(error as Error).message}`]);
+  }
+  const problems: string[] = [];
+  const catalogue = buildCatalogue(document, options, problems);
+  if (problems.length > 0 || !catalogue) throw new CatalogueError(file, problems);
+  return catalogue;
+}
+
+function buildCatalogue(
+  document: unknown,
+  options: CatalogueOptions,
+  problems: string[],
+): Catalogue | undefined {
+  if (!isRecord(document)) {
+    problems.push('must be an OpenAPI document (a JSON object)');
+    return undefined;
+  }
+  if (typeof document.openapi !== 'string' || !document.openapi.startsWith('3.1')) {
+    problems.push('openapi must be "3.1.x"');
+  }
+  if (!isRecord(document.paths)) {
+    problems.push('paths must be an object');
+    return undefined;
+  }
+  problems.push(...badReferences(document));
+  if (problems.length > 0) return undefined;
+
+  const compilers = createCompilers();
+  const operations: CatalogueOperation[] = [];
+  const unserved: string[] = [];
+  const seenRoutes = new Map<string, string>();
+  const seenIds = new Set<string>();
+  const publishedPaths: Record<string, unknown> = {};
+
+  for (const [path, rawItem] of Object.entries(document.paths)) {
+    if (!isRecord(rawItem)) {
+      problems.push(`paths.${path}: must be a path item object`);
+      continue;
+    }
+    const published = withoutExtension(rawItem);
+    if (published) publishedPaths[path] = published;
+    const item = inlineSafely(document, rawItem, `paths.${path}`, problems);
+    if (!item) continue;
+    for (const [key, rawOperation] of Object.entries(item)) {
+      const operation = operationOf(
+        { document, path, key, rawOperation, item },
+        { options, compilers, problems, unserved },
+      );
+      if (!operation) continue;
+      const where = `${operation.method} ${path} (${operation.id})`;
+      const routeKey = `${operation.method} ${path.replace(/\{[^}]*\}/g, '{}').toLowerCase()}`;
+      const other = seenRoutes.get(routeKey);
+      if (other) problems.push(`${where}: the same path and method as ${other}`);
+      seenRoutes.set(routeKey, where);
+      if (seenIds.has(operation.id)) problems.push(`${where}: operationId ${operation.id} is used twice`);
+      seenIds.add(operation.id);
+      operations.push(operation);
+    }
+  }
+  // Literal segments before templated ones: `/a/b` is tried before `/a/{x}`.
+  const order = (op: CatalogueOperation) => (op.path.match(/\{/g) ?? []).length;
+  operations.sort((a, b) => order(a) - order(b));
+  return {
+    operations,
+    unserved,
+    published: {
+      paths: publishedPaths,
+      components: isRecord(document.components) ? document.components : {},
+    },
+  };
+}
+
+/** One method of a path item: compiled when served, listed in `unserved` when it has no scope, else skipped. */
+function operationOf(
+  at: { document: unknown; path: string; key: string; rawOperation: unknown; item: Json },
+  load: {
+    options: CatalogueOptions;
+    compilers: ReturnType<typeof createCompilers>;
+    problems: string[];
+    unserved: string[];
+  },
+): CatalogueOperation | undefined {
+  const { path, key, rawOperation } = at;
+  const { problems } = load;
+  const method = key.toUpperCase() as OperationMethod;
+  if (!METHODS.includes(method)) {
+    if (OTHER_METHODS.includes(key) && isRecord(rawOperation) && rawOperation['x-gateway'] !== undefined)
+      problems.push(`${key.toUpperCase()} ${path}: the gateway serves only ${METHODS.join(', ')}`);
+    return undefined;
+  }
+  if (!isRecord(rawOperation)) return undefined;
+  const name = typeof rawOperation.operationId === 'string' ? rawOperation.operationId : undefined;
+  const where = `${method} ${path}${name ? ` (${name})` : ''}`;
+  const extension = rawOperation['x-gateway'];
+  if (extension === undefined || (isRecord(extension) && extension.scope === undefined)) {
+    if (extension !== undefined) checkExtensionShape(extension, where, problems);
+    load.unserved.push(where);
+    return undefined;
+  }
+  if (!checkExtensionShape(extension, where, problems)) return undefined;
+  const source = { ...at, method, where, name, raw: rawOperation, extension: extension as GatewayExtension };
+  return compileOperation(source, load.options, load.compilers, problems);
+}
+
+function inlineSafely(document: unknown, node: unknown, where: string, problems: string[]): Json | undefined {
+  try {
+    return inlineReferences(document, node) as Json;
+  } catch (error) {
+    if (error instanceof RecursiveReferenceError) {
+      problems.push(`${where}: ${error.message} (recursive schemas are not supported)`);
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+function checkExtensionShape(extension: unknown, where: string, problems: string[]): boolean {
+  const check = extensionValidator();
+  if (check(extension)) return true;
+  for (const error of check.errors ?? []) {
+    const field = `x-gateway${error.instancePath.replaceAll('/', '.')}`;
+    if (error.keyword === 'additionalProperties')
+      problems.push(
+        `${where}: ${field} has an unknown field "${(error.params as { additionalProperty: string }).additionalProperty}"`,
+      );
+    else problems.push(`${where}: ${field} ${error.message ?? 'is invalid'}`);
+  }
+  return false;
+}
+
+interface OperationSource {
+  readonly document: unknown;
+  readonly path: string;
+  readonly method: OperationMethod;
+  readonly where: string;
+  readonly name: string | undefined;
+  /** The path item, references inlined. */
+  readonly item: Json;
+  /** The operation as written (references not inlined): its x-gateway. */
+  readonly raw: Json;
+  readonly extension: GatewayExtension;
+}
+
+function compileOperation(
+  source: OperationSource,
+  options: CatalogueOptions,
+  compilers: ReturnType<typeof createCompilers>,
+  problems: string[],
+): CatalogueOperation | undefined {
+  const { path, method, where, name, extension } = source;
+  const before = problems.length;
+  const operation = source.item[method.toLowerCase()] as Json;
+  if (!name || !OPERATION_ID.test(name))
+    problems.push(
+      `${where}: operationId must be letters, digits, _ . - (at most 64), starting with a letter`,
+    );
+  const own = parsePathTemplate(path);
+  if (typeof own === 'string') problems.push(`${where}: the path ${own}`);
+  const upstreamTemplate = extension.upstream?.path ?? path;
+  const upstream = parsePathTemplate(upstreamTemplate);
+  if (typeof upstream === 'string') problems.push(`${where}: x-gateway.upstream.path ${upstream}`);
+  if (extension.cache && method !== 'GET')
+    problems.push(`${where}: x-gateway.cache is for GET operations only`);
+  if (extension.idempotency && extension.idempotency !== 'none' && method === 'GET')
+    problems.push(`${where}: x-gateway.idempotency is for methods other than GET`);
+  if (extension.timeoutMs !== undefined && extension.timeoutMs > options.maxTimeoutMs)
+    problems.push(
+      `${where}: x-gateway.timeoutMs must be at most UPSTREAM_TIMEOUT_MS (${options.maxTimeoutMs})`,
+    );
+
+  const { pathParams, query } = parameters(source, operation, problems);
+  if (typeof own !== 'string') {
+    for (const param of own.params) {
+      if (!PATH_PARAM_NAME.test(param))
+        problems.push(`${where}: path parameter {${param}} must be a plain name`);
+      if (!pathParams.has(param))
+        problems.push(`${where}: path parameter {${param}} has no schema in parameters`);
+    }
+    for (const param of pathParams.keys())
+      if (!own.params.includes(param))
+        problems.push(`${where}: parameter ${param} (in: path) is not in the path`);
+  }
+  if (typeof upstream !== 'string' && extension.upstream)
+    for (const param of upstream.params)
+      if (!pathParams.has(param))
+        problems.push(
+          `${where}: x-gateway.upstream.path uses {${param}}, not a path parameter of the operation`,
+        );
+
+  const body = requestBodySchema(operation, where, problems);
+  const responses = successSchemas(operation);
+  if (problems.length > before || typeof upstream === 'string' || !name) return undefined;
+  try {
+    const answer = extension.answer ?? 'strict';
+    return {
+      id: name,
+      method,
+      path,
+      route: expressPath(path),
+      scope: extension.scope as string,
+      answer,
+      cacheTtlSeconds: extension.cache?.ttlSeconds,
+      idempotency: extension.idempotency ?? 'none',
+      forwardIdempotencyKey: extension.forwardIdempotencyKey ?? false,
+      timeoutMs: extension.timeoutMs,
+      hasBody: body !== undefined,
+      request: compileRequestValidator({ pathParams, query, body, upstream }, compilers),
+      filterAnswer: answer === 'strict' ? compileAnswerFilter(responses) : undefined,
+    };
+  } catch (error) {
+    problems.push(`${where}: a schema does not compile: ${(error as Error).message}`);
+    return undefined;
+  }
+}
+
+/** Path and query parameters of the path item and the operation (the operation's win), each with its schema. */
+function parameters(source: OperationSource, operation: Json, problems: string[]) {
+  const { where } = source;
+  const all = new Map<string, Json>();
+  for (const list of [source.item.parameters, operation.parameters]) {
+    if (list === undefined) continue;
+    if (!Array.isArray(list)) {
+      problems.push(`${where}: parameters must be a list`);
+      continue;
+    }
+    for (const parameter of list) {
+      if (!isRecord(parameter) || typeof parameter.name !== 'string' || typeof parameter.in !== 'string') {
+        problems.push(`${where}: each parameter needs a name and an in`);
+        continue;
+      }
+      all.set(`${parameter.in}:${parameter.name}`, parameter);
+    }
+  }
+  const pathParams = new Map<string, Record<string, unknown>>();
+  const query: QueryParameter[] = [];
+  for (const parameter of all.values()) {
+    const { name, in: location, schema } = parameter as { name: string; in: string; schema: unknown };
+    if (location !== 'path' && location !== 'query') continue; // headers and cookies are never forwarded
+    if (!isRecord(schema)) {
+      problems.push(`${where}: parameter ${name} (in: ${location}) has no schema`);
+      continue;
+    }
+    if (location === 'path') pathParams.set(name, schema);
+    else query.push({ name, required: parameter.required === true, schema });
+  }
+  return { pathParams, query };
+}
+
+function requestBodySchema(operation: Json, where: string, problems: string[]): Json | undefined {
+  const body = operation.requestBody;
+  if (body === undefined) return undefined;
+  const schema =
+    isRecord(body) && isRecord(body.content) && isRecord(body.content['application/json'])
+      ? body.content['application/json'].schema
+      : undefined;
+  if (!isRecord(schema)) {
+    problems.push(
+      `${where}: requestBody needs content.application/json.schema (the gateway forwards JSON only)`,
+    );
+    return undefined;
+  }
+  return schema;
+}
+
+/** The JSON schemas of the documented 2xx answers, by status (`200`, `2XX`). */
+function successSchemas(operation: Json): Map<string, unknown> {
+  const schemas = new Map<string, unknown>();
+  if (!isRecord(operation.responses)) return schemas;
+  for (const [status, response] of Object.entries(operation.responses)) {
+    if (!/^2(\d\d|XX)$/i.test(status) || !isRecord(response) || !isRecord(response.content)) continue;
+    const json = Object.entries(response.content).find(([type]) => /json/i.test(type))?.[1];
+    if (isRecord(json) && isRecord(json.schema)) schemas.set(status, json.schema);
+  }
+  return schemas;
+}
+
+/**
+ * A path item as /openapi.json publishes it: its served operations without the gateway's extension; operations
+ * nobody is served (no x-gateway scope) left out.
+ */
+function withoutExtension(item: Json): Json | undefined {
+  const out: Json = {};
+  let served = false;
+  for (const [key, value] of Object.entries(item)) {
+    if (!METHODS.includes(key.toUpperCase() as OperationMethod)) {
+      out[key] = value;
+      continue;
+    }
+    if (!isRecord(value) || !isRecord(value['x-gateway']) || value['x-gateway'].scope === undefined) continue;
+    const { 'x-gateway': _gateway, ...rest } = value;
+    out[key] = rest;
+    served = true;
+  }
+  return served ? out : undefined;
+}

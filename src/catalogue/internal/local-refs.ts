@@ -1,0 +1,64 @@
+// Local `$ref`s of the catalogue: every one must point inside the document, at something; schemas are compiled from
+// a copy with the references replaced by what they point at (recursive references are refused).
+
+type Json = unknown;
+
+function isObject(value: Json): value is Record<string, Json> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The value a local reference (`#/components/schemas/Plan`) points at, or undefined. */
+function pointAt(document: Json, ref: string): Json {
+  if (ref === '#') return document;
+  if (!ref.startsWith('#/')) return undefined;
+  let node: Json = document;
+  for (const raw of ref.slice(2).split('/')) {
+    const key = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
+    if (Array.isArray(node) && /^\d+$/.test(key)) node = node[Number(key)];
+    else if (isObject(node) && Object.hasOwn(node, key)) node = node[key];
+    else return undefined;
+  }
+  return node;
+}
+
+/** Every `$ref` of the document that leaves it or points nowhere, as a sentence naming where it is. */
+export function badReferences(document: Json): string[] {
+  const problems: string[] = [];
+  const walk = (node: Json, where: string, depth: number) => {
+    if (depth > 64) return;
+    if (Array.isArray(node)) {
+      for (const [i, item] of node.entries()) walk(item, `${where}/${i}`, depth + 1);
+    }
+    if (!isObject(node)) return;
+    const ref = node.$ref;
+    if (ref !== undefined) {
+      if (typeof ref !== 'string' || !ref.startsWith('#'))
+        problems.push(
+          `${where}: $ref ${JSON.stringify(ref)} leaves the document (only local references, #/…)`,
+        );
+      else if (pointAt(document, ref) === undefined)
+        problems.push(`${where}: $ref ${JSON.stringify(ref)} points nowhere`);
+    }
+    for (const [key, value] of Object.entries(node)) walk(value, `${where}/${key}`, depth + 1);
+  };
+  walk(document, '#', 0);
+  return problems;
+}
+
+export class RecursiveReferenceError extends Error {}
+
+/**
+ * A copy of `node` with each local `$ref` replaced by what it points at (its sibling keywords kept over it).
+ * Call after badReferences found none; a reference cycle throws RecursiveReferenceError.
+ */
+export function inlineReferences(document: Json, node: Json, trail: readonly string[] = []): Json {
+  if (Array.isArray(node)) return node.map((item) => inlineReferences(document, item, trail));
+  if (!isObject(node)) return node;
+  const { $ref: ref, ...rest } = node;
+  const own: Record<string, Json> = {};
+  for (const [key, value] of Object.entries(rest)) own[key] = inlineReferences(document, value, trail);
+  if (typeof ref !== 'string') return own;
+  if (trail.includes(ref)) throw new RecursiveReferenceError(`$ref ${ref} refers to itself`);
+  const target = inlineReferences(document, pointAt(document, ref), [...trail, ref]);
+  return isObject(target) ? { ...target, ...own } : target;
+}

@@ -1,0 +1,130 @@
+// GET reads of every catalogue operation: identical reads in flight share one upstream call (coalescing); the
+// operation's cache (cache.ttlSeconds) on top. Answers are filtered (answer: strict) once, here, before they are
+// cached or handed to coalesced callers.
+import type { Request, Response } from 'express';
+import { GatewayError } from '../../http/gateway-error';
+import { answerKey } from '../../keys/redis-keys';
+import type { AnswerCache } from './answer-cache';
+import type { Forwarder, UpstreamAnswer, UpstreamExchange } from './forwarder';
+import { type InFlightRead, InFlightReads } from './in-flight-reads';
+import { CallerLeftQueueError } from './upstream-slots';
+
+/** One GET of an operation: its exchange, plus how its answers are filtered and kept. */
+export interface ReadExchange extends UpstreamExchange {
+  readonly method: 'GET';
+  /** With a positive TTL, complete 200 answers (with a body) are kept this many seconds. */
+  readonly ttlSeconds: number;
+  /** answer: strict — applied to each upstream answer before anyone sees, shares or keeps it. */
+  readonly filter?: (answer: UpstreamAnswer) => UpstreamAnswer;
+}
+
+export interface AnswerReader {
+  read(req: Request, res: Response, exchange: ReadExchange): Promise<UpstreamAnswer>;
+}
+
+export interface AnswerReaderDeps {
+  readonly forwarder: Forwarder;
+  /** Where the operations with a TTL keep their answers (per account and merchant). */
+  readonly cache?: AnswerCache;
+}
+
+/**
+ * Only an answer with a body is handed to another caller (coalescing) or kept (cache): an empty body is never a
+ * resource, whatever produced it. The forwarder only returns complete upstream GET answers.
+ */
+function isShareable(answer: UpstreamAnswer): boolean {
+  return answer.body.length > 0;
+}
+
+/** Refusals that belong to the leader's caller, not to the resource: never handed to another caller. */
+const CALLERS_OWN_REFUSALS: ReadonlySet<string> = new Set(['QUOTA_EXCEEDED', 'UPSTREAM_BUDGET_EXHAUSTED']);
+
+function isCallersOwnRefusal(error: unknown): boolean {
+  return error instanceof GatewayError && CALLERS_OWN_REFUSALS.has(error.reason);
+}
+
+function isCacheable(answer: UpstreamAnswer): boolean {
+  return answer.status === 200 && isShareable(answer);
+}
+
+/**
+ * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
+ * and one async frame around the forward. Answers are buffered by the forwarder, so sharing costs nothing more.
+ */
+export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): AnswerReader {
+  const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
+
+  /** The upstream call, its answer filtered; kept in `store` when the operation caches and it is complete. */
+  const upstreamRead = async (req: Request, res: Response, exchange: ReadExchange, store?: AnswerCache) => {
+    const raw = await forwarder.forward(req, res, exchange);
+    const answer = exchange.filter ? exchange.filter(raw) : raw;
+    if (store && isCacheable(answer))
+      void store.set(answerKey(exchange.route, exchange.path), answer, exchange.ttlSeconds);
+    return answer;
+  };
+  /** Each read uses the store pinned at its start (a merchant change meanwhile never gets its answer). */
+  const pinned = (exchange: ReadExchange): AnswerCache | undefined =>
+    cache && exchange.ttlSeconds > 0 ? (cache.pin?.() ?? cache) : undefined;
+
+  const fetchAnswer = async (req: Request, res: Response, exchange: ReadExchange) => {
+    const store = pinned(exchange);
+    if (!store) return upstreamRead(req, res, exchange);
+    const cached = await store.get(answerKey(exchange.route, exchange.path));
+    if (cached && isCacheable(cached)) {
+      res.locals.cache = 'hit';
+      return cached;
+    }
+    return upstreamRead(req, res, exchange, store);
+  };
+
+  /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
+  type Entry = InFlightRead<Promise<UpstreamAnswer>>;
+  async function lead(req: Request, res: Response, exchange: ReadExchange, entry: Entry) {
+    try {
+      return await fetchAnswer(req, res, exchange);
+    } finally {
+      inFlight.close(entry);
+    }
+  }
+
+  /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
+  async function follow(
+    pending: Promise<UpstreamAnswer>,
+    req: Request,
+    res: Response,
+    exchange: ReadExchange,
+  ) {
+    let answer: UpstreamAnswer;
+    try {
+      answer = await pending;
+    } catch (error) {
+      // The leader's caller hung up while in line for an upstream socket, or was refused for a reason of its own
+      // (its quota, its priority's share of the budget): read again as oneself (one follower leads now).
+      if ((error instanceof CallerLeftQueueError || isCallersOwnRefusal(error)) && !res.destroyed) {
+        res.locals.coalesced = false;
+        return reader.read(req, res, exchange);
+      }
+      throw error;
+    }
+    if (isShareable(answer)) return answer;
+    res.locals.coalesced = false;
+    return upstreamRead(req, res, exchange, pinned(exchange));
+  }
+
+  const reader: AnswerReader = {
+    read(req, res, exchange) {
+      // One key per operation and upstream path: the path is built from validated parameters (UUIDs lower-cased).
+      const key = `${exchange.route}\n${exchange.path}`;
+      const pending = inFlight.get(key);
+      if (pending) {
+        res.locals.coalesced = true;
+        return follow(pending, req, res, exchange);
+      }
+      const entry = inFlight.open(key);
+      const leader = lead(req, res, exchange, entry);
+      entry.value = leader;
+      return leader;
+    },
+  };
+  return reader;
+}
