@@ -8,6 +8,7 @@ import { errorEnvelopeHandler } from './http/error-envelope';
 import { rememberClientIp, requestContext } from './http/request-context';
 import { securityHeaders } from './http/security-headers';
 import { methodNotAllowed, notFound } from './http/unmatched';
+import type { Idempotency } from './idempotency';
 import type { DocumentReference } from './observability/document-reference';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 import { routeName } from './observability/request-log';
@@ -23,6 +24,8 @@ export interface AppDeps {
   readonly readiness: Readiness;
   /** How the request log names a validated document (never by its id). */
   readonly documentReference: DocumentReference;
+  /** Idempotency-Key (SPEC §13) for the operations that declare it; absent: the header is ignored. */
+  readonly idempotency?: Idempotency;
   /** The operations catalogue (SPEC §12): its routes and /openapi.json follow each reload. */
   readonly catalogue: Pick<CatalogueSource, 'current' | 'onChange'>;
   /** /openapi.json for a catalogue. */
@@ -55,6 +58,7 @@ export function createApp(deps: AppDeps): Express {
     authenticate,
     bodyLimitBytes: config.server.bodyLimitBytes,
     documentReference: deps.documentReference,
+    idempotency: deps.idempotency,
     planCacheTtlSeconds: config.upstream.planCacheTtlSeconds,
   };
   // Built once per catalogue, never per request: a reload swaps the routers and the document whole.

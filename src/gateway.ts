@@ -20,13 +20,15 @@ import { buildUsage } from './assembly/usage';
 import type { Caller } from './callers/caller';
 import type { CatalogueSource } from './catalogue';
 import type { GatewayConfig } from './config/gateway-config';
+import { buildIdempotency, type Idempotency } from './idempotency';
 import { createDocumentReference } from './observability/document-reference';
 import { flushLogger } from './observability/logger';
 import type { Metrics } from './observability/metrics';
 import { createReadiness, type Readiness } from './operations/readiness';
 import { buildOpenApiDocument } from './routes/openapi';
 import { type GatewayServers, startServers } from './server';
-import type { TokenProvider } from './tokens';
+import type { RedisClient } from './store/redis-connection';
+import type { RecordSeal, TokenProvider } from './tokens';
 import { requestUsageRecorder } from './usage';
 
 export type { LocalIdentityProvider, LocalSessions } from './assembly/local-sessions';
@@ -100,7 +102,7 @@ export async function startGateway(
     const app = gatewayApp(
       config,
       observability,
-      { guards, accounts, readiness, browser, onFinished, catalogue },
+      { guards, accounts, readiness, browser, onFinished, catalogue, redis, shared },
       options,
     );
     const servers = await life.use(startServers(config, app, metrics));
@@ -134,6 +136,9 @@ function gatewayApp(
     readonly accounts: AccountSet;
     readonly readiness: Readiness;
     readonly onFinished: (req: Request, res: Response) => void;
+    /** What idempotency keys are kept in (docs/idempotency.md), sealed with. */
+    readonly redis: { readonly client?: RedisClient };
+    readonly shared: { readonly seal: RecordSeal };
     readonly catalogue: CatalogueSource;
   },
   options: GatewayOptions,
@@ -145,6 +150,7 @@ function gatewayApp(
     guards: made.guards,
     readiness: made.readiness,
     documentReference: createDocumentReference(config.tokens.encryptionKey),
+    idempotency: idempotencyOf(config, made.redis, made.shared, made.accounts, { metrics, logger }),
     catalogue: made.catalogue,
     openApiDocument: (catalogue) =>
       buildOpenApiDocument(GATEWAY_VERSION, catalogue, {
@@ -157,6 +163,40 @@ function gatewayApp(
     localWebApp: made.browser && options.localSessions?.webApp,
     onFinished: made.onFinished,
   });
+}
+
+/** Idempotency-Key (SPEC §13) over the shared store, records sealed like every shared record. */
+function idempotencyOf(
+  config: GatewayConfig,
+  redis: { readonly client?: RedisClient },
+  shared: { readonly seal: RecordSeal },
+  accounts: Pick<AccountSet, 'get'>,
+  { metrics, logger }: Pick<Observability, 'metrics' | 'logger'>,
+): Idempotency {
+  return buildIdempotency({
+    redis: redis.client,
+    seal: shared.seal,
+    keyPrefix: config.redis.keyPrefix,
+    ttlSeconds: config.upstream.idempotencyTtlSeconds,
+    forwardLimitMsOf: (id, operationTimeoutMs) =>
+      forwardLimitMs(config, operationTimeoutMs ?? accounts.get(id)?.spec.timeoutMs),
+    metrics,
+    logger,
+  });
+}
+
+/**
+ * The longest one forwarded request can take before the forwarder gives up (SPEC §13's lease is this plus a margin):
+ * the waits for budget and a socket, a token under the fleet lock, and two attempts (the single retry after a 401).
+ */
+function forwardLimitMs(config: GatewayConfig, timeoutMs: number | undefined): number {
+  const { upstream, tokens } = config;
+  return (
+    upstream.budget.waitMs +
+    upstream.queueTimeoutMs +
+    tokens.lockWaitMs +
+    2 * (timeoutMs ?? upstream.timeoutMs)
+  );
 }
 
 /** The account a request would have used (its client's default), for refusals made before it chose one. */

@@ -20,6 +20,7 @@ export const CORS_ALLOWED_HEADERS = [
   'x-api-key',
   'x-request-id',
   'x-upstream-account',
+  'idempotency-key',
 ];
 /** Response headers a page's script may read besides the CORS-safelisted ones. */
 export const CORS_EXPOSED_HEADERS = [
@@ -28,6 +29,7 @@ export const CORS_EXPOSED_HEADERS = [
   'RateLimit-Policy',
   'Retry-After',
   'X-Upstream-Account',
+  'Idempotent-Replayed',
 ];
 
 /**

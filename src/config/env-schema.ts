@@ -150,6 +150,8 @@ export const envSchema = z.object({
   CIRCUIT_MINIMUM_CALLS: int(1, 100_000).default(20),
   CIRCUIT_RESET_MS: int(100, 600_000).default(10_000),
   PLAN_CACHE_TTL_SECONDS: int(0, 3600).default(0),
+  /** How long an Idempotency-Key's claim and kept answer last (SPEC §13). */
+  IDEMPOTENCY_TTL_SECONDS: int(60, 30 * 86_400).default(86_400),
 
   TOKEN_REFRESH_SKEW_SECONDS: int(1, 3600).default(60),
   TOKEN_ENCRYPTION_KEY: parsed(parseEncryptionKey).optional(),

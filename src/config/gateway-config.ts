@@ -126,6 +126,8 @@ export interface GatewayConfig {
     readonly budget: { readonly waitMs: number; readonly retryAfterMaxSeconds: number };
     readonly circuit: CircuitSettings;
     readonly planCacheTtlSeconds: number;
+    /** IDEMPOTENCY_TTL_SECONDS: how long an Idempotency-Key's claim and kept answer last (SPEC §13). */
+    readonly idempotencyTtlSeconds: number;
   };
   readonly credentials: CredentialSettings;
   readonly tokens: {

@@ -216,6 +216,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
         resetMs: env.CIRCUIT_RESET_MS,
       },
       planCacheTtlSeconds: env.PLAN_CACHE_TTL_SECONDS,
+      idempotencyTtlSeconds: env.IDEMPOTENCY_TTL_SECONDS,
     },
     credentials: {
       username: env.UPSTREAM_USERNAME,

@@ -4,7 +4,14 @@ export type { AnswerCache } from './internal/answer-cache';
 export { createMemoryAnswerCache, createRedisAnswerCache } from './internal/answer-cache';
 export { type AnswerReader, createAnswerReader, type ReadExchange } from './internal/answer-reader';
 export { type CircuitStateName, createUpstreamCircuits } from './internal/circuit-breaker';
-export { createForwarder, type Forwarder, type ForwarderBudget, sendAnswer } from './internal/forwarder';
+export {
+  createForwarder,
+  type Forwarder,
+  type ForwarderBudget,
+  sendAnswer,
+  type UpstreamAnswer,
+  type UpstreamExchange,
+} from './internal/forwarder';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
 export { createUpstreamSlots } from './internal/upstream-slots';
 

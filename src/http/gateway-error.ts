@@ -7,6 +7,10 @@ export const REASON_STATUS = {
   METHOD_NOT_ALLOWED: 405,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  /** A request with this Idempotency-Key is still being forwarded (SPEC §13): retry after Retry-After. */
+  IDEMPOTENCY_KEY_IN_USE: 409,
+  /** This Idempotency-Key was used with another request (method, path or body) (SPEC §13). */
+  IDEMPOTENCY_KEY_REUSED: 422,
   RATE_LIMITED: 429,
   /** The client's day or month quota of billable provider calls on this account is used up (SPEC §11). */
   QUOTA_EXCEEDED: 429,
@@ -17,9 +21,13 @@ export const REASON_STATUS = {
   UPSTREAM_IP_NOT_WHITELISTED: 502,
   UPSTREAM_UNAVAILABLE: 502,
   UPSTREAM_SATURATED: 503,
+  /** The shared store of Idempotency-Keys cannot be reached: a keyed request cannot be promised once (SPEC §13). */
+  IDEMPOTENCY_UNAVAILABLE: 503,
   /** The provider answered 429 with Retry-After: the account is paused fleet-wide until then (SPEC §11). */
   UPSTREAM_RATE_LIMITED: 503,
   UPSTREAM_TIMEOUT: 504,
+  /** A keyed request reached the provider and its answer was lost (timeout, connection cut, replica gone) (SPEC §13). */
+  UPSTREAM_OUTCOME_UNKNOWN: 504,
 } as const;
 
 export type ErrorReason = keyof typeof REASON_STATUS;

@@ -116,6 +116,20 @@ export function usageDayKey(keyPrefix: string, day: string): string {
   return `${keyPrefix}usage:${day}`;
 }
 
+/**
+ * One Idempotency-Key's record (SPEC §13): its claim, then the answer kept. Scoped by client, provider account and
+ * operation; the caller's key is hashed with them, so no caller-chosen text reaches a key name.
+ */
+export function idempotencyRecordKey(
+  keyPrefix: string,
+  clientId: string,
+  accountId: string,
+  operation: string,
+  idempotencyKey: string,
+): string {
+  return `${keyPrefix}idem:${sha256Base64Url(`${clientId}\n${accountId}\n${operation}\n${idempotencyKey}`)}`;
+}
+
 /** Browser sessions: names hold a session's handle (the SHA-256 of its id), never the id; one hash tag a session. */
 export interface SessionKeys {
   presence(handle: string): string;

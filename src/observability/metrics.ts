@@ -111,6 +111,13 @@ export function createMetrics() {
       help: '1 when the shared token store (Redis) answers, 0 when the replica runs on memory alone.',
       registers,
     }),
+    /** Idempotency-Key outcomes (SPEC §13): claims, replays, conflicts (in_use), reuse, unknown outcomes, outages. */
+    idempotency: new Counter({
+      name: 'idempotency_requests_total',
+      help: 'Keyed requests by outcome: claimed, replayed, in_use (409), reused (422), outcome_unknown (504), unavailable (503), invalid (400), and the claim kept or released (store_failed when that write failed).',
+      labelNames: ['operation', 'outcome'] as const,
+      registers,
+    }),
     storeRecordsRejected: new Counter({
       name: 'store_records_rejected_total',
       help: 'Records read from Redis that did not open or parse (tampered, forged, another key) and were ignored.',

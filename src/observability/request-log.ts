@@ -60,6 +60,7 @@ export function requestObserver(
           tokenSource: res.locals.tokenSource,
           coalesced: res.locals.coalesced,
           cache: res.locals.cache,
+          replayed: res.locals.replayed,
           document: res.locals.document,
           billable: res.locals.billable,
           budget: res.locals.budget,

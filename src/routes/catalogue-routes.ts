@@ -4,9 +4,10 @@ import express, { type Request, type RequestHandler, type Router } from 'express
 import type { Scope } from '../callers/caller';
 import type { CallerGuards } from '../callers/caller-guards';
 import type { Catalogue, CatalogueOperation } from '../catalogue';
-import { type AccountForwarding, sendAnswer } from '../forwarding';
+import { type AccountForwarding, sendAnswer, type UpstreamExchange } from '../forwarding';
 import { jsonBody } from '../http/json-body';
 import { methodNotAllowed } from '../http/unmatched';
+import type { Idempotency } from '../idempotency';
 import type { DocumentReference } from '../observability/document-reference';
 import { routeName } from '../observability/request-log';
 import { requestLogNote } from './request-log-notes';
@@ -17,6 +18,8 @@ export interface CatalogueRouteDeps {
   readonly authenticate: RequestHandler;
   readonly bodyLimitBytes: number;
   readonly documentReference: DocumentReference;
+  /** Idempotency-Key (SPEC §13) for the operations that declare `idempotency`; absent: the header is ignored. */
+  readonly idempotency?: Idempotency;
   /** PLAN_CACHE_TTL_SECONDS: the cache of `plan` when the catalogue gives it none (kept for existing deployments). */
   readonly planCacheTtlSeconds: number;
 }
@@ -89,13 +92,25 @@ function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDep
     // For the request log: what the operation's note says of the body (never a secret, never a document id).
     if (note && valid.body !== undefined) res.locals.document = note(valid.body, deps.documentReference);
     const body = valid.body === undefined ? undefined : Buffer.from(JSON.stringify(valid.body));
-    const answer = await accountOf(req).forwarder.forward(req, res, {
-      route,
-      method,
-      path: valid.path,
-      body,
-      timeoutMs,
-    });
-    sendAnswer(res, filterAnswer ? filterAnswer(answer) : answer);
+    const exchange: UpstreamExchange = { route, method, path: valid.path, body, timeoutMs };
+    const forward = async (idempotencyKey: string | undefined) => {
+      const answer = await accountOf(req).forwarder.forward(
+        req,
+        res,
+        idempotencyKey === undefined ? exchange : { ...exchange, idempotencyKey },
+      );
+      return filterAnswer ? filterAnswer(answer) : answer;
+    };
+    // Idempotency-Key (SPEC §13): the fingerprint is of the body as the caller sent it (validated above: a 400 claims
+    // nothing), and what is kept is the answer as this caller got it (filtered).
+    const answer = deps.idempotency
+      ? await deps.idempotency.forward(
+          req,
+          res,
+          { operation: route, policy: operation, method, path: valid.path, body: req.body, timeoutMs },
+          forward,
+        )
+      : await forward(undefined);
+    sendAnswer(res, answer);
   };
 }

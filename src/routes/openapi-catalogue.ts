@@ -82,6 +82,27 @@ export const PARAMETER_OPERATION_ERRORS: readonly ErrorCase[] = [
   ...FORWARDED_ERRORS,
 ];
 
+/** An operation that takes Idempotency-Key (x-gateway.idempotency `optional` or `required`; docs/idempotency.md). */
+export const IDEMPOTENCY_ERRORS: readonly ErrorCase[] = [
+  error(
+    'INVALID_REQUEST',
+    'the Idempotency-Key is malformed, or missing where required; nothing reached the provider',
+  ),
+  error(
+    'IDEMPOTENCY_KEY_IN_USE',
+    'a request with this Idempotency-Key is still being answered (Retry-After)',
+  ),
+  error('IDEMPOTENCY_KEY_REUSED', 'this Idempotency-Key was used with another method, path or body'),
+  error(
+    'IDEMPOTENCY_UNAVAILABLE',
+    'the store of Idempotency-Keys cannot be reached (Retry-After); send again, or without a key',
+  ),
+  error(
+    'UPSTREAM_OUTCOME_UNKNOWN',
+    'the keyed request reached the provider and its answer was lost; never sent again under this key',
+  ),
+];
+
 /** Any path no route takes, and a listed path with a method it does not list (components.responses). */
 export const UNMATCHED_ERRORS: readonly ErrorCase[] = [
   error('NOT_FOUND', 'any path this document does not list'),
@@ -117,7 +138,7 @@ export interface HeaderRule {
 const always = () => 'required' as const;
 const limited = (a: AnswerKind) =>
   a.route === 'forwarded' || a.route === 'session' ? 'optional' : undefined;
-const RETRY_STATUSES = new Set(['429', '502', '503']);
+const RETRY_STATUSES = new Set(['409', '429', '502', '503']);
 
 /** Every answer header a client may read, and which answers carry it. */
 export const RESPONSE_HEADERS: Readonly<Record<string, HeaderRule>> = {
@@ -156,6 +177,12 @@ export const RESPONSE_HEADERS: Readonly<Record<string, HeaderRule>> = {
       "Seconds to wait (the gateway's own answers), or the provider's Retry-After as it sent it (seconds or an HTTP date).",
     schema: { type: 'string', minLength: 1 },
     on: (a) => (RETRY_STATUSES.has(a.status) || a.passThrough ? 'optional' : undefined),
+  },
+  'Idempotent-Replayed': {
+    description:
+      'true: the answer kept for this Idempotency-Key, repeated byte for byte without a provider call (operations that take the key).',
+    schema: { type: 'string', const: 'true' },
+    on: (a) => (a.route === 'forwarded' ? 'optional' : undefined),
   },
   'Content-Language': {
     description: "The provider's, passed through.",

@@ -6,6 +6,7 @@ import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import {
   BODY_OPERATION_ERRORS,
   EVERY_ROUTE_ERRORS,
+  IDEMPOTENCY_ERRORS,
   PARAMETER_OPERATION_ERRORS,
   UNMATCHED_ERRORS,
 } from './openapi-catalogue';
@@ -72,6 +73,18 @@ function operationRequestHeaders(sessions: boolean): object[] {
   ];
 }
 
+/** Idempotency-Key on an operation that takes it (SPEC §13). */
+function idempotencyKeyHeader(required: boolean): object {
+  return {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required,
+    description:
+      'draft-ietf-httpapi-idempotency-key-header: 1–255 visible ASCII characters. The first request is forwarded once for the fleet; a repeat with the same body gets its answer with Idempotent-Replayed: true (docs/idempotency.md).',
+    schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]+$' },
+  };
+}
+
 /** The OpenAPI Response objects of an operation as the catalogue documents them (its own answers). */
 function ownAnswers(responses: unknown): Record<string, OwnAnswer> {
   const own: Record<string, OwnAnswer> = {};
@@ -106,8 +119,16 @@ function operationPaths(
       Object.entries(item).filter(([key]) => !METHOD_KEYS.has(key)),
     );
     const declared = item[operation.method.toLowerCase()] as Record<string, unknown>;
-    const parameters = [...((declared.parameters as object[] | undefined) ?? []), ...requestHeaders];
-    const errors = operation.hasBody ? BODY_OPERATION_ERRORS : PARAMETER_OPERATION_ERRORS;
+    const keyed = operation.idempotency !== 'none';
+    const parameters = [
+      ...((declared.parameters as object[] | undefined) ?? []),
+      ...requestHeaders,
+      ...(keyed ? [idempotencyKeyHeader(operation.idempotency === 'required')] : []),
+    ];
+    const errors = [
+      ...(operation.hasBody ? BODY_OPERATION_ERRORS : PARAMETER_OPERATION_ERRORS),
+      ...(keyed ? IDEMPOTENCY_ERRORS : []),
+    ];
     const responses = (head: boolean) =>
       responsesOf(
         { route: 'forwarded', answers: ownAnswers(declared.responses), errors, passThrough: true },

@@ -51,6 +51,11 @@ declare global {
        * run by the account's forwarder once a provider call it may still make has ended (the provider bills it).
        */
       usagePending?: () => void;
+      /** The answer is the one kept for this Idempotency-Key, replayed without a provider call (SPEC §13). */
+      replayed?: boolean;
+      /** The provider call may have reached the provider and no answer came (timeout, connection lost after it was
+       * sent): its outcome is unknown (SPEC §13). */
+      upstreamUnknown?: boolean;
       /** The plan answer came from the short answer cache. */
       cache?: 'hit';
       /** The id of this request's trace, for the request log line (only while tracing is on). */

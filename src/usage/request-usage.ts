@@ -26,6 +26,8 @@ export function requestUsageRecorder(
     const account = locals.account ?? defaultAccountOf(caller);
     if (account === undefined) return;
     const client = caller.id;
+    // A replay of a kept answer (Idempotency-Key): no provider call, nothing billed, nothing to count.
+    if (locals.replayed === true) return;
     const status = locals.upstreamStatus;
     if (status !== undefined) {
       // Two answers: the first was the 401 that the retry with a renewed token followed.

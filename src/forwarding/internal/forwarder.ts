@@ -42,6 +42,8 @@ export interface UpstreamExchange {
   readonly body?: Buffer;
   /** The operation's own timeout (x-gateway.timeoutMs), else the account's. */
   readonly timeoutMs?: number;
+  /** Sent upstream as Idempotency-Key: only for an operation whose provider honours it (SPEC §13). */
+  readonly idempotencyKey?: string;
 }
 
 export interface ForwarderDeps {
@@ -144,6 +146,28 @@ interface Attempt {
 type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
 
 const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
+/** Connection failures before any byte of the request could leave: the provider never saw it. */
+const NEVER_CONNECTED = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'EADDRINUSE',
+]);
+
+/**
+ * The call may have reached the provider with no answer back (SPEC §13's unknown outcome): a timeout, or a connection
+ * lost other than one never made (refused, unresolved, unreachable, a TLS handshake refused).
+ */
+function mayHaveReachedProvider(error: unknown): boolean {
+  if (!(error instanceof UpstreamFailure)) return false;
+  if (error.kind === 'timeout') return true;
+  if (error.kind !== 'connection') return false;
+  const code = error.code ?? '';
+  return !NEVER_CONNECTED.has(code) && !/CERT|TLS|SELF_SIGNED|UNABLE_TO/.test(code);
+}
 
 export function createForwarder(deps: ForwarderDeps): Forwarder {
   const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
@@ -317,6 +341,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
           contentLength: exchange.body?.length,
         }),
       );
+      if (exchange.idempotencyKey !== undefined) call.headers['idempotency-key'] = exchange.idempotencyKey;
       try {
         const admitting = admit(req, res, call);
         if (admitting) await admitting;
@@ -346,6 +371,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
         }
         throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
       } catch (error) {
+        if (mayHaveReachedProvider(error)) res.locals.upstreamUnknown = true;
         throw toGatewayError(error, deps.circuits.of(exchange.route));
       } finally {
         giveBackUnsent(req, call);

@@ -8,7 +8,8 @@ export type RecordKind =
   | 'login_transient'
   | 'plan_cache'
   | 'session'
-  | 'login_state';
+  | 'login_state'
+  | 'idempotency';
 
 export interface RecordSeal {
   /** `text` as stored under `key` (AES-256-GCM with the key name as associated data when a key is configured). */

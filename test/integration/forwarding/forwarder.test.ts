@@ -59,6 +59,8 @@ function forwarding(forwarder: Forwarder, exchange: (req: Request) => UpstreamEx
       sendAnswer(res, answer);
     } catch (error) {
       record();
+      // What the forwarder told the idempotency layer (SPEC §13): the call may have reached the provider, unanswered.
+      res.setHeader('x-upstream-unknown', String(res.locals.upstreamUnknown === true));
       next(error);
     }
   };
@@ -110,6 +112,17 @@ beforeAll(async () => {
       method: 'POST',
       path: '/api/validation/document',
       body: Buffer.from(JSON.stringify(req.body)),
+    })),
+  );
+  app.post(
+    '/caller/validation-keyed',
+    express.json(),
+    forwarding(forwarder, (req) => ({
+      route: 'validation',
+      method: 'POST',
+      path: '/api/validation/document',
+      body: Buffer.from(JSON.stringify(req.body)),
+      idempotencyKey: 'caller-key-123',
     })),
   );
   app.use((_error: unknown, _req: Request, res: Response, _next: NextFunction) => {
@@ -196,5 +209,37 @@ describe("the caller's request after a forwarded call", () => {
     const res = await fetch(`${base}/caller/plan`, { headers: CALLER_HEADERS });
     expect(res.status).toBe(502);
     callerRequestUnchanged('GET', '/caller/plan');
+  });
+});
+
+describe('what the forwarder tells an Idempotency-Key', () => {
+  const post = (path: string) =>
+    fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { ...CALLER_HEADERS, 'idempotency-key': 'caller-key-123', 'content-type': 'application/json' },
+      body: JSON.stringify({ country: 'ARG', document: { id: '20-17254359-7', type: 'CUIT' } }),
+    });
+
+  test("the caller's Idempotency-Key never travels upstream; an exchange's key (forwardIdempotencyKey) does", async () => {
+    expect((await post('/caller/validation')).status).toBe(200);
+    expect((await post('/caller/validation-keyed')).status).toBe(200);
+    const [plain, keyed] = simulator.receivedRequests();
+    expect(plain?.headers['idempotency-key']).toBeUndefined();
+    expect(keyed?.headers['idempotency-key']).toBe('caller-key-123');
+  });
+
+  test('a connection cut after the request was sent: the outcome is unknown', async () => {
+    simulator.setFaults({ resetConnections: true });
+    const res = await post('/caller/validation');
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-upstream-unknown')).toBe('true');
+    expect(simulator.receivedRequests()).toHaveLength(1);
+  });
+
+  test('a provider 5xx is an answer, not an unknown outcome', async () => {
+    simulator.setFaults({ errorRate: 1, errorStatus: 503, maxFailures: 1 });
+    const res = await post('/caller/validation');
+    expect(res.status).toBe(502);
+    expect(res.headers.get('x-upstream-unknown')).toBe('false');
   });
 });

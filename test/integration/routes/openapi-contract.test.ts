@@ -661,6 +661,64 @@ describe('the document of local mode: X-Upstream and the /bff/* endpoints of bro
   });
 });
 
+describe('the document of a gateway taking Idempotency-Key', () => {
+  let proxy: ContractProxy;
+  let ownRedis: RedisServer;
+  const keyed = (key: string, body: unknown = VALID_BODY): Exchange => ({
+    method: 'POST',
+    path: '/api/validation/document',
+    headers: { ...withKey(), ...json, 'idempotency-key': key },
+    body,
+    requestValid: true,
+    status: 200,
+  });
+  beforeAll(async () => {
+    // A Redis of its own: stopped below without touching the other gateways'.
+    ownRedis = await startRedisServer();
+    ({ proxy } = await contractFor(upstreamEnv({ REDIS_URL: ownRedis.url, UPSTREAM_TIMEOUT_MS: '1000' })));
+  });
+  afterAll(() => ownRedis?.stop());
+
+  it('describes the header, Idempotent-Replayed, 409, 422, 504 UPSTREAM_OUTCOME_UNKNOWN and 503 IDEMPOTENCY_UNAVAILABLE', async () => {
+    const problems = await run(proxy, [
+      keyed('contract-first'),
+      keyed('contract-first'),
+      {
+        ...keyed('contract-first', { ...VALID_BODY, country: 'BRA' }),
+        status: 422,
+        reason: 'IDEMPOTENCY_KEY_REUSED',
+      },
+      { ...keyed(''), requestValid: false, status: 400, reason: 'INVALID_REQUEST' },
+    ]);
+    const replay = await send(proxy, keyed('contract-first'));
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+
+    simulator.setFaults({ latencyMs: 600 });
+    const slow = send(proxy, keyed('contract-slow'));
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const busy = await send(proxy, keyed('contract-slow'));
+    problems.push(
+      ...problemsOf(keyed('contract-slow'), await slow),
+      ...problemsOf({ ...keyed('contract-slow'), status: 409, reason: 'IDEMPOTENCY_KEY_IN_USE' }, busy),
+    );
+    expect(busy.headers.get('retry-after')).toMatch(/^\d+$/);
+
+    simulator.setFaults({ latencyMs: 1_500 });
+    problems.push(
+      ...(await run(proxy, [{ ...keyed('contract-lost'), status: 504, reason: 'UPSTREAM_OUTCOME_UNKNOWN' }])),
+    );
+
+    simulator.setFaults({});
+    await ownRedis.stop();
+    const down = await send(proxy, keyed('contract-down'));
+    problems.push(
+      ...problemsOf({ ...keyed('contract-down'), status: 503, reason: 'IDEMPOTENCY_UNAVAILABLE' }, down),
+    );
+    expect(down.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(problems).toEqual([]);
+  });
+});
+
 describe('the contract test itself', () => {
   it("produced every reason of the gateway's error catalogue and every pass-through status", () => {
     // INTERNAL_ERROR is a gateway bug: no request makes it on purpose (its envelope is the same, checked above).

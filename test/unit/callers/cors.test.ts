@@ -19,7 +19,7 @@ describe('CORS', () => {
     expect(res.headers['access-control-allow-origin']).toBe(APP);
     expect(res.headers['access-control-allow-methods']).toBe('GET, POST');
     expect(res.headers['access-control-allow-headers']).toBe(
-      'content-type, authorization, x-api-key, x-request-id, x-upstream-account',
+      'content-type, authorization, x-api-key, x-request-id, x-upstream-account, idempotency-key',
     );
     expect(Number(res.headers['access-control-max-age'])).toBeGreaterThan(0);
     expect(res.headers.vary).toContain('Origin');
@@ -30,7 +30,7 @@ describe('CORS', () => {
     const res = await request(app).get('/x').set('Origin', APP).expect(200);
     expect(res.headers['access-control-allow-origin']).toBe(APP);
     expect(res.headers['access-control-expose-headers']).toBe(
-      'X-Request-Id, RateLimit, RateLimit-Policy, Retry-After, X-Upstream-Account',
+      'X-Request-Id, RateLimit, RateLimit-Policy, Retry-After, X-Upstream-Account, Idempotent-Replayed',
     );
     expect(res.headers.vary).toBe('Origin');
   });

@@ -58,6 +58,12 @@ describe('requestUsageRecorder', () => {
     ]);
   });
 
+  test('a replay of an Idempotency-Key answer costs the provider nothing: not counted, nothing left pending', () => {
+    const locals: Record<string, unknown> = { route: 'validation', account: 'main', replayed: true };
+    expect(finish(locals)).toEqual([]);
+    expect(locals.usagePending).toBeUndefined();
+  });
+
   test('anonymous callers and other routes are not counted', () => {
     expect(finish({ route: 'plan', refusal: 'CLIENT_UNAUTHENTICATED' }, null)).toEqual([]);
     expect(finish({ route: 'readyz' })).toEqual([]);
