@@ -132,11 +132,18 @@ export function createIdempotency(deps: IdempotencyDeps): Idempotency {
       } catch (error) {
         throw await keyed.failed(error, res, policy);
       }
-      await keyed.keep(answer);
+      if (answer.status === 429) await keyed.notExecuted();
+      else await keyed.keep(answer);
       return answer;
     },
   };
 }
+
+/** Gateway reasons that stand for a provider answer refusing the call without executing it (see notExecuted). */
+const PROVIDER_REFUSALS: ReadonlySet<string> = new Set([
+  'UPSTREAM_AUTH_FAILED',
+  'UPSTREAM_IP_NOT_WHITELISTED',
+]);
 
 /** One keyed request: its record's name in the store and its fingerprint, from the claim to the answer kept. */
 class KeyedRequest {
@@ -194,8 +201,12 @@ class KeyedRequest {
       await this.release();
       return error;
     }
+    if (res.locals.upstreamAnswered === true && PROVIDER_REFUSALS.has(error.reason)) {
+      await this.notExecuted();
+      return error;
+    }
     if (res.locals.upstreamAnswered === true) {
-      // The provider answered (a 5xx, a 403, a second 401), and the gateway's envelope says so: kept as sent.
+      // The provider answered (a 5xx), and the gateway's envelope says so: kept as sent.
       await this.keep(envelopeAnswer(error, res));
       return error;
     }
@@ -209,6 +220,16 @@ class KeyedRequest {
     // itself: nothing is kept, a retry may be forwarded.
     await this.release();
     return error;
+  }
+
+  /**
+   * The provider refused the call without executing it (429: slow down; 403: the egress IP; a second 401: the
+   * credentials): the claim is released, not kept, so the caller's retry after the Retry-After, or after the operator's
+   * fix, is forwarded. Kept for the key's TTL, such an answer would make the key useless (Stripe keeps no result for a
+   * request that did not start executing). These are the answers the default billable set excludes for the same reason.
+   */
+  notExecuted(): Promise<void> {
+    return this.release();
   }
 
   keep(answer: KeptAnswer): Promise<void> {

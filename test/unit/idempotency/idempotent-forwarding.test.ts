@@ -234,6 +234,41 @@ describe('idempotent forwarding (SPEC §13)', () => {
     expect(h.calls).toHaveLength(1);
   });
 
+  test('a provider refusal that executed nothing (429, 403, a second 401) is not kept: the retry is forwarded', async () => {
+    const h = harness();
+    h.setForward(async (_key, locals) => {
+      locals.upstreamAnswered = true;
+      return { status: 429, headers: { 'retry-after': '1' }, body: Buffer.from('{"detail":"slow down"}') };
+    });
+    await h.post('k1').expect(429);
+    h.setForward(async (_key, locals) => {
+      locals.upstreamAnswered = true;
+      locals.upstreamStatus = 403;
+      throw new GatewayError('UPSTREAM_IP_NOT_WHITELISTED', 'The provider refused the egress IP.');
+    });
+    await h.post('k1').expect(502);
+    h.setForward(async (_key, locals) => {
+      locals.upstreamAnswered = true;
+      locals.upstreamStatus = 401;
+      throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
+    });
+    await h.post('k1').expect(502);
+    h.setForward(async () => ({ status: 200, headers: {}, body: Buffer.from('{"done":true}') }));
+    const done = await h.post('k1').expect(200);
+    expect(done.headers['idempotent-replayed']).toBeUndefined();
+    expect(h.calls).toHaveLength(4);
+    expect(h.outcomes).toEqual([
+      'claimed',
+      'released',
+      'claimed',
+      'released',
+      'claimed',
+      'released',
+      'claimed',
+      'kept',
+    ]);
+  });
+
   test('a timeout after sending is kept as 504 UPSTREAM_OUTCOME_UNKNOWN: a retry is never sent', async () => {
     const h = harness();
     h.setForward(async (_key, locals) => {
