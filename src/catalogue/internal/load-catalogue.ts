@@ -207,6 +207,18 @@ interface OperationSource {
   readonly extension: GatewayExtension;
 }
 
+/**
+ * The gateway's own paths. The catalogue's routes are tried first and Express matches paths case-insensitively
+ * with an optional trailing slash, so an operation there would take the probes, metrics, the document or the
+ * session endpoints (a liveness probe that needs an API key restarts every replica).
+ */
+const GATEWAY_PATHS = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/bff'] as const;
+
+function isGatewayPath(path: string): boolean {
+  const first = `/${path.split('/')[1] ?? ''}`.toLowerCase();
+  return (GATEWAY_PATHS as readonly string[]).includes(first);
+}
+
 function compileOperation(
   source: OperationSource,
   options: CatalogueOptions,
@@ -222,6 +234,8 @@ function compileOperation(
     );
   const own = parsePathTemplate(path);
   if (typeof own === 'string') problems.push(`${where}: the path ${own}`);
+  else if (isGatewayPath(path))
+    problems.push(`${where}: the path belongs to the gateway (${GATEWAY_PATHS.join(', ')})`);
   const upstreamTemplate = extension.upstream?.path ?? path;
   const upstream = parsePathTemplate(upstreamTemplate);
   if (typeof upstream === 'string') problems.push(`${where}: x-gateway.upstream.path ${upstream}`);

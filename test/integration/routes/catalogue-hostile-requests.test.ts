@@ -53,7 +53,9 @@ test.each([
 });
 
 test('a caller query string on the plan never reaches the provider', async () => {
-  const answer = await call('/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992?debug=1&admin=true');
+  const answer = await call(
+    '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992?debug=1&admin=true',
+  );
   expect(answer.status).toBe(200);
   expect(simulator.receivedRequests().map((r) => r.query)).toEqual([{}]);
 });

@@ -259,6 +259,17 @@ describe('hostile documents: a clear error naming the operation and the field, n
     expect(problemsOf(doc).join()).toMatch(/^POST \/api\/things \(makeThing\): x-gateway\.upstream\.path/);
   });
 
+  test.each(['/healthz', '/READYZ', '/metrics/', '/openapi.json', '/bff/session', '/Bff'])(
+    "an operation on the gateway's own path %s (the catalogue is routed first)",
+    (path) => {
+      const doc = document();
+      doc.paths[path] = doc.paths['/api/things'];
+      delete doc.paths['/api/things'];
+      doc.paths[path].post['x-gateway'].upstream = { path: '/api/things' };
+      expect(problemsOf(doc).join()).toMatch(/\(makeThing\): the path belongs to the gateway/);
+    },
+  );
+
   test('settings that contradict the method or the configuration', () => {
     const doc = document();
     doc.paths['/api/things'].post['x-gateway'].cache = { ttlSeconds: 1 };
