@@ -103,6 +103,13 @@ function buildCatalogue(
       problems.push(`paths.${path}: must be a path item object`);
       continue;
     }
+    if (rawItem['x-gateway'] !== undefined)
+      problems.push(
+        `paths.${path}: x-gateway belongs on an operation (${METHODS.join(', ').toLowerCase()}), not on the path item`,
+      );
+    // Served but never published, its x-gateway published with components: the path item is written in place.
+    if (rawItem.$ref !== undefined)
+      problems.push(`paths.${path}: a path item must be written in place, not a $ref`);
     const published = withoutExtension(rawItem);
     if (published) publishedPaths[path] = published;
     const item = inlineSafely(document, rawItem, `paths.${path}`, problems);
@@ -131,7 +138,8 @@ function buildCatalogue(
     unserved,
     published: {
       paths: publishedPaths,
-      components: isRecord(document.components) ? document.components : {},
+      // No x-gateway (upstream paths, scopes) anywhere in what callers read, wherever the author left one.
+      components: isRecord(document.components) ? withoutGatewayKeys(document.components) : {},
     },
   };
 }
@@ -352,6 +360,20 @@ function successSchemas(operation: Json): Map<string, unknown> {
     if (isRecord(json) && isRecord(json.schema)) schemas.set(status, json.schema);
   }
   return schemas;
+}
+
+function withoutGatewayKeys(value: unknown, depth = 0): Json {
+  const out: Json = {};
+  if (!isRecord(value) || depth > 64) return out;
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === 'x-gateway') continue;
+    out[key] = isRecord(inner)
+      ? withoutGatewayKeys(inner, depth + 1)
+      : Array.isArray(inner)
+        ? inner.map((item) => (isRecord(item) ? withoutGatewayKeys(item, depth + 1) : item))
+        : inner;
+  }
+  return out;
 }
 
 /**
