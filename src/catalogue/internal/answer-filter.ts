@@ -41,8 +41,15 @@ export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): Answ
   };
 }
 
-/** The properties a schema declares, with those of its allOf/anyOf/oneOf branches (a union: any may apply). */
-function declared(schema: Schema, depth: number): { keys: Map<string, unknown[]>; open: boolean } {
+/**
+ * The properties a schema declares, with those of its allOf/anyOf/oneOf branches (a union: any may apply). `open`
+ * is explicit (additionalProperties, or a branch that admits any object); a branch that is not an object schema
+ * (`{type: 'null'}` of a nullable object, a `description` beside a $ref) neither declares nor opens anything.
+ */
+function declared(
+  schema: Schema,
+  depth: number,
+): { keys: Map<string, unknown[]>; open: boolean; any: boolean } {
   const keys = new Map<string, unknown[]>();
   let open = schema.additionalProperties === true || isRecord(schema.additionalProperties);
   let any = isRecord(schema.properties);
@@ -55,19 +62,25 @@ function declared(schema: Schema, depth: number): { keys: Map<string, unknown[]>
       if (!isRecord(item)) continue;
       const inner = declared(item, depth + 1);
       if (inner.open) open = true;
-      if (inner.keys.size > 0 || isRecord(item.properties)) any = true;
+      if (inner.any) any = true;
+      else if (admitsObjects(item)) open = true; // `{type: object}` with no properties: keeps what comes.
       for (const [key, values] of inner.keys) keys.set(key, [...(keys.get(key) ?? []), ...values]);
     }
   }
-  // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
-  if (!any) open = true;
-  return { keys, open };
+  return { keys, open, any };
+}
+
+function admitsObjects(schema: Schema): boolean {
+  return schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object'));
 }
 
 function pruner(schema: unknown, depth: number): Pruner | undefined {
   if (!isRecord(schema) || depth > 32) return undefined;
   const items = schema.items !== undefined ? pruner(schema.items, depth + 1) : undefined;
-  const { keys, open } = declared(schema, depth);
+  const shape = declared(schema, depth);
+  const keys = shape.keys;
+  // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
+  const open = shape.open || !shape.any;
   const extra = isRecord(schema.additionalProperties)
     ? pruner(schema.additionalProperties, depth + 1)
     : undefined;

@@ -103,6 +103,13 @@ function buildCatalogue(
       problems.push(`paths.${path}: must be a path item object`);
       continue;
     }
+    if (rawItem['x-gateway'] !== undefined)
+      problems.push(
+        `paths.${path}: x-gateway belongs on an operation (${METHODS.join(', ').toLowerCase()}), not on the path item`,
+      );
+    // Served but never published, its x-gateway published with components: the path item is written in place.
+    if (rawItem.$ref !== undefined)
+      problems.push(`paths.${path}: a path item must be written in place, not a $ref`);
     const published = withoutExtension(rawItem);
     if (published) publishedPaths[path] = published;
     const item = inlineSafely(document, rawItem, `paths.${path}`, problems);
@@ -131,7 +138,8 @@ function buildCatalogue(
     unserved,
     published: {
       paths: publishedPaths,
-      components: isRecord(document.components) ? document.components : {},
+      // No x-gateway (upstream paths, scopes) anywhere in what callers read, wherever the author left one.
+      components: isRecord(document.components) ? withoutGatewayKeys(document.components) : {},
     },
   };
 }
@@ -207,6 +215,18 @@ interface OperationSource {
   readonly extension: GatewayExtension;
 }
 
+/**
+ * The gateway's own paths. The catalogue's routes are tried first and Express matches paths case-insensitively
+ * with an optional trailing slash, so an operation there would take the probes, metrics, the document or the
+ * session endpoints (a liveness probe that needs an API key restarts every replica).
+ */
+const GATEWAY_PATHS = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/bff'] as const;
+
+function isGatewayPath(path: string): boolean {
+  const first = `/${path.split('/')[1] ?? ''}`.toLowerCase();
+  return (GATEWAY_PATHS as readonly string[]).includes(first);
+}
+
 function compileOperation(
   source: OperationSource,
   options: CatalogueOptions,
@@ -222,6 +242,8 @@ function compileOperation(
     );
   const own = parsePathTemplate(path);
   if (typeof own === 'string') problems.push(`${where}: the path ${own}`);
+  else if (isGatewayPath(path))
+    problems.push(`${where}: the path belongs to the gateway (${GATEWAY_PATHS.join(', ')})`);
   const upstreamTemplate = extension.upstream?.path ?? path;
   const upstream = parsePathTemplate(upstreamTemplate);
   if (typeof upstream === 'string') problems.push(`${where}: x-gateway.upstream.path ${upstream}`);
@@ -338,6 +360,20 @@ function successSchemas(operation: Json): Map<string, unknown> {
     if (isRecord(json) && isRecord(json.schema)) schemas.set(status, json.schema);
   }
   return schemas;
+}
+
+function withoutGatewayKeys(value: unknown, depth = 0): Json {
+  const out: Json = {};
+  if (!isRecord(value) || depth > 64) return out;
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === 'x-gateway') continue;
+    out[key] = isRecord(inner)
+      ? withoutGatewayKeys(inner, depth + 1)
+      : Array.isArray(inner)
+        ? inner.map((item) => (isRecord(item) ? withoutGatewayKeys(item, depth + 1) : item))
+        : inner;
+  }
+  return out;
 }
 
 /**

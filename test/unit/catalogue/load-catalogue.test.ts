@@ -259,6 +259,39 @@ describe('hostile documents: a clear error naming the operation and the field, n
     expect(problemsOf(doc).join()).toMatch(/^POST \/api\/things \(makeThing\): x-gateway\.upstream\.path/);
   });
 
+  test.each(['/healthz', '/READYZ', '/metrics/', '/openapi.json', '/bff/session', '/Bff'])(
+    "an operation on the gateway's own path %s (the catalogue is routed first)",
+    (path) => {
+      const doc = document();
+      doc.paths[path] = doc.paths['/api/things'];
+      delete doc.paths['/api/things'];
+      doc.paths[path].post['x-gateway'].upstream = { path: '/api/things' };
+      expect(problemsOf(doc).join()).toMatch(/\(makeThing\): the path belongs to the gateway/);
+    },
+  );
+
+  test('x-gateway on a path item is refused (it configures nothing) and never published', () => {
+    const doc = document();
+    doc.paths['/api/things']['x-gateway'] = { upstream: { path: '/internal/v2/things' } };
+    expect(problemsOf(doc)).toEqual([
+      'paths./api/things: x-gateway belongs on an operation (get, post, put, patch, delete), not on the path item',
+    ]);
+  });
+
+  test('a path item by $ref is refused; /openapi.json carries no x-gateway left in components', () => {
+    const byRef = document();
+    byRef.components.pathItems = { Things: byRef.paths['/api/things'] };
+    byRef.paths['/api/things'] = { $ref: '#/components/pathItems/Things' };
+    expect(problemsOf(byRef)).toEqual([
+      'paths./api/things: a path item must be written in place, not a $ref',
+    ]);
+    const leftOver = document();
+    leftOver.components.pathItems = { Old: structuredClone(leftOver.paths['/api/things']) };
+    const catalogue = parseCatalogue(JSON.stringify(leftOver), 'json', OPTIONS);
+    expect(JSON.stringify(catalogue.published)).not.toContain('x-gateway');
+    expect(JSON.stringify(catalogue.published)).not.toContain('/v2/things');
+  });
+
   test('settings that contradict the method or the configuration', () => {
     const doc = document();
     doc.paths['/api/things'].post['x-gateway'].cache = { ttlSeconds: 1 };

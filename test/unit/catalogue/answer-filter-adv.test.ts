@@ -1,0 +1,55 @@
+import { compileAnswerFilter } from '../../../src/catalogue/internal/answer-filter';
+
+const Card = {
+  type: 'object',
+  properties: { id: { type: 'string' }, last4: { type: 'string' } },
+};
+
+function filtered(schema: unknown, value: unknown): unknown {
+  const filter = compileAnswerFilter(new Map([['200', schema]]))!;
+  const answer = filter({
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    body: Buffer.from(JSON.stringify(value)),
+  });
+  return JSON.parse(answer.body.toString('utf8'));
+}
+
+describe('answer: strict, composed schemas (adversarial read of issue 39)', () => {
+  test('a nullable object written the OpenAPI 3.1 way (oneOf with type null) still drops undeclared fields', () => {
+    const schema = { oneOf: [Card, { type: 'null' }] };
+    expect(filtered(schema, { id: 'c', last4: '4242', pan: '4242424242424242' })).toEqual({
+      id: 'c',
+      last4: '4242',
+    });
+  });
+
+  test('a nullable nested property (anyOf [$ref-inlined object, null]) drops undeclared fields', () => {
+    const schema = {
+      type: 'object',
+      properties: { card: { anyOf: [Card, { type: 'null' }] } },
+    };
+    expect(filtered(schema, { card: { id: 'c', pan: '4242424242424242' } })).toEqual({ card: { id: 'c' } });
+  });
+
+  test('an allOf branch that only annotates (description) does not open the object', () => {
+    const schema = { allOf: [Card, { description: 'the card' }] };
+    expect(filtered(schema, { id: 'c', pan: '4242424242424242' })).toEqual({ id: 'c' });
+  });
+
+  test('an explicitly open branch (additionalProperties: true) still keeps what comes', () => {
+    const schema = { anyOf: [Card, { type: 'object', additionalProperties: true }] };
+    expect(filtered(schema, { id: 'c', extra: 1 })).toEqual({ id: 'c', extra: 1 });
+  });
+
+  test('a __proto__ key in an answer is dropped, not kept nor turned into a prototype', () => {
+    const filter = compileAnswerFilter(new Map([['200', Card]]))!;
+    const answer = filter({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from('{"id":"c","__proto__":{"polluted":1},"constructor":{"x":1}}'),
+    });
+    expect(JSON.parse(answer.body.toString('utf8'))).toEqual({ id: 'c' });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+});
