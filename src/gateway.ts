@@ -179,7 +179,7 @@ function idempotencyOf(
     keyPrefix: config.redis.keyPrefix,
     ttlSeconds: config.upstream.idempotencyTtlSeconds,
     forwardLimitMsOf: (id, operationTimeoutMs) =>
-      forwardLimitMs(config, operationTimeoutMs ?? accounts.get(id)?.spec.timeoutMs),
+      forwardLimitMs(config, accounts.get(id)?.spec.timeoutMs, operationTimeoutMs),
     metrics,
     logger,
   });
@@ -187,16 +187,23 @@ function idempotencyOf(
 
 /**
  * The longest one forwarded request can take before the forwarder gives up (SPEC §13's lease is this plus a margin):
- * the waits for budget and a socket, a token under the fleet lock, and two attempts (the single retry after a 401).
+ * two attempts (the single retry after a 401), each after its own wait for budget, a token (the fleet lock's wait,
+ * then a refresh and a login at the account's timeout: the renewal after the 401 is one more) and a socket.
  */
-function forwardLimitMs(config: GatewayConfig, timeoutMs: number | undefined): number {
+export function forwardLimitMs(
+  config: Pick<GatewayConfig, 'upstream' | 'tokens'>,
+  accountTimeoutMs: number | undefined,
+  operationTimeoutMs: number | undefined,
+): number {
   const { upstream, tokens } = config;
-  return (
+  const tokenCallMs = accountTimeoutMs ?? upstream.timeoutMs;
+  const attemptMs =
     upstream.budget.waitMs +
-    upstream.queueTimeoutMs +
     tokens.lockWaitMs +
-    2 * (timeoutMs ?? upstream.timeoutMs)
-  );
+    2 * tokenCallMs +
+    upstream.queueTimeoutMs +
+    (operationTimeoutMs ?? tokenCallMs);
+  return 2 * attemptMs;
 }
 
 /** The account a request would have used (its client's default), for refusals made before it chose one. */

@@ -60,7 +60,7 @@ describe('Idempotency-Key over three replicas', () => {
       REDIS_KEY_PREFIX: PREFIX,
       TOKEN_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
       CLIENTS_FILE: clientsFile,
-      // The lease: 0 + 500 + 500 + 2 x 5000 + 2000 ms = 13 s (docs/idempotency.md).
+      // The lease: 2 x (0 + 500 + 2 x 5000 + 500 + 5000) + 2000 ms = 34 s (docs/idempotency.md).
       UPSTREAM_TIMEOUT_MS: '5000',
       UPSTREAM_BUDGET_WAIT_MS: '0',
       UPSTREAM_QUEUE_TIMEOUT_MS: '500',
@@ -254,8 +254,8 @@ describe('Idempotency-Key over three replicas', () => {
     gateways = gateways.slice(0, 2);
 
     const answers: Answer[] = [];
-    // Bounded: the lease is 13 s; a retry every 500 ms for at most 40 s.
-    for (let i = 0; i < 80; i++) {
+    // Bounded: the lease is 34 s; a retry every 500 ms for at most 60 s.
+    for (let i = 0; i < 120; i++) {
       const answer = await send(at(i), { key, body: bodyWith(id) });
       answers.push(answer);
       if (answer.status !== 409) break;

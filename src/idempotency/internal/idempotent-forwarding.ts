@@ -123,7 +123,7 @@ export function createIdempotency(deps: IdempotencyDeps): Idempotency {
         operation,
         requestFingerprint(request.method, request.path, request.body),
       );
-      const claim = await keyed.claim(now() + deps.leaseMsOf(accountId, request.timeoutMs));
+      const claim = await keyed.claim(now(), deps.leaseMsOf(accountId, request.timeoutMs));
       if (claim !== true) return keyed.answerRepeat(res, claim, now());
       deps.count(operation, 'claimed');
       let answer: KeptAnswer;
@@ -154,11 +154,20 @@ class KeyedRequest {
     private readonly fingerprint: string,
   ) {}
 
-  /** true: claimed; otherwise the record found (undefined: gone in between). The store failing: 503. */
-  async claim(leaseUntil: number): Promise<true | string | undefined> {
-    const record = this.seal({ state: 'claimed', fingerprint: this.fingerprint, leaseUntil });
+  /**
+   * true: claimed; otherwise the record found (undefined: gone in between). The store failing: 503. The claim lives
+   * for its lease and then the TTL: a lease longer than IDEMPOTENCY_TTL_SECONDS (long timeouts, a short TTL) must not
+   * let the record vanish while the request is still out (a repeat would be forwarded again), and after the lease a
+   * repeat is told the outcome is unknown for a whole TTL.
+   */
+  async claim(now: number, leaseMs: number): Promise<true | string | undefined> {
+    const record = this.seal({ state: 'claimed', fingerprint: this.fingerprint, leaseUntil: now + leaseMs });
     try {
-      const result = await this.deps.store.claim(this.storeKey, record, this.deps.ttlSeconds * 1000);
+      const result = await this.deps.store.claim(
+        this.storeKey,
+        record,
+        leaseMs + this.deps.ttlSeconds * 1000,
+      );
       return result.claimed ? true : result.existing;
     } catch {
       this.deps.count(this.operation, 'unavailable');

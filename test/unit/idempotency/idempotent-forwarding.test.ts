@@ -24,7 +24,14 @@ const BODY = { country: 'ARG', document: { id: '1', type: 'DNI' } };
 
 type Forward = (upstreamKey: string | undefined, locals: Express.Locals) => Promise<KeptAnswer>;
 
-function harness(options: { policy?: IdempotencyPolicy; store?: IdempotencyStore } = {}) {
+function harness(
+  options: {
+    policy?: IdempotencyPolicy;
+    store?: IdempotencyStore;
+    ttlSeconds?: number;
+    leaseMs?: number;
+  } = {},
+) {
   let now = 1_000_000;
   const outcomes: string[] = [];
   const commands: string[] = [];
@@ -47,8 +54,8 @@ function harness(options: { policy?: IdempotencyPolicy; store?: IdempotencyStore
     store,
     seal: createRecordSeal(createTokenCipher(randomBytes(32)), { inc: () => undefined }),
     keyPrefix: 'test:',
-    ttlSeconds: 3600,
-    leaseMsOf: () => LEASE_MS,
+    ttlSeconds: options.ttlSeconds ?? 3600,
+    leaseMsOf: () => options.leaseMs ?? LEASE_MS,
     count: (_operation, outcome) => outcomes.push(outcome),
     logger: { warn: () => undefined },
     now: () => now,
@@ -206,6 +213,24 @@ describe('idempotent forwarding (SPEC §13)', () => {
     expect(unknown.body.status.description).toBe('UPSTREAM_OUTCOME_UNKNOWN');
     expect(h.calls).toHaveLength(1);
     slow.release();
+  });
+
+  test('a lease longer than IDEMPOTENCY_TTL_SECONDS: the claim outlives the TTL, a repeat is never forwarded', async () => {
+    // IDEMPOTENCY_TTL_SECONDS=60 beside UPSTREAM_TIMEOUT_MS=60000: the lease (two attempts and the waits) is longer
+    // than the TTL. The claim must stay until the lease ends, and then tell the unknown outcome.
+    const h = harness({ ttlSeconds: 60, leaseMs: 130_000 });
+    const slow = held();
+    h.setForward(slow.forward);
+    const first = h.post('k1').then((r) => r);
+    await slow.out;
+    h.advance(61_000);
+    const busy = await h.post('k1').expect(409);
+    expect(busy.body.status.description).toBe('IDEMPOTENCY_KEY_IN_USE');
+    h.advance(70_000);
+    await h.post('k1').expect(504);
+    expect(h.calls).toHaveLength(1);
+    slow.release();
+    expect((await first).status).toBe(200);
   });
 
   test('a refusal before forwarding keeps nothing: the retry is forwarded', async () => {
