@@ -14,16 +14,16 @@ import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
   type AnswerReader,
-  busySockets,
   type CircuitStateName,
   createAnswerReader,
   createForwarder,
   createMemoryAnswerCache,
   createRedisAnswerCache,
-  createUpstreamAgent,
   createUpstreamCircuits,
+  createUpstreamPool,
   createUpstreamSlots,
   type Forwarder,
+  poolSocketsInUse,
 } from '../forwarding';
 import { GatewayError } from '../http/gateway-error';
 import { budgetKeys, planCachePrefix } from '../keys/redis-keys';
@@ -140,23 +140,26 @@ async function assemble(
     for (const operation of Object.keys(circuits.states()))
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
-  const agent = createUpstreamAgent(spec.baseUrl, spec.maxSockets, {
+  const pool = createUpstreamPool(spec.baseUrl, {
+    connections: spec.maxSockets,
     extraCa: spec.extraCa,
     localAddress: spec.localAddress,
+    connectTimeoutMs: spec.timeoutMs,
   });
-  closers.push(() => agent.destroy());
+  // Calls still running when the unit closes (drained by then) end; idle sockets close at once.
+  closers.push(() => pool.destroy());
   const slots = createUpstreamSlots({
     limit: spec.maxSockets,
     queueTimeoutMs: config.upstream.queueTimeoutMs,
   });
   metrics.watchUpstreamPool(spec.id, {
-    socketsInUse: () => busySockets(agent),
+    socketsInUse: () => poolSocketsInUse(pool),
     waiting: () => slots.waiting,
   });
   const budget = startBudget(spec, shared, logger, closers, view.isNewest);
   const inner = createForwarder({
     baseUrl: spec.baseUrl,
-    agent,
+    pool,
     slots,
     tokens,
     circuits,

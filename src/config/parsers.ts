@@ -59,6 +59,11 @@ const RESERVED_HEADERS = new Set([
   'content-length',
   'transfer-encoding',
   'connection',
+  // Connection-level: the upstream client owns the connection (undici refuses them on a request).
+  'keep-alive',
+  'upgrade',
+  'expect',
+  'te',
   'cookie',
   'x-request-id',
 ]);

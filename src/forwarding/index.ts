@@ -13,6 +13,7 @@ export {
   type UpstreamExchange,
 } from './internal/forwarder';
 export { busySockets, createUpstreamAgent } from './internal/upstream-agent';
+export { createUpstreamPool, poolSocketsInUse } from './internal/upstream-pool';
 export { createUpstreamSlots } from './internal/upstream-slots';
 
 import type { AnswerReader } from './internal/answer-reader';

@@ -1,9 +1,9 @@
-// Forwards one validated exchange to the upstream with http-proxy-middleware: token injection, header hygiene,
+// Forwards one validated exchange to the upstream over the account's undici pool: token injection, header hygiene,
 // timeout, circuit breaker, the single retry after a 401 and the single retry of an idempotent call.
-import type { Agent, ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Request, Response } from 'express';
-import { createProxyMiddleware } from 'http-proxy-middleware';
 import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
 import { GatewayError } from '../../http/gateway-error';
 import type { Metrics } from '../../observability/metrics';
 import { NO_TRACING, type Tracing } from '../../observability/tracing';
@@ -17,12 +17,6 @@ import {
   UpstreamFailure,
 } from './circuit-breaker';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
-import {
-  DETACHED_RESPONSE,
-  takingUpstreamRequests,
-  UPSTREAM_PROXY_OPTIONS,
-  UpstreamRequest,
-} from './upstream-request';
 import type { UpstreamSlots } from './upstream-slots';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
@@ -48,8 +42,9 @@ export interface UpstreamExchange {
 
 export interface ForwarderDeps {
   readonly baseUrl: string;
-  readonly agent: Agent;
-  /** The bounded wait for one of the agent's sockets (its limit is the agent's maxSockets). */
+  /** The account's connections (upstream-pool.ts): every attempt is dispatched on it. */
+  readonly pool: Dispatcher;
+  /** The bounded wait for one of the pool's connections (its limit is the pool's size). */
   readonly slots: UpstreamSlots;
   readonly tokens: TokenProvider;
   /** One circuit per operation, chosen by the exchange's route. */
@@ -91,11 +86,8 @@ export interface Forwarder {
   forward(req: Request, res: Response, exchange: UpstreamExchange): Promise<UpstreamAnswer>;
 }
 
-/**
- * One forwarded exchange over all its attempts, and the request http-proxy-middleware is handed for each of them
- * (hpm's events hand it back): one object for both, built once per exchange.
- */
-class Call extends UpstreamRequest {
+/** One forwarded exchange over all its attempts: built once per exchange. */
+class Call {
   /** Time spent waiting on the upstream (all attempts), for the request log. */
   upstreamMs = 0;
   /** The status of the provider's last answer (0: none yet) and how many it gave, for the usage ledger. */
@@ -105,49 +97,109 @@ class Call extends UpstreamRequest {
   lastAnswered = false;
   /** Budget units granted and not yet spent on an attempt: given back if the exchange ends without sending. */
   budgetHeld = 0;
-  /**
-   * The running attempt rides on the request itself. Not in a Map or WeakMap keyed by request: V8 replaces a Map's
-   * table as it grows and shrinks and keeps the old table pointing at the new one, so once a table was promoted the
-   * chain kept every later request alive through young-generation collections (measured: bench/README.md). A
-   * property costs the collector nothing.
-   */
-  runningAttempt: Attempt | undefined = undefined;
 
   constructor(
     readonly exchange: UpstreamExchange,
-    headers: Record<string, string>,
-  ) {
-    super(exchange, headers);
-  }
+    /** The upstream request's path: the base URL's own path, then the exchange's. */
+    readonly path: string,
+    /** The complete upstream header set (header-policy.ts), never the caller's; each attempt sets its token. */
+    readonly headers: Record<string, string>,
+  ) {}
+}
+
+/** What ends an attempt, shared by every attempt of a forwarder (its metrics, budget, logger). */
+interface AttemptEnds {
+  readonly maxAnswerBytes: number;
+  answered(attempt: Attempt): void;
+  failed(attempt: Attempt, error: Error): void;
+}
+
+/** The answer was larger than the gateway buffers: the socket is dropped, the call fails. */
+class AnswerTooLargeError extends Error {
+  readonly code = 'UPSTREAM_ANSWER_TOO_LARGE';
+}
+
+/** An attempt settled (timed out) before its request could be written: it is never sent. */
+class AttemptSettledError extends Error {
+  readonly code = 'ATTEMPT_SETTLED';
 }
 
 /**
- * The attempt running on the request an hpm event hands back: always a Call (the forwarder sends nothing else), typed
- * by hpm as an IncomingMessage, so checked here rather than cast.
+ * One upstream attempt, and undici's handler for it: the pool calls it back as the request leaves and the answer
+ * arrives. The answer is buffered (bodies are small JSON, at most `maxAnswerBytes`) so that it can be filtered,
+ * cached, shared with coalesced readers or kept for a replay.
  */
-function runningAttempt(req: unknown): Attempt | undefined {
-  return req instanceof Call ? req.runningAttempt : undefined;
-}
+class Attempt implements Dispatcher.DispatchHandler {
+  timer: NodeJS.Timeout | undefined = undefined;
+  /** Known once the pool writes the request on a socket (it may first connect). */
+  controller: Dispatcher.DispatchController | undefined = undefined;
+  timedOut = false;
+  settled = false;
+  status = 0;
+  answerHeaders: IncomingHttpHeaders = {};
+  chunks: Buffer[] = [];
+  size = 0;
 
-/** Per-attempt state, found from the request hpm's events hand back while the attempt runs. */
-interface Attempt {
-  readonly call: Call;
-  readonly accessToken: string;
-  readonly startedAt: number;
-  timer?: NodeJS.Timeout;
-  /** Known once the agent gives the request a socket (it may first wait for a free one). */
-  proxyReq?: ClientRequest;
-  timedOut: boolean;
-  settled: boolean;
-  resolve(outcome: AttemptOutcome): void;
-  reject(error: unknown): void;
+  constructor(
+    readonly call: Call,
+    readonly startedAt: number,
+    private readonly ends: AttemptEnds,
+    readonly resolve: (outcome: AttemptOutcome) => void,
+    readonly reject: (error: unknown) => void,
+  ) {}
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    // Settled (timed out) while connecting: never send it.
+    if (this.settled) controller.abort(new AttemptSettledError('attempt settled before it was sent'));
+    else this.controller = controller;
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.status = statusCode;
+    this.answerHeaders = headers;
+    this.chunks = [];
+    this.size = 0;
+    if (Number(headers['content-length']) > this.ends.maxAnswerBytes)
+      controller.abort(new AnswerTooLargeError('upstream answer too large'));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.size += chunk.length;
+    if (this.size > this.ends.maxAnswerBytes) {
+      controller.abort(new AnswerTooLargeError('upstream answer too large'));
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  /** The whole answer arrived (undici fails a body cut short: fewer bytes than Content-Length, unfinished chunks). */
+  onResponseEnd(): void {
+    this.ends.answered(this);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+    this.ends.failed(this, error);
+  }
+
+  /** The buffered body, joined once. */
+  body(): Buffer {
+    return this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+  }
 }
 
 type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
+const UNAUTHORIZED: AttemptOutcome = { kind: 'unauthorized' };
 
 const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
 /** Connection failures before any byte of the request could leave: the provider never saw it. */
 const NEVER_CONNECTED = new Set([
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_CLOSED',
+  'UND_ERR_DESTROYED',
   'ECONNREFUSED',
   'ENOTFOUND',
   'EAI_AGAIN',
@@ -156,6 +208,16 @@ const NEVER_CONNECTED = new Set([
   'EADDRNOTAVAIL',
   'EADDRINUSE',
 ]);
+
+/**
+ * The code a failed attempt is known by: the socket's own (ECONNREFUSED, a TLS code, ...), or undici's. undici reports
+ * a connection the upstream closed or reset mid-call as UND_ERR_SOCKET: named ECONNRESET here, as Node's http does.
+ */
+function connectionCode(error: Error): string {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'UND_ERR_SOCKET') return 'ECONNRESET';
+  return code ?? 'unknown';
+}
 
 /**
  * The call may have reached the provider with no answer back (SPEC §13's unknown outcome): a timeout, or a connection
@@ -176,10 +238,11 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   // Made once, not per request: with traces off the span wrapper only calls it.
   const getAccessToken = () => deps.tokens.getAccessToken();
 
+  const basePath = new URL(deps.baseUrl).pathname.replace(/\/$/, '');
+
   const settle = (attempt: Attempt) => {
     attempt.settled = true;
     clearTimeout(attempt.timer);
-    if (attempt.call.runningAttempt === attempt) attempt.call.runningAttempt = undefined;
   };
   const fail = (attempt: Attempt, error: unknown) => {
     if (attempt.settled) return;
@@ -187,76 +250,41 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     attempt.reject(error);
   };
 
-  /** A failed upstream call: httpxy reports a reset as 'econnreset' (the request has no socket), others as 'error'. */
-  const upstreamError = (error: NodeJS.ErrnoException, req?: IncomingMessage) => {
-    const attempt = runningAttempt(req);
-    if (!attempt) return;
-    observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
-    const tls = tlsFailureOf(error);
-    if (tls)
-      deps.logger.warn({ route: attempt.call.exchange.route, ...tls }, `upstream TLS failure: ${tls.cause}`);
-    const unbound = bindFailureOf(error);
-    if (unbound)
-      deps.logger.error({ route: attempt.call.exchange.route, ...unbound.fields }, unbound.message);
-    fail(
-      attempt,
-      attempt.timedOut
-        ? new UpstreamFailure('timeout')
-        : new UpstreamFailure('connection', error.code ?? 'unknown'),
-    );
+  const ends: AttemptEnds = {
+    maxAnswerBytes,
+    answered(attempt) {
+      if (attempt.settled) return;
+      settle(attempt);
+      const { call, status } = attempt;
+      observeUpstream(attempt, status);
+      call.lastStatus = status;
+      call.answers++;
+      call.lastAnswered = true;
+      deps.budget?.observe(status, attempt.answerHeaders['retry-after']);
+      if (status === 401) attempt.resolve(UNAUTHORIZED);
+      else if (status === 403) attempt.reject(ipRefused());
+      else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
+      else
+        attempt.resolve({
+          kind: 'answer',
+          answer: {
+            status,
+            headers: allowedAnswerHeaders(attempt.answerHeaders, retryAfterMaxSeconds),
+            body: attempt.body(),
+          },
+        });
+    },
+    failed(attempt, error) {
+      if (attempt.settled) return;
+      observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
+      const route = attempt.call.exchange.route;
+      const tls = tlsFailureOf(error);
+      if (tls) deps.logger.warn({ route, ...tls }, `upstream TLS failure: ${tls.cause}`);
+      const unbound = bindFailureOf(error);
+      if (unbound) deps.logger.error({ route, ...unbound.fields }, unbound.message);
+      fail(attempt, new UpstreamFailure('connection', connectionCode(error)));
+    },
   };
-
-  const proxy = takingUpstreamRequests(
-    createProxyMiddleware<IncomingMessage, ServerResponse>({
-      // A URL, parsed once: given a string, http-proxy-middleware and httpxy would each parse it on every request.
-      target: new URL(deps.baseUrl),
-      agent: deps.agent,
-      ...UPSTREAM_PROXY_OPTIONS,
-      plugins: [
-        (server) => {
-          server.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
-            const attempt = runningAttempt(req);
-            if (!attempt || attempt.settled) {
-              // Settled (timed out) while waiting for a free socket: never send it.
-              proxyReq.destroy();
-              return;
-            }
-            attempt.proxyReq = proxyReq;
-            // The gateway's own token goes on the outgoing request only.
-            proxyReq.setHeader('authorization', `Bearer ${attempt.accessToken}`);
-            // The upstream request is complete here, body included: nothing is streamed from the caller (the body was
-            // validated and serialized once), so a caller who hangs up cannot leave the call half-sent.
-            proxyReq.end(attempt.call.exchange.body);
-          });
-          server.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage) => {
-            const attempt = runningAttempt(req);
-            if (!attempt) {
-              proxyRes.resume();
-              return;
-            }
-            readAnswer(proxyRes, maxAnswerBytes, retryAfterMaxSeconds).then(
-              (answer) => {
-                if (attempt.settled) return;
-                settle(attempt);
-                observeUpstream(attempt, answer.status);
-                attempt.call.lastStatus = answer.status;
-                attempt.call.answers++;
-                attempt.call.lastAnswered = true;
-                deps.budget?.observe(answer.status, proxyRes.headers['retry-after']);
-                if (answer.status === 401) attempt.resolve({ kind: 'unauthorized' });
-                else if (answer.status === 403) attempt.reject(ipRefused());
-                else if (answer.status >= 500) attempt.reject(new UpstreamFailure('status'));
-                else attempt.resolve({ kind: 'answer', answer });
-              },
-              () => fail(attempt, new UpstreamFailure(attempt.timedOut ? 'timeout' : 'connection')),
-            );
-          });
-          server.on('error', upstreamError);
-          server.on('econnreset', upstreamError);
-        },
-      ],
-    }),
-  );
 
   function observeUpstream(attempt: Attempt, status: number | string) {
     const ms = performance.now() - attempt.startedAt;
@@ -270,30 +298,27 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   /** One upstream call with `accessToken`; resolves with the answer or a 401 marker, rejects on failure. */
   function sendAttempt(call: Call, accessToken: string) {
     return new Promise<AttemptOutcome>((resolve, reject) => {
-      const attempt: Attempt = {
-        call,
-        accessToken,
-        startedAt: performance.now(),
-        timedOut: false,
-        settled: false,
-        resolve,
-        reject,
-      };
-      call.runningAttempt = attempt;
+      const attempt = new Attempt(call, performance.now(), ends, resolve, reject);
       call.lastAnswered = false;
       if (call.budgetHeld > 0) call.budgetHeld -= 1; // spent: this attempt goes to the provider
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
         observeUpstream(attempt, 'timeout');
-        attempt.proxyReq?.destroy();
         fail(attempt, new UpstreamFailure('timeout'));
+        attempt.controller?.abort(new UpstreamFailure('timeout'));
       }, call.exchange.timeoutMs ?? deps.timeoutMs);
-      // This attempt's span context (traces on): the previous attempt's is overwritten.
+      // The gateway's own token goes on the upstream request only; this attempt's span context (traces on).
+      call.headers.authorization = `Bearer ${accessToken}`;
       tracing.injectUpstream(call.headers);
-      // The upstream call runs on a stand-in response, not the caller's: a caller who hangs up neither aborts a
-      // call that coalesced readers share nor counts as an upstream failure against the circuit breaker.
-      proxy(call, DETACHED_RESPONSE).catch((error: unknown) => fail(attempt, error));
+      // The upstream request is complete here, body included: nothing is streamed from the caller (the body was
+      // validated and serialized once), so a caller who hangs up cannot leave the call half-sent. The call runs on
+      // its own, not on the caller's response: a caller who hangs up neither aborts a call that coalesced readers
+      // share nor counts as an upstream failure against the circuit breaker.
+      deps.pool.dispatch(
+        { path: call.path, method: call.exchange.method, headers: call.headers, body: call.exchange.body },
+        attempt,
+      );
     });
   }
 
@@ -335,6 +360,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       // the cache would then hand to GETs).
       const call = new Call(
         exchange,
+        basePath + exchange.path,
         upstreamRequestHeaders({
           requestId: req.id,
           staticHeaders: deps.staticHeaders,
@@ -487,39 +513,6 @@ function toGatewayError(error: unknown, circuit: UpstreamCircuit): unknown {
     return new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream could not be reached or failed.');
   }
   return error;
-}
-
-function readAnswer(
-  proxyRes: IncomingMessage,
-  maxBytes: number,
-  retryAfterMaxSeconds: number,
-): Promise<UpstreamAnswer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    proxyRes.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > maxBytes) {
-        proxyRes.destroy(new Error('upstream answer too large'));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    proxyRes.once('end', () => {
-      // A body cut short (fewer bytes than Content-Length, an unfinished chunked body) is a failure, never an answer.
-      if (!proxyRes.complete) {
-        reject(new Error('upstream answer incomplete'));
-        return;
-      }
-      resolve({
-        status: proxyRes.statusCode ?? 502,
-        headers: allowedAnswerHeaders(proxyRes.headers, retryAfterMaxSeconds),
-        body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
-      });
-    });
-    proxyRes.once('error', reject);
-    proxyRes.once('aborted', () => reject(new Error('upstream answer aborted')));
-  });
 }
 
 /** Writes a buffered upstream answer to the caller (allow-listed headers only). */

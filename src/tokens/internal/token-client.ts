@@ -2,7 +2,7 @@
 import { Agent, fetch as undiciFetch } from 'undici';
 import { GatewayError } from '../../http/gateway-error';
 import { checkLocalAddress } from '../../tls/local-address';
-import { upstreamCa } from '../../tls/upstream-trust';
+import { needsOwnPool, upstreamConnectOptions } from '../../tls/upstream-connect';
 import type { RefusalReason } from './login-backoff';
 
 export interface TokenResponse {
@@ -75,14 +75,9 @@ export function retryAfterSeconds(value: string | null, now = Date.now()): numbe
  * default 10 s.
  */
 function tokenFetch(options: TokenClientOptions): { doFetch: typeof fetch; close(): Promise<void> } {
-  const ca = upstreamCa(options.extraCa);
-  const { localAddress } = options;
-  if (options.fetch || (!ca && localAddress === undefined))
+  if (options.fetch || !needsOwnPool(options))
     return { doFetch: options.fetch ?? fetch, close: async () => undefined };
-  const dispatcher = new Agent({
-    ...(localAddress !== undefined && { localAddress }),
-    connect: { ...(ca && { ca }), timeout: options.timeoutMs },
-  });
+  const dispatcher = new Agent(upstreamConnectOptions({ ...options, connectTimeoutMs: options.timeoutMs }));
   const doFetch = ((url: string, init: RequestInit) =>
     undiciFetch(url, { ...(init as object), dispatcher })) as unknown as typeof fetch;
   return {

@@ -11,6 +11,7 @@ import {
   createForwarder,
   createUpstreamAgent,
   createUpstreamCircuits,
+  createUpstreamPool,
   createUpstreamSlots,
   sendAnswer,
 } from '../../../src/forwarding';
@@ -83,17 +84,17 @@ function tokenManager(localAddress: string | undefined, logger = pino({ enabled:
   return manager;
 }
 
-/** A gateway-shaped app: GET /plan forwards a plan read through an agent bound to `localAddress`. */
+/** A gateway-shaped app: GET /plan forwards a plan read through a pool bound to `localAddress`. */
 async function forwardingApp(
   localAddress: string | undefined,
   tokens: TokenProvider,
   logger = pino({ enabled: false }),
 ): Promise<string> {
-  const agent = createUpstreamAgent(simulator.url, 8, { localAddress });
-  closers.push(() => agent.destroy());
+  const pool = createUpstreamPool(simulator.url, { connections: 8, localAddress, connectTimeoutMs: 3_000 });
+  closers.push(() => pool.destroy());
   const forwarder = createForwarder({
     baseUrl: simulator.url,
-    agent,
+    pool,
     slots: createUpstreamSlots({ limit: 8, queueTimeoutMs: 1_000 }),
     tokens,
     circuits: createUpstreamCircuits(['plan'], {
@@ -182,10 +183,13 @@ describe('token calls bind to the account localAddress', () => {
       createTokenClient({ baseUrl: simulator.url, timeoutMs: 1_000, localAddress: 'eth0' }),
     ).toThrow('localAddress must be an IPv4 or IPv6 address, got "eth0"');
     expect(() => createUpstreamAgent(simulator.url, 1, { localAddress: 'eth0' })).toThrow('localAddress');
+    expect(() =>
+      createUpstreamPool(simulator.url, { connections: 1, localAddress: 'eth0', connectTimeoutMs: 1_000 }),
+    ).toThrow('localAddress');
   });
 });
 
-describe("over TLS with UPSTREAM_CA_FILE (the token client's own pool, and the https agent)", () => {
+describe("over TLS with UPSTREAM_CA_FILE (the token client's own pool, the forwarder's pool and the https agent)", () => {
   test('both trust the CA and bind to the address: answered from the allowed address, refused from another', async () => {
     const pki = await createTestPki();
     const https = await startSimulator({
@@ -223,6 +227,23 @@ describe("over TLS with UPSTREAM_CA_FILE (the token client's own pool, and the h
     // Unauthenticated, so 401; what matters is that the allow-list let the socket of the address through.
     expect(status).toBe(401);
     expect(https.stats().forbidden).toBe(1);
+
+    // The forwarder's pool: the same CA trusted, every socket bound to the account's address.
+    const poolStatus = async (localAddress: string) => {
+      const pool = createUpstreamPool(https.url, {
+        connections: 2,
+        extraCa: [pki.caPem],
+        localAddress,
+        connectTimeoutMs: 3_000,
+      });
+      closers.push(() => pool.destroy());
+      const answer = await pool.request({ path: `/api/subscriptions/plan/${PLAN_ID}`, method: 'GET' });
+      await answer.body.dump();
+      return answer.statusCode;
+    };
+    expect(await poolStatus(ALLOWED)).toBe(401);
+    expect(await poolStatus(OTHER)).toBe(403);
+    expect(https.stats().forbidden).toBe(2);
   });
 });
 

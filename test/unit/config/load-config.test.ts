@@ -842,6 +842,18 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it.each(['Keep-Alive: timeout=5', 'upgrade: h2c', 'Expect: 100-continue', 'TE: trailers'])(
+    'refuses the connection-level static header "%s" at start (the upstream client owns the connection)',
+    (value) => {
+      expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
+        expect.objectContaining({
+          variable: 'UPSTREAM_STATIC_HEADERS',
+          message: expect.stringContaining('the gateway owns that header'),
+        }),
+      ]);
+    },
+  );
+
   it('requires OIDC_ISSUER and OIDC_AUDIENCE together', () => {
     expect(problemsOf({ OIDC_ISSUER: 'https://sso.example.com' })).toEqual([
       expect.objectContaining({ variable: 'OIDC_AUDIENCE' }),
