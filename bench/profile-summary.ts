@@ -175,7 +175,7 @@ export const PART_LEGEND: Readonly<Record<Part, string>> = {
   'express/http':
     'src/http, src/app, src/server; express, router, body-parser, helmet; Node http server, sockets',
   other:
-    'GC, V8, Redis client (ioredis), src/config, operations, start-up; src/keys, store, assembly count for their caller',
+    'GC, V8, Redis client (ioredis), src/config, operations, code of no part; src/keys, store, assembly count for their caller',
 };
 
 /**
