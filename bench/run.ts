@@ -5,11 +5,17 @@
 // fast one answering after BENCH_SLOW_LATENCY_MS under BENCH_SLOW_CONNECTIONS callers.
 //
 //   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep] [-- --compare DIR]
-//                 [-- --compare-plain] [-- --only fast,simulator,tls,slow] [-- --no-pin]
+//                 [-- --compare-plain] [-- --only fast,simulator,tls,slow] [-- --no-pin] [-- --no-parts]
 //   BENCH_DURATION_SECONDS (5)  BENCH_ROUNDS (3)  BENCH_CONNECTIONS (32)  BENCH_RATE (500)
 //   BENCH_FLEET_TTL_SECONDS (6)  BENCH_FLEET_LIFETIMES (4)  BENCH_WARMUP_SECONDS (2)
 //   BENCH_SLOW_LATENCY_MS (150)  BENCH_SLOW_CONNECTIONS (1000)  BENCH_MAX_SOCKETS (the gateway's default)
 //   BENCH_PROFILE_SCENARIO ('plan GET'): the load the --profile gateway runs under (fast upstream)
+//   BENCH_PARTS_SLICES (4): 1 s slices of each load in the profile by part (--no-parts: none)
+//
+// The fast upstream also gets `gateway-plain` (one account, no budget, no quota, no ledger) beside `gateway` (the
+// governed set-up) for the unique-id GET and the POST: gateway/bare for both set-ups and what governing adds per
+// request, paired by round, read against the issue-40 promise (at most GOVERNING_CEILING_US). At the end a governed
+// gateway is profiled under the same two loads and its CPU printed per request by part of the specification.
 //
 // --compare DIR adds a second gateway run from another checkout's build (DIR/dist, DIR/node_modules), e.g. a git
 // worktree of main, as the target `compare`: the same settings, measured in the same rounds, paired with `gateway`.
@@ -36,6 +42,7 @@ import { checkGovernedAccounts, writeGovernedSetup } from './lib/governed-setup'
 import { type LoadResult, type LoadSpec, median, runLoad } from './lib/load';
 import {
   type CpuDelta,
+  formatAgainstCeiling,
   formatComparison,
   formatCpuDelta,
   formatRatio,
@@ -52,6 +59,7 @@ import {
   httpOk,
   type Proc,
   pinCpus,
+  pinProcess,
   rssMiB,
   type Served,
   startFastUpstream,
@@ -62,13 +70,24 @@ import {
 import { commandsPer1k, type RedisCommandCounter, redisCommandCounter } from './lib/redis-commands';
 import { startBareProxy, startNginx, startStackProxy } from './lib/reference-proxies';
 import { makeThrowawayCertificates } from './lib/throwaway-ca';
-import { formatProfile, summarizeProfile } from './profile-summary';
+import {
+  formatParts,
+  formatProfile,
+  profileWithin,
+  readCpuProfile,
+  summarizeCpuProfile,
+  summarizeProfile,
+} from './profile-summary';
 
 const USERNAME = 'sandbox-merchant';
 /** The unique-id GET's CPU added over the bare proxy minus the POST's: what a plan read costs beyond a validation. */
 const GET_ONLY = 'GET-only (unique-id GET minus POST)';
 const PASSWORD = 'sandbox-password';
 const COALESCE_PLAN_ID = '3f2c9a1e-7b4d-4e8a-9c61-0d5e2f7a8b90';
+/** Issue 40's promise: accounts, budget, quota and ledger together at most this much CPU per request over plain. */
+const GOVERNING_CEILING_US = 10;
+/** Trimmed at both ends of a profiled slice: the load generator opening and closing its connections. */
+const SLICE_EDGE_US = 50_000;
 
 const settings = {
   durationSeconds: envNumber('BENCH_DURATION_SECONDS', 5),
@@ -84,6 +103,7 @@ const settings = {
   maxSockets: envNumber('BENCH_MAX_SOCKETS', DEFAULT_UPSTREAM_MAX_SOCKETS),
   fleetTtlSeconds: envNumber('BENCH_FLEET_TTL_SECONDS', 6),
   fleetLifetimes: envNumber('BENCH_FLEET_LIFETIMES', 4),
+  partsSlices: envNumber('BENCH_PARTS_SLICES', 4),
   fleetSkewSeconds: 2,
   fleetReplicas: 3,
   coalesceRequests: 100,
@@ -98,6 +118,8 @@ const keep = args.includes('--keep');
 /** `--compare-plain`: the compared build gets the single-account set-up (a build from before provider accounts). */
 const comparePlain = args.includes('--compare-plain');
 const pinning = !args.includes('--no-pin');
+/** `--no-parts`: skip the profile by part at the end. */
+const profileParts = !args.includes('--no-parts');
 const UPSTREAMS = ['fast', 'simulator', 'tls', 'slow'] as const;
 type Upstream = (typeof UPSTREAMS)[number];
 const only = upstreamsToRun(argValue('--only'));
@@ -110,7 +132,8 @@ const UPSTREAM_LABEL: Record<Upstream, string> = {
   slow: `slow ${settings.slowLatencyMs}ms`,
 };
 
-type TargetName = 'direct' | 'bare-proxy' | 'stack-proxy' | 'gateway' | 'nginx' | 'compare';
+/** `gateway`: the governed set-up; `gateway-plain`: the same build with one account, no budget, quota or ledger. */
+type TargetName = 'direct' | 'bare-proxy' | 'stack-proxy' | 'gateway' | 'gateway-plain' | 'nginx' | 'compare';
 
 interface Target {
   readonly name: TargetName;
@@ -223,7 +246,14 @@ async function main(): Promise<void> {
   async function startGroup(
     upstream: Upstream,
     served: Served,
-    options: { direct: boolean; nginx: boolean; stack?: boolean; extraEnv?: Record<string, string> },
+    options: {
+      direct: boolean;
+      nginx: boolean;
+      stack?: boolean;
+      /** Also the plain set-up (gateway-plain), between the bare proxy and the governed gateway. */
+      plain?: boolean;
+      extraEnv?: Record<string, string>;
+    },
   ): Promise<Group> {
     const procs: Proc[] = [];
     const extra = options.extraEnv ?? {};
@@ -276,6 +306,12 @@ async function main(): Promise<void> {
       cpu: () => cpuTimeMs(bare.proc.pid),
       pid: bare.proc.pid,
     });
+    // bare, plain, governed back to back: plain/bare and governed/plain adjacent, governed/bare one run apart.
+    if (options.plain) {
+      const p = await gatewayEnv(`gateway-plain-${upstream}`, served.url, extra, false);
+      procs.push(p.redis);
+      targets.push(await gatewayTarget('gateway-plain', upstream, p, procs));
+    }
     targets.push(gateway);
     // Right after `gateway`, so the two builds run back to back in every round.
     if (compareBuild) {
@@ -303,7 +339,7 @@ async function main(): Promise<void> {
 
   /** A gateway target that can be relaunched: `procs` always holds its running process. */
   async function gatewayTarget(
-    name: 'gateway' | 'compare',
+    name: 'gateway' | 'gateway-plain' | 'compare',
     upstream: Upstream,
     setup: { env: Record<string, string>; counter: RedisCommandCounter },
     procs: Proc[],
@@ -342,6 +378,7 @@ async function main(): Promise<void> {
         direct: true,
         nginx: true,
         stack: true,
+        plain: true,
       }),
     );
   if (withSimulator)
@@ -379,6 +416,8 @@ async function main(): Promise<void> {
     (groups.get(kind.upstream)?.targets ?? []).filter((t) => kind.targets.includes(t.name));
 
   const ALL: TargetName[] = ['direct', 'bare-proxy', 'stack-proxy', 'gateway', 'compare', 'nginx'];
+  // The plain set-up only where the issue reads it: the unique-id GET and the POST (its group: the fast upstream).
+  const WITH_PLAIN: TargetName[] = [...ALL, 'gateway-plain'];
   const planGet = (upstream: Upstream): Kind => ({
     name: 'plan GET',
     upstream,
@@ -396,7 +435,7 @@ async function main(): Promise<void> {
   const uniqueGet = (upstream: Upstream, connections = settings.connections): Kind => ({
     name: 'plan GET unique ids',
     upstream,
-    targets: ALL,
+    targets: WITH_PLAIN,
     upstreamCounter: 'planReads',
     spec: (t, d) => ({
       url: t.url,
@@ -411,7 +450,7 @@ async function main(): Promise<void> {
   const post = (upstream: Upstream): Kind => ({
     name: 'validation POST',
     upstream,
-    targets: ALL,
+    targets: WITH_PLAIN,
     upstreamCounter: 'validations',
     spec: (t, d) => ({
       url: `${t.url}/api/validation/document`,
@@ -469,7 +508,7 @@ async function main(): Promise<void> {
         samples.set(keyOf(kind, target.name), [...(samples.get(keyOf(kind, target.name)) ?? []), sample]);
         log(
           `round ${round + 1}/${settings.rounds} ${UPSTREAM_LABEL[kind.upstream].padEnd(11)} ` +
-            `${kind.name.padEnd(24)} ${target.name.padEnd(11)} ` +
+            `${kind.name.padEnd(24)} ${target.name.padEnd(13)} ` +
             `${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms.toFixed(2)} ms  ` +
             `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}  503s ${sample.status503}`,
         );
@@ -526,6 +565,8 @@ async function main(): Promise<void> {
       stackOverBarePost: pair('fast', 'validation POST', 'stack-proxy', 'bare-proxy'),
       gatewayOverStackGetUniqueIds: pair('fast', 'plan GET unique ids', 'gateway', 'stack-proxy'),
       gatewayOverStackPost: pair('fast', 'validation POST', 'gateway', 'stack-proxy'),
+      plainOverBareGetUniqueIds: pair('fast', 'plan GET unique ids', 'gateway-plain', 'bare-proxy'),
+      plainOverBarePost: pair('fast', 'validation POST', 'gateway-plain', 'bare-proxy'),
     },
     simulator: {
       gatewayOverBareGetUniqueIds: pair('simulator', 'plan GET unique ids', 'gateway', 'bare-proxy'),
@@ -568,6 +609,8 @@ async function main(): Promise<void> {
       [GET_ONLY]: getOnly('fast'),
       'stack proxy, plan GET unique ids': cpuOver('fast', 'plan GET unique ids', 'stack-proxy'),
       'stack proxy, validation POST': cpuOver('fast', 'validation POST', 'stack-proxy'),
+      'plain gateway, plan GET unique ids': cpuOver('fast', 'plan GET unique ids', 'gateway-plain'),
+      'plain gateway, validation POST': cpuOver('fast', 'validation POST', 'gateway-plain'),
     },
     tls: {
       'plan GET unique ids': cpuOver('tls', 'plan GET unique ids'),
@@ -575,6 +618,20 @@ async function main(): Promise<void> {
       [GET_ONLY]: getOnly('tls'),
     },
     slow: { 'plan GET unique ids': cpuOver('slow', 'plan GET unique ids') },
+  };
+  // What governing costs (issue 40): the governed gateway's CPU per request minus the plain one's, same build, paired.
+  const governedOverPlain = (prefix: string): CpuDelta | null => {
+    const kind = kindOf('fast', prefix);
+    return kind
+      ? pairedCpuDelta(
+          samples.get(keyOf(kind, 'gateway')) ?? [],
+          samples.get(keyOf(kind, 'gateway-plain')) ?? [],
+        )
+      : null;
+  };
+  const governing = {
+    'plan GET unique ids': governedOverPlain('plan GET unique ids'),
+    'validation POST': governedOverPlain('validation POST'),
   };
   const slowP99Ratio = (() => {
     const g = slowRow('gateway')?.p99Ms;
@@ -641,6 +698,15 @@ async function main(): Promise<void> {
   const fastUpstream = groups.get('fast')?.upstream;
   if (profile && fastUpstream)
     profileText = await profileGateway(tmp, fastUpstream.url, gatewayEnv, callerHeaders, profileKind);
+  // --- by default: the governed gateway profiled under the unique-id GET and the POST, by part ---------------
+  const partLoads = [
+    { label: 'GET', kind: kindOf('fast', 'plan GET unique ids') },
+    { label: 'POST', kind: kindOf('fast', 'validation POST') },
+  ].flatMap(({ label, kind }) => (kind ? [{ label, kind }] : []));
+  const partsText =
+    profileParts && fastUpstream && partLoads.length > 0
+      ? await profileByPart(tmp, fastUpstream.url, gatewayEnv, callerHeaders, partLoads, cpus)
+      : undefined;
 
   await Promise.all(redisCounters.map((c) => c.close()));
   for (const group of groups.values()) await Promise.all(group.procs.map((p) => p.stop()));
@@ -662,6 +728,8 @@ async function main(): Promise<void> {
     ratioDetails,
     /** CPU µs per request of the gateway (of the stack proxy where named) minus the bare proxy's, paired by round. */
     cpuAddedOverBare,
+    /** CPU µs per request of the governed gateway minus the plain one (fast upstream), paired by round. */
+    governingOverPlain: { ceilingUs: GOVERNING_CEILING_US, ...governing },
     tokens: tokens
       ? {
           replicas: tokens.replicas,
@@ -675,7 +743,7 @@ async function main(): Promise<void> {
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
-    formatReport(rows, ratioDetails, slowP99Ratio, cpuAddedOverBare, added, tokens, coalescing, {
+    formatReport(rows, ratioDetails, slowP99Ratio, cpuAddedOverBare, governing, added, tokens, coalescing, {
       nginx: rows.some((r) => r.target === 'nginx'),
       logBytes,
       metricsOk,
@@ -694,6 +762,7 @@ async function main(): Promise<void> {
     process.stdout.write(
       `\nGateway CPU profile under the "${profileKind?.name}" load (fast upstream)\n${profileText}\n`,
     );
+  if (partsText) process.stdout.write(`\n${partsText}\n`);
   if (outFile) {
     writeFileSync(outFile, `${JSON.stringify(report, null, 2)}\n`);
     log(`wrote ${outFile}`);
@@ -842,6 +911,7 @@ type GatewayEnvFactory = (
   name: string,
   upstream: string,
   extra?: Record<string, string>,
+  governed?: boolean,
 ) => Promise<{ env: Record<string, string>; redis: Proc; counter: RedisCommandCounter }>;
 
 async function profileGateway(
@@ -877,6 +947,76 @@ async function profileGateway(
   if (!file) return '(no .cpuprofile was written)';
   const requests = warmup.responses + load.responses; // the profile covers both
   return `${join(dir, file)}\n${formatProfile(summarizeProfile(join(dir, file), 15, requests))}`;
+}
+
+/**
+ * The governed gateway (as `gateway` runs) profiled under each load in turn, 1 s slices alternating, every sample
+ * charged to the load of its slice (as bench/sliced-profile.ts does), then its CPU per request by part. With pinning,
+ * the gateway has its CPUs alone meanwhile (this process, the upstream and its Redis on the upstream's CPU): the
+ * profile is then its own CPU time, not also the moments the load generator ran in the middle of its work.
+ */
+async function profileByPart(
+  tmp: string,
+  upstreamUrl: string,
+  gatewayEnv: GatewayEnvFactory,
+  headers: Record<string, string>,
+  loads: ReadonlyArray<{ label: string; kind: Kind }>,
+  cpus: { upstream: string; rest: string } | undefined,
+): Promise<string> {
+  const dir = join(tmp, 'profile-parts');
+  mkdirSync(dir, { recursive: true });
+  if (cpus) pinProcess(process.pid, cpus.upstream); // this process and the children it starts from now on
+  try {
+    const { env, redis, counter } = await gatewayEnv('parts-gateway', upstreamUrl, {}, true);
+    const profiled = await startGatewayProcess('parts-gateway', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
+    if (cpus) pinProcess(profiled.proc.pid, cpus.rest);
+    const target: Target = {
+      name: 'gateway',
+      upstream: 'fast',
+      url: profiled.url,
+      headers,
+      cpu: () => null,
+      pid: profiled.proc.pid,
+    };
+    const windows = new Map<string, { fromUs: number; toUs: number }[]>(loads.map((l) => [l.label, []]));
+    const requests = new Map<string, number>(loads.map((l) => [l.label, 0]));
+    try {
+      for (const { kind } of loads) await runLoad(kind.spec(target, settings.warmupSeconds));
+      for (let i = 0; i < settings.partsSlices; i++)
+        for (const { label, kind } of i % 2 === 0 ? loads : [...loads].reverse()) {
+          const from = nowUs();
+          const result = await runLoad(kind.spec(target, 1));
+          const to = nowUs();
+          const kept = Math.max(0, (to - from - 2 * SLICE_EDGE_US) / (to - from));
+          windows.get(label)?.push({ fromUs: from + SLICE_EDGE_US, toUs: to - SLICE_EDGE_US });
+          requests.set(label, (requests.get(label) ?? 0) + result.responses * kept);
+        }
+    } finally {
+      await profiled.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
+      await counter.close();
+      await redis.stop();
+    }
+    const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+    if (!file) return 'profile by part: no .cpuprofile was written';
+    const whole = readCpuProfile(join(dir, file));
+    const columns = loads.map(({ label }) => ({
+      label,
+      summary: summarizeCpuProfile(profileWithin(whole, windows.get(label) ?? []), 15, requests.get(label)),
+    }));
+    const counts = columns.map((c) => `${(c.summary.requests ?? 0).toFixed(0)} ${c.label}s`).join(', ');
+    return [
+      `Where the governed gateway's CPU goes, by part: µs per request (fast upstream; ${settings.partsSlices} slices of 1 s of each load, alternating, ${counts} profiled; ` +
+        `${cpus ? 'the gateway alone on its CPU' : 'not pinned'}; each sample counts for the innermost part on its stack)`,
+      formatParts(columns),
+    ].join('\n');
+  } finally {
+    if (cpus) pinProcess(process.pid, cpus.rest);
+  }
+}
+
+/** The monotonic clock V8 stamps profile samples with, µs. */
+function nowUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
 }
 
 // --- processes --------------------------------------------------------------------------------------------
@@ -965,6 +1105,7 @@ function formatReport(
   ratios: Record<Upstream, Record<string, PairedRatio | null>>,
   slowP99Ratio: number | null,
   cpuAdded: Partial<Record<Upstream, Record<string, CpuDelta | null>>>,
+  governing: Record<string, CpuDelta | null>,
   added: { p50Ms: number; p99Ms: number },
   tokens: FleetResult | undefined,
   coalescing: { requests: number; upstreamCalls: number } | undefined,
@@ -1044,6 +1185,15 @@ function formatReport(
           : [],
       ),
     ),
+    ...(Object.values(governing).some((cpu) => cpu !== null)
+      ? [
+          `governing (two accounts, budget, quota, ledger): CPU µs per request of gateway minus gateway-plain, same build, paired by round (issue 40 promise: at most ${GOVERNING_CEILING_US} µs):`,
+          ...Object.entries(governing).map(
+            ([scenario, cpu]) =>
+              `  ${`fast: ${scenario}`.padEnd(48)} ${formatAgainstCeiling(cpu, GOVERNING_CEILING_US)}`,
+          ),
+        ]
+      : []),
     `added by the gateway over direct at ${settings.rate} req/s (fast upstream): p50 ${added.p50Ms.toFixed(2)} ms, p99 ${added.p99Ms.toFixed(2)} ms`,
     tokens
       ? `tokens: ${tokens.replicas} replicas for ${tokens.seconds}s with ${tokens.accessTtlSeconds}s access tokens ` +
@@ -1055,7 +1205,8 @@ function formatReport(
       : 'coalescing: skipped (needs the simulator upstream)',
     `gateway features on: API key auth, Redis rate limit, token cache in Redis (encrypted), two provider accounts, ` +
       `a budget and a day quota (not binding), the usage ledger, info request log ` +
-      `(${(notes.logBytes / 1024 / 1024).toFixed(1)} MiB written), metrics (${notes.metricsOk ? 'served' : 'NOT served'})`,
+      `(${(notes.logBytes / 1024 / 1024).toFixed(1)} MiB written), metrics (${notes.metricsOk ? 'served' : 'NOT served'}); ` +
+      'gateway-plain (fast upstream): the same with one account and no budget, quota or ledger',
     notes.nginx ? '' : 'nginx: not on the PATH, anchor skipped',
     '',
   ];
@@ -1072,6 +1223,8 @@ const RATIO_LABEL: Record<string, string> = {
   stackOverBarePost: 'stack/bare validation POST',
   gatewayOverStackGetUniqueIds: 'gateway/stack plan GET unique ids',
   gatewayOverStackPost: 'gateway/stack validation POST',
+  plainOverBareGetUniqueIds: 'gateway-plain/bare plan GET unique ids',
+  plainOverBarePost: 'gateway-plain/bare validation POST',
 };
 
 /** `--only fast,tls`: the upstreams to measure (all by default). */

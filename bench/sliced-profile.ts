@@ -11,7 +11,7 @@
 //   share them, one serving at a time): the profile is then the process's CPU time, not CPU time plus the moments
 //   the load generator ran in the middle of one of its socket writes. Needs taskset and at least 2 CPUs.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { DOCUMENT_BODY, envNumber, featuredGatewayEnv, ROOT, writeLoadClient } from './lib/fixtures';
@@ -26,7 +26,7 @@ import {
   startRedis,
 } from './lib/processes';
 import { startBareProxy, startStackProxy } from './lib/reference-proxies';
-import { type ProfileSummary, summarizeProfile } from './profile-summary';
+import { type ProfileSummary, profileWithin, readCpuProfile, summarizeCpuProfile } from './profile-summary';
 
 type Load = 'GET' | 'POST';
 interface Slice {
@@ -78,27 +78,9 @@ const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
 /** The profile with only the samples of one load's slices, summarized per request of that load. */
 function summarizeSlices(file: string, slices: readonly Slice[], load: Load): ProfileSummary {
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as {
-    startTime: number;
-    samples: number[];
-    timeDeltas: number[];
-  };
   const mine = slices.filter((s) => s.load === load);
-  const samples: number[] = [];
-  const timeDeltas: number[] = [];
-  let at = profile.startTime;
-  profile.samples.forEach((id, i) => {
-    const delta = profile.timeDeltas[i] ?? 0;
-    at += delta;
-    if (mine.some((s) => at >= s.fromUs && at < s.toUs)) {
-      samples.push(id);
-      timeDeltas.push(delta);
-    }
-  });
-  const part = `${file}.${load}.json`;
-  writeFileSync(part, JSON.stringify({ ...profile, samples, timeDeltas }));
   const requests = mine.reduce((sum, s) => sum + s.responses, 0);
-  return summarizeProfile(part, 20, requests);
+  return summarizeCpuProfile(profileWithin(readCpuProfile(file), mine), 20, requests);
 }
 
 interface ProfiledTarget {

@@ -113,6 +113,21 @@ export function formatCpuDelta(cpu: CpuDelta): string {
   return `${signed(cpu.median)} [${signed(cpu.min)} to ${signed(cpu.max)}]`;
 }
 
+/**
+ * A paired CPU difference read against a promised ceiling (µs per request): `within` when the median round is at
+ * most the ceiling, `OVER` when above; the range says whether every round agrees.
+ */
+export function formatAgainstCeiling(cpu: CpuDelta | null, ceilingUs: number): string {
+  if (!cpu) return 'n/a';
+  const verdict =
+    cpu.median <= ceilingUs
+      ? `within the promise (at most ${ceilingUs} µs)`
+      : `OVER the promise (at most ${ceilingUs} µs)`;
+  const agreement =
+    cpu.max <= ceilingUs || cpu.min > ceilingUs ? 'every round agrees' : 'the rounds disagree';
+  return `${formatCpuDelta(cpu)}, lower in ${cpu.roundsCheaper}/${cpu.rounds} rounds: ${verdict}; ${agreement}`;
+}
+
 export function formatRatio(r: PairedRatio | null): string {
   if (!r) return 'n/a';
   return `${r.median.toFixed(3)} [${r.min.toFixed(3)}-${r.max.toFixed(3)}]; of medians ${r.ofMedians.toFixed(3)}`;

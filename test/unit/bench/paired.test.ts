@@ -1,5 +1,11 @@
 // Paired comparisons: ratios and CPU differences taken round by round, never across rounds.
-import { formatComparison, pairedComparison, pairedCpuDelta, pairedRatio } from '../../../bench/lib/paired';
+import {
+  formatAgainstCeiling,
+  formatComparison,
+  pairedComparison,
+  pairedCpuDelta,
+  pairedRatio,
+} from '../../../bench/lib/paired';
 
 const rounds = (...pairs: Array<[number, number | null]>) =>
   pairs.map(([rps, cpuMsPerRequest]) => ({ rps, cpuMsPerRequest }));
@@ -47,5 +53,27 @@ describe('pairedCpuDelta', () => {
       rounds: 3,
     });
     expect(pairedCpuDelta(rounds([1, null]), rounds([1, 0.1]))).toBeNull();
+  });
+});
+
+describe('formatAgainstCeiling', () => {
+  const delta = (median: number, min: number, max: number) => ({
+    median,
+    min,
+    max,
+    roundsCheaper: 0,
+    rounds: 3,
+  });
+
+  test('reads the median round against the promised ceiling and says whether every round agrees', () => {
+    expect(formatAgainstCeiling(delta(56, 40, 70), 10)).toBe(
+      '+56.0 [+40.0 to +70.0], lower in 0/3 rounds: OVER the promise (at most 10 µs); every round agrees',
+    );
+    expect(formatAgainstCeiling(delta(8, 2, 12), 10)).toBe(
+      '+8.0 [+2.0 to +12.0], lower in 0/3 rounds: within the promise (at most 10 µs); the rounds disagree',
+    );
+    // At the ceiling is within it.
+    expect(formatAgainstCeiling(delta(10, 10, 10), 10)).toContain('within the promise');
+    expect(formatAgainstCeiling(null, 10)).toBe('n/a');
   });
 });

@@ -1,7 +1,17 @@
-// The profile summary's view by feature: each sample counts for the innermost gateway feature on its stack.
-import { writeFileSync } from 'node:fs';
+// The profile summary's views by feature and by part: each sample counts for the innermost feature (part) on its stack.
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatProfile, summarizeProfile } from '../../../bench/profile-summary';
+import {
+  formatParts,
+  formatProfile,
+  PART_LEGEND,
+  PARTS,
+  partOfUrl,
+  profileWithin,
+  SRC_DIR_PARTS,
+  SRC_FILE_PARTS,
+  summarizeProfile,
+} from '../../../bench/profile-summary';
 import { tempDir } from '../../support/temp-dir';
 
 const APP = 'file:///srv/gateway/dist/src';
@@ -124,5 +134,108 @@ describe('profile summary by feature', () => {
       'forwarder, tokens, plan reads': 0.3,
       'provider budget': 0.4,
     });
+  });
+});
+
+describe("profile summary by part (the specification's vocabulary)", () => {
+  test('counts each sample for the innermost part on its stack; shared helpers for their caller; Node alone by its leg', () => {
+    const nodes: Node[] = [
+      { id: 1, callFrame: frame('(root)'), children: [2, 20, 30, 40] },
+      // Express runs the guards: authentication hashes the key through src/keys (a helper: counted for auth).
+      { id: 2, callFrame: frame('handle', `${MODULES}/express/lib/application.js`), children: [3, 5, 7] },
+      { id: 3, callFrame: frame('authenticate', `${APP}/callers/authenticate.js`), children: [4] },
+      { id: 4, callFrame: frame('keyHash', `${APP}/keys/hash.js`) },
+      // The rate limit is a limit, though it lives in src/callers.
+      { id: 5, callFrame: frame('limit', `${APP}/callers/rate-limit.js`), children: [6] },
+      { id: 6, callFrame: frame('increment', `${MODULES}/express-rate-limit/dist/index.cjs`) },
+      // The route forwards; the forwarder asks the account, whose metrics count as metrics.
+      { id: 7, callFrame: frame('forward', `${APP}/forwarding/internal/forwarder.js`), children: [8] },
+      { id: 8, callFrame: frame('hold', `${APP}/accounts/account.js`), children: [9] },
+      { id: 9, callFrame: frame('count', `${APP}/accounts/account-metrics.js`), children: [10] },
+      { id: 10, callFrame: frame('inc', `${MODULES}/prom-client/lib/counter.js`) },
+      // The upstream's answer parsed by Node's HTTP client, no part on the stack: the upstream leg.
+      { id: 20, callFrame: frame('socketOnData', 'node:_http_client'), children: [21] },
+      { id: 21, callFrame: frame('parserOnHeadersComplete', 'node:_http_common') },
+      // A caller's request parsed by Node's HTTP server: the callers' leg.
+      { id: 30, callFrame: frame('socketOnData', 'node:_http_server'), children: [31] },
+      { id: 31, callFrame: frame('parserOnHeadersComplete', 'node:_http_common') },
+      // A Redis reply parsed, and a timer of nobody's: other.
+      { id: 40, callFrame: frame('processTimers', 'node:internal/timers'), children: [41] },
+      { id: 41, callFrame: frame('parse', `${MODULES}/redis-parser/lib/parser.js`) },
+    ];
+    const samples = {
+      2: 100,
+      3: 200,
+      4: 300,
+      5: 400,
+      6: 500,
+      7: 600,
+      8: 700,
+      9: 800,
+      10: 900,
+      21: 1_000,
+      31: 1_100,
+      40: 50,
+      41: 1_200,
+    };
+    const summary = summarizeProfile(writeProfileOf(nodes, samples), 15, 10);
+    expect(Object.fromEntries(summary.parts.map((e) => [e.name, e.selfMs]))).toEqual({
+      auth: 0.5,
+      limits: 0.9,
+      governance: 0.7,
+      forwarding: 1.6, // the forwarder 0.6 + Node's HTTP client 1.0
+      logging: 0,
+      metrics: 1.7,
+      'express/http': 1.2, // Express 0.1 + Node's HTTP server 1.1
+      other: 1.25,
+    });
+    expect(summary.parts.map((e) => e.name)).toEqual([...PARTS]);
+  });
+
+  test('every folder and top-level file under src/ has its part, and no part is given to a folder that is gone', () => {
+    const src = join(__dirname, '..', '..', '..', 'src');
+    const entries = readdirSync(src, { withFileTypes: true });
+    const dirs = entries.filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(Object.keys(SRC_DIR_PARTS).sort()).toEqual(dirs.sort());
+    const files = entries
+      .filter((e) => e.isFile() && e.name.endsWith('.ts'))
+      .map((e) => e.name.replace(/\.ts$/, ''));
+    for (const file of files) expect(SRC_FILE_PARTS.some(([pattern]) => pattern.test(file))).toBe(true);
+    // Built or not, the same file has the same part; a package's own src/ folder is not the gateway's.
+    expect(partOfUrl(`${APP}/usage/internal/usage-ledger.js`)).toBe('governance');
+    expect(partOfUrl('file:///srv/gateway/src/usage/internal/usage-ledger.ts')).toBe('governance');
+    expect(partOfUrl(`${MODULES}/some-lib/src/usage/index.js`)).toBeUndefined();
+    expect(partOfUrl(`${MODULES}/express-rate-limit/node_modules/debug/src/index.js`)).toBeUndefined();
+  });
+
+  test('prints µs per request of each part for each load, the busy total and what each part covers', () => {
+    const file = writeProfile();
+    const text = formatParts([
+      { label: 'GET', summary: summarizeProfile(file, 15, 10) },
+      { label: 'POST', summary: summarizeProfile(file, 15, 20) },
+    ]);
+    const lines = text.split('\n');
+    expect(lines).toHaveLength(PARTS.length + 2);
+    // The request log 2.0 ms over 10 requests, then over 20.
+    expect(text).toMatch(/^\s+200\.0\s+100\.0\s+logging\s+src\/observability/m);
+    // helmet and Express, and Node's HTTP parser alone: express/http (0.5 + 0.9 + 0.6 ms).
+    expect(text).toMatch(/^\s+200\.0\s+100\.0\s+express\/http\s+src\/http/m);
+    expect(text).toMatch(/^\s+500\.0\s+250\.0\s+busy\s/m);
+    for (const part of PARTS) expect(text).toContain(PART_LEGEND[part]);
+  });
+
+  test('keeps only the samples taken inside the windows', () => {
+    const profile = {
+      nodes: [{ id: 1, callFrame: frame('(root)') }],
+      startTime: 1_000,
+      samples: [1, 1, 1, 1],
+      timeDeltas: [100, 100, 100, 100], // at 1,100 1,200 1,300 1,400
+    };
+    const kept = profileWithin(profile, [
+      { fromUs: 1_150, toUs: 1_300 },
+      { fromUs: 1_400, toUs: 2_000 },
+    ]);
+    expect(kept.samples).toHaveLength(2);
+    expect(kept.timeDeltas).toEqual([100, 100]);
   });
 });
