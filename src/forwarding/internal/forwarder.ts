@@ -198,8 +198,6 @@ const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIP
 /** Connection failures before any byte of the request could leave: the provider never saw it. */
 const NEVER_CONNECTED = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
-  'UND_ERR_CLOSED',
-  'UND_ERR_DESTROYED',
   'ECONNREFUSED',
   'ENOTFOUND',
   'EAI_AGAIN',

@@ -1,0 +1,220 @@
+// What the forwarder's undici attempt makes of answers the simulator never gives: a body cut short, an answer larger
+// than the gateway buffers (announced or not), a body that stalls after the head, a base URL with a path of its own.
+// The provider here is a real HTTP server on loopback told how to misbehave; the caller is a real Express app.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import express from 'express';
+import { pino } from 'pino';
+import {
+  createForwarder,
+  createUpstreamCircuits,
+  createUpstreamPool,
+  createUpstreamSlots,
+  sendAnswer,
+} from '../../../src/forwarding';
+import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
+import { createMetrics } from '../../../src/observability/metrics';
+import type { TokenProvider } from '../../../src/tokens';
+
+const MAX_ANSWER_BYTES = 64 * 1024;
+const TIMEOUT_MS = 700;
+
+/** How the provider answers the next calls. */
+type Behaviour = (req: IncomingMessage, res: ServerResponse) => void;
+
+let behaviour: Behaviour;
+let seenPaths: string[] = [];
+const openSockets = new Set<Socket>();
+let closedSockets = 0;
+const closers: (() => unknown)[] = [];
+
+/** A token provider that always has the same valid token: tokens are not what this file is about. */
+const STATIC_TOKEN = {
+  value: 'static-upstream-token',
+  expiresAt: Date.now() + 300_000,
+  source: 'memory',
+} as const;
+const STATIC_TOKENS: TokenProvider = {
+  getAccessToken: async () => STATIC_TOKEN,
+  renewAfterRejection: async () => STATIC_TOKEN,
+  status: () => ({}) as ReturnType<TokenProvider['status']>,
+  start: async () => undefined,
+  stop: async () => undefined,
+};
+
+async function startProvider(): Promise<string> {
+  const server: Server = createServer((req, res) => {
+    seenPaths.push(req.url ?? '');
+    req.resume();
+    req.on('end', () => behaviour(req, res));
+  });
+  server.on('connection', (socket) => {
+    openSockets.add(socket);
+    socket.on('close', () => {
+      openSockets.delete(socket);
+      closedSockets += 1;
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closers.push(() => {
+    for (const socket of openSockets) socket.destroy();
+    return new Promise((resolve) => server.close(resolve));
+  });
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A gateway-shaped app over `baseUrl`: GET /read and POST /write forward to the provider's /api/thing. */
+async function startCaller(baseUrl: string): Promise<string> {
+  const pool = createUpstreamPool(baseUrl, { connections: 4, connectTimeoutMs: TIMEOUT_MS });
+  closers.push(() => pool.destroy());
+  const forwarder = createForwarder({
+    baseUrl,
+    pool,
+    slots: createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 }),
+    tokens: STATIC_TOKENS,
+    circuits: createUpstreamCircuits(['thing'], {
+      failureRatio: 0.5,
+      windowMs: 10_000,
+      minimumCalls: 1_000,
+      resetMs: 1_000,
+    }),
+    timeoutMs: TIMEOUT_MS,
+    staticHeaders: {},
+    metrics: createMetrics(),
+    logger: pino({ enabled: false }),
+    maxAnswerBytes: MAX_ANSWER_BYTES,
+  });
+  const app = express();
+  app.all('/:verb', async (req, res, next) => {
+    req.id = 'upstream-answers-test';
+    const write = req.params.verb === 'write';
+    try {
+      const answer = await forwarder.forward(req, res, {
+        route: 'thing',
+        method: write ? 'POST' : 'GET',
+        path: '/api/thing',
+        ...(write && { body: Buffer.from('{"a":1}') }),
+      });
+      sendAnswer(res, answer);
+    } catch (error) {
+      res.setHeader('x-upstream-unknown', String(res.locals.upstreamUnknown === true));
+      next(error);
+    }
+  });
+  app.use(errorEnvelopeHandler());
+  const server = await new Promise<Server>((resolve) => {
+    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
+  });
+  closers.push(() => new Promise((resolve) => server.close(resolve)));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+let caller: string;
+
+beforeAll(async () => {
+  caller = await startCaller(await startProvider());
+});
+
+afterAll(async () => {
+  for (const close of closers.splice(0).reverse()) await close();
+});
+
+beforeEach(() => {
+  seenPaths = [];
+});
+
+const json = (res: ServerResponse, status: number, body: string) => {
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+};
+
+describe('answers the forwarder must not pass on as if whole', () => {
+  test('a body cut short of its Content-Length: 502, never a truncated 200; a POST is an unknown outcome', async () => {
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
+      res.write('{"cut":');
+      setTimeout(() => res.socket?.destroy(), 20);
+    };
+    const read = await fetch(`${caller}/read`);
+    expect(read.status).toBe(502);
+    expect(await read.json()).toMatchObject({ status: { description: 'UPSTREAM_UNAVAILABLE' } });
+    // The GET was retried once on the reset, then failed: two calls, never a partial body.
+    expect(seenPaths).toHaveLength(2);
+
+    seenPaths = [];
+    const write = await fetch(`${caller}/write`, { method: 'POST' });
+    expect(write.status).toBe(502);
+    expect(write.headers.get('x-upstream-unknown')).toBe('true');
+    expect(seenPaths).toHaveLength(1);
+  });
+
+  test('an answer announced larger than the gateway buffers: 502, the socket dropped', async () => {
+    const closedBefore = closedSockets;
+    behaviour = (_req, res) => json(res, 200, `"${'x'.repeat(MAX_ANSWER_BYTES + 10)}"`);
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_UNAVAILABLE' } });
+    expect(seenPaths).toHaveLength(1);
+    await waitFor(() => closedSockets > closedBefore);
+  });
+
+  test('a chunked answer that grows past the limit without a Content-Length: 502 as well', async () => {
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const chunk = 'y'.repeat(8 * 1024);
+      let sent = 0;
+      const more = () => {
+        if (res.destroyed) return;
+        if (sent > MAX_ANSWER_BYTES * 2) {
+          res.end();
+          return;
+        }
+        sent += chunk.length;
+        res.write(chunk, more);
+      };
+      more();
+    };
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(502);
+    expect(seenPaths).toHaveLength(1);
+  });
+
+  test('an answer of exactly the limit passes whole, byte for byte', async () => {
+    const body = `"${'z'.repeat(MAX_ANSWER_BYTES - 2)}"`;
+    behaviour = (_req, res) => json(res, 200, body);
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe(body);
+  });
+
+  test('a head on time and a body that stalls: 504 UPSTREAM_TIMEOUT, and the stalled socket is closed', async () => {
+    const closedBefore = closedSockets;
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '50' });
+      res.write('{"slow":');
+    };
+    const res = await fetch(`${caller}/write`, { method: 'POST' });
+    expect(res.status).toBe(504);
+    expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_TIMEOUT' } });
+    expect(res.headers.get('x-upstream-unknown')).toBe('true');
+    await waitFor(() => closedSockets > closedBefore);
+  });
+});
+
+describe('a base URL with a path of its own', () => {
+  test("the provider is called at the base URL's path followed by the operation's", async () => {
+    const prefixed = await startCaller(`${await startProvider()}/provider/v1/`);
+    behaviour = (_req, res) => json(res, 200, '{"ok":true}');
+    const res = await fetch(`${prefixed}/read`);
+    expect(res.status).toBe(200);
+    expect(seenPaths).toEqual(['/provider/v1/api/thing']);
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 3_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
