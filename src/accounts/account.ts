@@ -140,22 +140,7 @@ async function assemble(
     for (const operation of Object.keys(circuits.states()))
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
-  const pool = createUpstreamPool(spec.baseUrl, {
-    connections: spec.maxSockets,
-    extraCa: spec.extraCa,
-    localAddress: spec.localAddress,
-    connectTimeoutMs: spec.timeoutMs,
-  });
-  // Calls still running when the unit closes (drained by then) end; idle sockets close at once.
-  closers.push(() => pool.destroy());
-  const slots = createUpstreamSlots({
-    limit: spec.maxSockets,
-    queueTimeoutMs: config.upstream.queueTimeoutMs,
-  });
-  metrics.watchUpstreamPool(spec.id, {
-    socketsInUse: () => poolSocketsInUse(pool),
-    waiting: () => slots.waiting,
-  });
+  const { pool, slots } = startConnections(spec, config, metrics, closers);
   const budget = startBudget(spec, shared, logger, closers, view.isNewest);
   const inner = createForwarder({
     baseUrl: spec.baseUrl,
@@ -186,6 +171,32 @@ async function assemble(
     hold,
     close,
   };
+}
+
+/** The account's connections to the provider and the bounded wait for one of them, watched by the metrics. */
+function startConnections(
+  spec: AccountSpec,
+  config: GatewayConfig,
+  metrics: Metrics,
+  closers: (() => unknown)[],
+) {
+  const pool = createUpstreamPool(spec.baseUrl, {
+    connections: spec.maxSockets,
+    extraCa: spec.extraCa,
+    localAddress: spec.localAddress,
+    connectTimeoutMs: spec.timeoutMs,
+  });
+  // Calls still running when the unit closes (drained by then) end; idle sockets close at once.
+  closers.push(() => pool.destroy());
+  const slots = createUpstreamSlots({
+    limit: spec.maxSockets,
+    queueTimeoutMs: config.upstream.queueTimeoutMs,
+  });
+  metrics.watchUpstreamPool(spec.id, {
+    socketsInUse: () => poolSocketsInUse(pool),
+    waiting: () => slots.waiting,
+  });
+  return { pool, slots };
 }
 
 /** The account's token client and fleet token manager (its own keys, lock, single flight, back-off), started. */
