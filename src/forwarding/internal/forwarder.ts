@@ -391,15 +391,16 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   /**
    * One exchange, whichever way its answer travels: the budget, the token, an upstream slot (held until a piped
    * answer ended: its socket is busy until then), the attempt under its circuit, the single retry after a 401, the
-   * ledger's fields. `attempt` is the guarded attempt with a token, run holding a slot. Settles with the final
-   * answer (read or piped), or rejects with the gateway's refusal.
+   * ledger's fields. `attempt` is the guarded attempt with a token, run holding a slot. Settles with `result` of the
+   * final answer (read or piped; no promise of its own in between), or rejects with the gateway's refusal.
    */
-  async function runExchange(
+  async function runExchange<R>(
     req: Request,
     res: Response,
     call: ExchangeCall,
     attempt: (accessToken: string) => Promise<AttemptOutcome>,
-  ): Promise<AttemptOutcome> {
+    result: (outcome: AttemptOutcome) => R,
+  ): Promise<R> {
     const exchange = call.exchange;
     try {
       const admitting = admit(req, res, call);
@@ -409,7 +410,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       const first = await deps.slots.run(res, () => attempt(token.value));
       if (first.kind !== 'unauthorized') {
         deps.tokens.accepted?.();
-        return first;
+        return result(first);
       }
 
       // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop. The
@@ -426,7 +427,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       const second = await deps.slots.run(res, () => attempt(renewed.value));
       if (second.kind !== 'unauthorized') {
         deps.tokens.accepted?.();
-        return second;
+        return result(second);
       }
       throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
     } catch (error) {
@@ -439,23 +440,23 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   }
 
   return {
-    async forward(req, res, exchange) {
+    forward(req, res, exchange) {
       // The upstream's own request, built from the exchange: the caller's method, URL and headers stay as they came
       // (the upstream sees the route's method, never a caller's HEAD, answered without a body that coalescing and
       // the cache would then hand to GETs).
       const call = new Call(exchange, basePath + exchange.path, upstreamHeaders(req, exchange));
       const attempt = (token: string) => guardedAttempt(req, res, call, token, sendAttempt);
-      const outcome = await runExchange(req, res, call, attempt);
-      return (outcome as { readonly answer: UpstreamAnswer }).answer;
+      return runExchange(req, res, call, attempt, answerOf);
     },
-    async stream(req, res, exchange, beforeHead) {
-      if (!sendPiped) throw new Error('this forwarder has no agent for piped answers (streamAgent)');
+    stream(req, res, exchange, beforeHead) {
+      if (!sendPiped)
+        return Promise.reject(new Error('this forwarder has no agent for piped answers (streamAgent)'));
       const headers = upstreamHeaders(req, exchange);
       // Whatever the provider sends: a statement, a PDF (the read answers ask for JSON).
       headers.accept = '*/*';
       const call = new PipedCall(exchange, headers, res, beforeHead);
       const attempt = (token: string) => guardedAttempt(req, res, call, token, sendPiped).then(untilPipeEnds);
-      await runExchange(req, res, call, attempt);
+      return runExchange(req, res, call, attempt, nothing);
     },
   };
 
@@ -513,6 +514,14 @@ function outcomeAttributes(outcome: AttemptOutcome) {
     outcome.kind === 'answer' ? outcome.answer.status : outcome.kind === 'piped' ? outcome.status : 401;
   return { 'http.response.status_code': status };
 }
+
+/** The read answer of a buffered call's outcome (runExchange only returns answers, never the 401 marker). */
+function answerOf(outcome: AttemptOutcome): UpstreamAnswer {
+  return (outcome as { readonly answer: UpstreamAnswer }).answer;
+}
+
+/** A piped call's result: the answer went to the caller. */
+function nothing(): void {}
 
 /** A piped answer holds its upstream slot until the pipe ended (its socket is busy until then). */
 function untilPipeEnds(outcome: AttemptOutcome): AttemptOutcome | Promise<AttemptOutcome> {

@@ -184,6 +184,12 @@ function pipeAnswer(
   // Framing, not content: the caller can tell a cut answer from a complete one.
   const length = proxyRes.headers['content-length'];
   if (length !== undefined) res.setHeader('content-length', length);
+  if (res.req.method === 'HEAD') {
+    // Express answers HEAD from the GET route: the head only, the provider's body is not read.
+    proxyRes.destroy();
+    res.end();
+    return Promise.resolve();
+  }
   return new Promise<void>((done) => {
     res.once('close', () => {
       // The caller hung up mid-answer: the upstream response ends with it (its socket closed, nothing leaks). The

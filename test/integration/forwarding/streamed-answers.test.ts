@@ -97,6 +97,13 @@ test('the 1 MiB cap of read answers does not apply: the same provider path read 
   expect(streamed.body.equals(subscriptionStatement(SEED_SUBSCRIPTION_ID, 8192))).toBe(true);
 });
 
+test('HEAD of a streamed GET: the head, with the length, and no body', async () => {
+  const res = await fetch(gw.url + STATEMENT, { method: 'HEAD', headers: auth });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-length')).toBe(String(3 * 1024 * 1024));
+  expect((await res.arrayBuffer()).byteLength).toBe(0);
+});
+
 test('each caller of a streamed GET gets its own provider call (no coalescing)', async () => {
   const answers = await Promise.all([get(STATEMENT), get(STATEMENT), get(STATEMENT)]);
   expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);

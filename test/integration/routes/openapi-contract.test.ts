@@ -447,6 +447,7 @@ describe('the document of a catalogue with a streamed operation', () => {
     const path = `/api/subscriptions/${SEED_SUBSCRIPTION_ID}/statement`;
     const problems = await run(proxy, [
       { path: `${path}?kib=64`, headers: withKey(), requestValid: true, status: 200 },
+      { method: 'HEAD', path: `${path}?kib=64`, headers: withKey(), requestValid: true, status: 200 },
       {
         path: '/api/subscriptions/sub_unknown1/statement',
         headers: withKey(),
