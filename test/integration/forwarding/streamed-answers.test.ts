@@ -50,6 +50,11 @@ afterAll(async () => {
 
 beforeEach(() => simulator.reset());
 
+/** Polls `done` until it holds, for at most 10 s (then the test's own expectation fails). */
+async function waitFor(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 20));
+}
+
 /** The request log's lines of one operation, oldest first. */
 function requestLines(gateway: TestGateway, route: string): Record<string, unknown>[] {
   return gateway
@@ -181,7 +186,7 @@ async function hangUpMidStream(fresh: TestGateway) {
   });
   expect(cut).toBeLessThan(32 * 1024 * 1024);
   // The simulator sees its answer's connection closed before the end.
-  while (simulator.stats().statementsCut < 1) await new Promise((r) => setTimeout(r, 20));
+  await waitFor(() => simulator.stats().statementsCut > 0);
   expect(simulator.stats().statementsCut).toBe(1);
   // The gateway goes on: the circuit stayed closed (one failure would have opened it), the next caller is served.
   const report = (await (await fetch(`${fresh.url}/readyz`)).json()) as { checks: { circuits: unknown } };
@@ -194,3 +199,42 @@ async function hangUpMidStream(fresh: TestGateway) {
   expect(line).toMatchObject({ status: 499, billable: true });
   expect(fresh.logs()).not.toMatch(/unhandled|uncaught|"level":50/i);
 }
+
+test('a provider 429 reaches the caller and pauses the account: the next streamed call is never sent', async () => {
+  // Its own gateway: the pause would hold the shared one's account for the Retry-After.
+  const fresh = await startGateway();
+  try {
+    simulator.setFaults({ next429RetryAfterSeconds: 30 });
+    const limited = await fetch(fresh.url + STATEMENT, { headers: auth });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('30');
+    await limited.arrayBuffer();
+    const paused = await fetch(fresh.url + STATEMENT, { headers: auth });
+    expect(paused.status).toBe(503);
+    expect(((await paused.json()) as { status: { description: string } }).status.description).toBe(
+      'UPSTREAM_RATE_LIMITED',
+    );
+    // The provider saw the first call only: the budget refused the second before it left.
+    expect(simulator.receivedRequests().filter((r) => r.path.endsWith('/statement'))).toHaveLength(1);
+  } finally {
+    simulator.setFaults({});
+    await fresh.close();
+  }
+});
+
+test('a caller who hangs up before the head: the provider answer is ended when it comes, nothing breaks', async () => {
+  simulator.setFaults({ latencyMs: 300 });
+  const gone = new AbortController();
+  // 32 MiB: more than the sockets' buffers hold, so the simulator cannot have written it all when it is dropped.
+  const pending = fetch(`${gw.url}${STATEMENT}?kib=32768`, { headers: auth, signal: gone.signal });
+  await waitFor(() => simulator.receivedRequests().length > 0);
+  gone.abort();
+  await expect(pending).rejects.toThrow();
+  // The head comes after the latency; the gateway drops the answer with nobody to read it.
+  await waitFor(() => simulator.stats().statementsCut > 0);
+  expect(simulator.stats()).toMatchObject({ statements: 1, statementsCut: 1 });
+  simulator.setFaults({});
+  const next = await get(STATEMENT);
+  expect(next.status).toBe(200);
+  expect(next.body.length).toBe(3 * 1024 * 1024);
+});
