@@ -1,6 +1,6 @@
 // What an account is: everything one provider account owns (credentials, token lifecycle, socket pool, circuits,
 // forwarder, plan reads and cache), built from its AccountSpec over the parts the fleet shares, and closed as one.
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import {
   type BudgetSnapshot,
@@ -14,16 +14,19 @@ import type { GatewayConfig } from '../config/gateway-config';
 import {
   type AnswerCache,
   type AnswerReader,
+  busySockets,
   type CircuitStateName,
   createAnswerReader,
   createForwarder,
   createMemoryAnswerCache,
   createRedisAnswerCache,
+  createUpstreamAgent,
   createUpstreamCircuits,
   createUpstreamPool,
   createUpstreamSlots,
   type Forwarder,
   poolSocketsInUse,
+  type StreamForwarder,
 } from '../forwarding';
 import { GatewayError } from '../http/gateway-error';
 import { budgetKeys, planCachePrefix } from '../keys/redis-keys';
@@ -76,7 +79,7 @@ export interface Account {
   readonly spec: AccountSpec;
   readonly tokens: TokenProvider;
   readonly credentials: CredentialSource;
-  readonly forwarder: Forwarder;
+  readonly forwarder: Forwarder & StreamForwarder;
   readonly reads: AnswerReader;
   circuitStates(): Readonly<Record<string, CircuitStateName>>;
   /** The account's provider budget in this replica, as /readyz shows it (no secret in it). */
@@ -140,11 +143,12 @@ async function assemble(
     for (const operation of Object.keys(circuits.states()))
       shared.metrics.circuitState.remove({ operation, account: spec.id });
   });
-  const { pool, slots } = startConnections(spec, config, metrics, closers);
+  const { pool, streamAgent, slots } = startConnections(spec, config, metrics, closers);
   const budget = startBudget(spec, shared, logger, closers, view.isNewest);
   const inner = createForwarder({
     baseUrl: spec.baseUrl,
     pool,
+    streamAgent,
     slots,
     tokens,
     circuits,
@@ -173,7 +177,12 @@ async function assemble(
   };
 }
 
-/** The account's connections to the provider and the bounded wait for one of them, watched by the metrics. */
+/**
+ * The account's connections to its provider: the undici pool for the answers the gateway reads, and the http(s)
+ * Agent http-proxy-middleware pipes `answer: "stream"` answers over. Same CA, egress address and limit, and the same
+ * upstream slots in front of both (the bounded wait for a connection), so together they stay within maxSockets; an
+ * idle Agent holds nothing. Watched by the metrics.
+ */
 function startConnections(
   spec: AccountSpec,
   config: GatewayConfig,
@@ -188,15 +197,20 @@ function startConnections(
   });
   // Calls still running when the unit closes (drained by then) end; idle sockets close at once.
   closers.push(() => pool.destroy());
+  const streamAgent = createUpstreamAgent(spec.baseUrl, spec.maxSockets, {
+    extraCa: spec.extraCa,
+    localAddress: spec.localAddress,
+  });
+  closers.push(() => streamAgent.destroy());
   const slots = createUpstreamSlots({
     limit: spec.maxSockets,
     queueTimeoutMs: config.upstream.queueTimeoutMs,
   });
   metrics.watchUpstreamPool(spec.id, {
-    socketsInUse: () => poolSocketsInUse(pool),
+    socketsInUse: () => poolSocketsInUse(pool) + busySockets(streamAgent),
     waiting: () => slots.waiting,
   });
-  return { pool, slots };
+  return { pool, streamAgent, slots };
 }
 
 /** The account's token client and fleet token manager (its own keys, lock, single flight, back-off), started. */
@@ -279,39 +293,55 @@ function startBudget(
  * calls running (a removed account waits for them, and for the requests holding the unit: Account.hold).
  */
 export function quotaGuarded(
-  inner: Forwarder,
+  inner: Forwarder & Partial<StreamForwarder>,
   spec: Pick<AccountSpec, 'id' | 'billable'>,
   quotas: Pick<QuotaGate, 'reserve'> | undefined,
 ): Pick<Account, 'forwarder' | 'inFlight' | 'hold'> {
   const accountId = spec.id;
   const isBillable = billablePredicate(spec.billable);
   let inFlight = 0;
-  const forwarder: Forwarder = {
-    async forward(req, res, exchange) {
-      inFlight++;
-      try {
-        // One reservation per forwarder call (the 401 retry and the GET retry inside reuse it). The forwarder is only
-        // called where a provider call would start: the plan reader's cache hits and coalesced followers never get here.
-        const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
-        const decision = pending instanceof Promise ? await pending : pending;
-        if (decision && !decision.allowed) {
-          res.locals.quotaPeriod = decision.refusal.period;
-          throw quotaExceeded(decision.refusal);
-        }
-        try {
-          return await inner.forward(req, res, exchange);
-        } finally {
-          // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
-          const { upstreamAnswered, upstreamStatus } = res.locals;
-          const billable = upstreamAnswered === true && isBillable(upstreamStatus ?? 0);
-          res.locals.billable = billable;
-          if (billable) decision?.reservation.commit();
-          else decision?.reservation.release();
-        }
-      } finally {
-        inFlight--;
-        countIfCallerLeft(res);
+  /**
+   * One forwarder call under a reservation; `call` is given the decision of the final answer (once: when a piped
+   * answer's head arrives, before the caller's answer can close and the ledger read `billable`; else at the end).
+   */
+  async function guarded<T>(req: Request, res: Response, call: (decide: () => void) => Promise<T>) {
+    inFlight++;
+    try {
+      // One reservation per forwarder call (the 401 retry and the GET retry inside reuse it). The forwarder is only
+      // called where a provider call would start: the plan reader's cache hits and coalesced followers never get here.
+      const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
+      const decision = pending instanceof Promise ? await pending : pending;
+      if (decision && !decision.allowed) {
+        res.locals.quotaPeriod = decision.refusal.period;
+        throw quotaExceeded(decision.refusal);
       }
+      let decided = false;
+      const decide = () => {
+        if (decided) return;
+        decided = true;
+        // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
+        const { upstreamAnswered, upstreamStatus } = res.locals;
+        const billable = upstreamAnswered === true && isBillable(upstreamStatus ?? 0);
+        res.locals.billable = billable;
+        if (billable) decision?.reservation.commit();
+        else decision?.reservation.release();
+      };
+      try {
+        return await call(decide);
+      } finally {
+        decide();
+      }
+    } finally {
+      inFlight--;
+      countIfCallerLeft(res);
+    }
+  }
+  const forwarder: Forwarder & StreamForwarder = {
+    forward: (req, res, exchange) => guarded(req, res, () => inner.forward(req, res, exchange)),
+    stream(req, res, exchange) {
+      const stream = inner.stream;
+      if (!stream) return Promise.reject(new Error('this forwarder pipes no answers'));
+      return guarded(req, res, (decide) => stream.call(inner, req, res, exchange, decide));
     },
   };
   const hold = () => {

@@ -8,6 +8,7 @@ export {
   createForwarder,
   type Forwarder,
   type ForwarderBudget,
+  type StreamForwarder,
   sendAnswer,
   type UpstreamAnswer,
   type UpstreamExchange,
@@ -17,11 +18,11 @@ export { createUpstreamPool, poolSocketsInUse } from './internal/upstream-pool';
 export { createUpstreamSlots } from './internal/upstream-slots';
 
 import type { AnswerReader } from './internal/answer-reader';
-import type { Forwarder } from './internal/forwarder';
+import type { Forwarder, StreamForwarder } from './internal/forwarder';
 
 /** What a request uses of the provider account it was given (SPEC §10): the account's forwarder and GET reads. */
 export interface AccountForwarding {
   readonly id: string;
-  readonly forwarder: Forwarder;
+  readonly forwarder: Forwarder & StreamForwarder;
   readonly reads: AnswerReader;
 }

@@ -77,6 +77,7 @@ export function catalogueRoutes(catalogue: Catalogue, deps: CatalogueRouteDeps):
 
 function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDeps): RequestHandler {
   const { id: route, timeoutMs, request, filterAnswer } = operation;
+  if (operation.answer === 'stream') return streamHandler(operation, deps);
   if (operation.method === 'GET') {
     const ttlSeconds = operation.cacheTtlSeconds ?? (route === 'plan' ? deps.planCacheTtlSeconds : 0);
     return async (req, res) => {
@@ -112,5 +113,20 @@ function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDep
         )
       : await forward(undefined);
     sendAnswer(res, answer);
+  };
+}
+
+/**
+ * `answer: "stream"`: the provider's answer is piped to the caller as it arrives (http-proxy-middleware), never read,
+ * so never coalesced, cached or kept (the catalogue refuses cache and idempotency beside it); each caller its own call.
+ */
+function streamHandler(operation: CatalogueOperation, deps: CatalogueRouteDeps): RequestHandler {
+  const { id: route, method, timeoutMs, request } = operation;
+  const note = requestLogNote(route);
+  return async (req, res) => {
+    const valid = request.validate(req.params, rawQueryOf(req), operation.hasBody ? req.body : undefined);
+    if (note && valid.body !== undefined) res.locals.document = note(valid.body, deps.documentReference);
+    const body = valid.body === undefined ? undefined : Buffer.from(JSON.stringify(valid.body));
+    await accountOf(req).forwarder.stream(req, res, { route, method, path: valid.path, body, timeoutMs });
   };
 }

@@ -21,6 +21,10 @@ export interface SimulatorStats {
   forbidden: number;
   /** Requests answered by an injected fault (error status or connection reset). */
   faultsInjected: number;
+  /** Statement exports that passed authentication (GET /api/subscriptions/{id}/statement). */
+  statements: number;
+  /** Statement exports whose connection closed before the whole statement was sent (the reader hung up). */
+  statementsCut: number;
 }
 
 export type CounterName = keyof SimulatorStats;
@@ -57,6 +61,8 @@ function zero(): SimulatorStats {
     unauthorized: 0,
     forbidden: 0,
     faultsInjected: 0,
+    statements: 0,
+    statementsCut: 0,
   };
 }
 

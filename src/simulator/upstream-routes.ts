@@ -1,4 +1,4 @@
-// The provider's four endpoints, behind its IP allow-list, with faults and bearer authentication.
+// The provider's endpoints, behind its IP allow-list, with faults and bearer authentication.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler, type Router } from 'express';
 import { decodeJwt } from 'jose';
@@ -11,7 +11,13 @@ import type { SimulatorOptions } from './options';
 import { findPlan } from './plans';
 import type { RequestLog, TokenRequestLog } from './request-log';
 import type { StatsRecorder } from './stats';
-import { findSubscription } from './subscriptions';
+import {
+  findSubscription,
+  STATEMENT_CHUNK_BYTES,
+  STATEMENT_DEFAULT_KIB,
+  STATEMENT_MAX_KIB,
+  statementChunk,
+} from './subscriptions';
 import type { TokenIssuer } from './token-issuer';
 import {
   ACCESS_NOT_VALID,
@@ -200,6 +206,47 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
     else res.json(subscription);
   };
 
+  /**
+   * GET /api/subscriptions/{id}/statement[?kib=N]: a large answer (3 MiB of CSV by default), made and written in
+   * 64 KiB chunks as the reader takes them (the head leaves at once); a reader who hangs up before the end is counted (statementsCut).
+   */
+  const exportStatement: RequestHandler<{ id: string }> = (req, res) => {
+    const subscription = findSubscription(req.params.id);
+    if (!subscription) {
+      res
+        .status(404)
+        .json({ status: { code: '404', description: 'ERROR', detail: 'Subscription not found' } });
+      return;
+    }
+    const kib = Number(req.query.kib ?? STATEMENT_DEFAULT_KIB);
+    if (!Number.isInteger(kib) || kib < 1 || kib > STATEMENT_MAX_KIB)
+      return sendEnvelope(res, 400, 'Malformed request', [
+        { path: 'kib', message: `an integer from 1 to ${STATEMENT_MAX_KIB}` },
+      ]);
+    stats.increment('statements');
+    const size = kib * 1024;
+    res.status(200).set({ 'content-type': 'text/csv', 'content-length': String(size) });
+    res.once('close', () => {
+      if (!res.writableFinished) stats.increment('statementsCut');
+    });
+    let index = 0;
+    const writeMore = () => {
+      while (!res.destroyed) {
+        const left = size - index * STATEMENT_CHUNK_BYTES;
+        const chunk = statementChunk(subscription.id, index++);
+        if (left <= chunk.length) {
+          res.end(chunk.subarray(0, left));
+          return;
+        }
+        if (!res.write(chunk)) {
+          res.once('drain', writeMore);
+          return;
+        }
+      }
+    };
+    writeMore();
+  };
+
   router.use((_req, _res, next) => {
     stats.increment('requests');
     next();
@@ -223,6 +270,11 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
     .route('/api/subscriptions/plan/:internalId')
     .all(operationEntry)
     .get(faults.middleware('operation'), requireAccess, readPlan)
+    .all(methodNotAllowed('GET'));
+  router
+    .route('/api/subscriptions/:id/statement')
+    .all(operationEntry)
+    .get(faults.middleware('operation'), requireAccess, exportStatement)
     .all(methodNotAllowed('GET'));
   router
     .route('/api/subscriptions/:id')

@@ -13,7 +13,11 @@ export interface CatalogueOperation {
   /** The same as an Express route (`/api/subscriptions/plan/:internalId`). */
   readonly route: string;
   readonly scope: string;
-  readonly answer: 'strict' | 'passthrough';
+  /**
+   * strict / passthrough: the answer is read (buffered, filtered when strict, coalesced, cached, kept for a replay);
+   * stream: piped to the caller as it arrives (never buffered, never coalesced).
+   */
+  readonly answer: 'strict' | 'passthrough' | 'stream';
   /** `cache.ttlSeconds` (GET only); undefined when the document says nothing. */
   readonly cacheTtlSeconds?: number;
   readonly idempotency: 'none' | 'optional' | 'required';

@@ -35,8 +35,8 @@ export const EXTENSION_SCHEMA = {
     },
     answer: {
       description:
-        'strict (default): a 2xx JSON answer keeps only the properties its documented response schema declares, at every depth; passthrough: as the provider sent it.',
-      enum: ['strict', 'passthrough'],
+        'strict (default): a 2xx JSON answer keeps only the properties its documented response schema declares, at every depth; passthrough: as the provider sent it; stream: piped to the caller as it arrives, never buffered (large answers: exports, documents), no cache, no coalescing, no idempotency.',
+      enum: ['strict', 'passthrough', 'stream'],
     },
     cache: {
       description: 'GET only: complete 200 answers kept this many seconds (per account and merchant).',
@@ -65,7 +65,7 @@ export const EXTENSION_SCHEMA = {
 export interface GatewayExtension {
   readonly scope?: string;
   readonly upstream?: { readonly path: string };
-  readonly answer?: 'strict' | 'passthrough';
+  readonly answer?: 'strict' | 'passthrough' | 'stream';
   readonly cache?: { readonly ttlSeconds: number };
   readonly idempotency?: 'none' | 'optional' | 'required';
   readonly forwardIdempotencyKey?: boolean;

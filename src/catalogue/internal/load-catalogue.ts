@@ -251,6 +251,7 @@ function compileOperation(
     problems.push(`${where}: x-gateway.cache is for GET operations only`);
   if (extension.idempotency && extension.idempotency !== 'none' && method === 'GET')
     problems.push(`${where}: x-gateway.idempotency is for methods other than GET`);
+  if (extension.answer === 'stream') problems.push(...streamProblems(extension, where));
   if (extension.timeoutMs !== undefined && extension.timeoutMs > options.maxTimeoutMs)
     problems.push(
       `${where}: x-gateway.timeoutMs must be at most UPSTREAM_TIMEOUT_MS (${options.maxTimeoutMs})`,
@@ -299,6 +300,20 @@ function compileOperation(
     problems.push(`${where}: a schema does not compile: ${(error as Error).message}`);
     return undefined;
   }
+}
+
+/** A streamed answer is never read, so it can be neither kept (cache) nor replayed (an idempotency record). */
+function streamProblems(extension: GatewayExtension, where: string): string[] {
+  const problems: string[] = [];
+  if (extension.cache)
+    problems.push(
+      `${where}: x-gateway.answer "stream" cannot be cached (x-gateway.cache): a streamed answer is never kept`,
+    );
+  if (extension.idempotency && extension.idempotency !== 'none')
+    problems.push(
+      `${where}: x-gateway.answer "stream" needs x-gateway.idempotency "none": a streamed answer cannot be kept for a replay`,
+    );
+  return problems;
 }
 
 /** Path and query parameters of the path item and the operation (the operation's win), each with its schema. */

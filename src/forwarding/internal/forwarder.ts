@@ -1,6 +1,9 @@
-// Forwards one validated exchange to the upstream over the account's undici pool: token injection, header hygiene,
-// timeout, circuit breaker, the single retry after a 401 and the single retry of an idempotent call.
-import type { IncomingHttpHeaders } from 'node:http';
+// Forwards one validated exchange to the upstream: token injection, header hygiene, timeout, circuit breaker, the
+// single retry after a 401 and the single retry of an idempotent call. An answer the gateway reads (filtered, cached,
+// coalesced, kept for a replay) is fetched over the account's undici pool and buffered; an answer of an
+// `answer: "stream"` operation is piped to the caller through http-proxy-middleware (piped-attempt.ts). Both kinds of
+// attempt run in the same flow.
+import type { Agent, IncomingHttpHeaders } from 'node:http';
 import type { Request, Response } from 'express';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
@@ -16,34 +19,27 @@ import {
   type UpstreamCircuits,
   UpstreamFailure,
 } from './circuit-breaker';
+import {
+  type AttemptOutcome,
+  type AttemptSender,
+  type AttemptTiming,
+  type ExchangeCall,
+  noteUpstreamFields,
+  type UpstreamAnswer,
+  type UpstreamExchange,
+} from './exchange-call';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import { createPipedAttempts, PipedCall } from './piped-attempt';
 import type { UpstreamSlots } from './upstream-slots';
 
-/** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
-export interface UpstreamAnswer {
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: Buffer;
-}
-
-export interface UpstreamExchange {
-  /** Metric/log label of the operation. */
-  readonly route: string;
-  /** The exact upstream path; built by the route from validated parameters (never the caller's raw URL). */
-  readonly path: string;
-  readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  /** The sanitized body, serialized once. */
-  readonly body?: Buffer;
-  /** The operation's own timeout (x-gateway.timeoutMs), else the account's. */
-  readonly timeoutMs?: number;
-  /** Sent upstream as Idempotency-Key: only for an operation whose provider honours it (SPEC §13). */
-  readonly idempotencyKey?: string;
-}
+export type { UpstreamAnswer, UpstreamExchange } from './exchange-call';
 
 export interface ForwarderDeps {
   readonly baseUrl: string;
-  /** The account's connections (upstream-pool.ts): every attempt is dispatched on it. */
+  /** The account's connections (upstream-pool.ts): every attempt whose answer is read is dispatched on it. */
   readonly pool: Dispatcher;
+  /** The account's http(s) Agent (upstream-agent.ts) for piped answers (`answer: "stream"`); absent: none served. */
+  readonly streamAgent?: Agent;
   /** The bounded wait for one of the pool's connections (its limit is the pool's size). */
   readonly slots: UpstreamSlots;
   readonly tokens: TokenProvider;
@@ -83,19 +79,27 @@ export interface ForwarderBudget {
 }
 
 export interface Forwarder {
+  /** The answer, read whole (at most maxAnswerBytes). */
   forward(req: Request, res: Response, exchange: UpstreamExchange): Promise<UpstreamAnswer>;
 }
 
-/** One forwarded exchange over all its attempts: built once per exchange. */
-class Call {
-  /** Time spent waiting on the upstream (all attempts), for the request log. */
+/** The account's forwarder for `answer: "stream"` operations. */
+export interface StreamForwarder {
+  /**
+   * Pipes the provider's answer to `res` as it arrives (`answer: "stream"`): settles once the answer ended (complete,
+   * cut, or the caller gone). Rejects, nothing written, when there is no answer to pipe (refused, 401 twice, 403, 5xx,
+   * timeout before the head, connection failure). `beforeHead` runs once the final answer's head is in and the ledger's
+   * fields are set, before anything is written.
+   */
+  stream(req: Request, res: Response, exchange: UpstreamExchange, beforeHead?: () => void): Promise<void>;
+}
+
+/** One forwarded exchange over all its attempts, read over the pool: built once per exchange. */
+class Call implements ExchangeCall {
   upstreamMs = 0;
-  /** The status of the provider's last answer (0: none yet) and how many it gave, for the usage ledger. */
   lastStatus = 0;
   answers = 0;
-  /** The call ended on a provider answer: the last attempt made was answered (not cut, timed out or refused after). */
   lastAnswered = false;
-  /** Budget units granted and not yet spent on an attempt: given back if the exchange ends without sending. */
   budgetHeld = 0;
 
   constructor(
@@ -191,7 +195,6 @@ class Attempt implements Dispatcher.DispatchHandler {
   }
 }
 
-type AttemptOutcome = { kind: 'answer'; answer: UpstreamAnswer } | { kind: 'unauthorized' };
 const UNAUTHORIZED: AttemptOutcome = { kind: 'unauthorized' };
 
 const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
@@ -229,7 +232,7 @@ function mayHaveReachedProvider(error: unknown): boolean {
   return !NEVER_CONNECTED.has(code) && !/CERT|TLS|SELF_SIGNED|UNABLE_TO/.test(code);
 }
 
-export function createForwarder(deps: ForwarderDeps): Forwarder {
+export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarder {
   const maxAnswerBytes = deps.maxAnswerBytes ?? 1024 * 1024;
   const retryAfterMaxSeconds = deps.retryAfterMaxSeconds ?? 120;
   const tracing = deps.tracing ?? NO_TRACING;
@@ -253,12 +256,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     answered(attempt) {
       if (attempt.settled) return;
       settle(attempt);
-      const { call, status } = attempt;
-      observeUpstream(attempt, status);
-      call.lastStatus = status;
-      call.answers++;
-      call.lastAnswered = true;
-      deps.budget?.observe(status, attempt.answerHeaders['retry-after']);
+      const { status } = attempt;
+      answered(attempt, status, attempt.answerHeaders['retry-after']);
       if (status === 401) attempt.resolve(UNAUTHORIZED);
       else if (status === 403) attempt.reject(ipRefused());
       else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
@@ -274,17 +273,47 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     },
     failed(attempt, error) {
       if (attempt.settled) return;
-      observeUpstream(attempt, attempt.timedOut ? 'timeout' : 'error');
-      const route = attempt.call.exchange.route;
-      const tls = tlsFailureOf(error);
-      if (tls) deps.logger.warn({ route, ...tls }, `upstream TLS failure: ${tls.cause}`);
-      const unbound = bindFailureOf(error);
-      if (unbound) deps.logger.error({ route, ...unbound.fields }, unbound.message);
-      fail(attempt, new UpstreamFailure('connection', connectionCode(error)));
+      fail(attempt, connectionFailed(attempt, error, attempt.timedOut));
     },
   };
 
-  function observeUpstream(attempt: Attempt, status: number | string) {
+  /** A provider answer's head, read or piped: observed, kept for the ledger, told to the budget. */
+  function answered(attempt: AttemptTiming, status: number, retryAfter: IncomingHttpHeaders['retry-after']) {
+    const { call } = attempt;
+    observeUpstream(attempt, status);
+    call.lastStatus = status;
+    call.answers++;
+    call.lastAnswered = true;
+    deps.budget?.observe(status, retryAfter);
+  }
+
+  /** An attempt that got no answer, read or piped: observed, logged when TLS or the egress address is at fault. */
+  function connectionFailed(attempt: AttemptTiming, error: Error, timedOut: boolean): UpstreamFailure {
+    observeUpstream(attempt, timedOut ? 'timeout' : 'error');
+    if (timedOut) return new UpstreamFailure('timeout');
+    const route = attempt.call.exchange.route;
+    const tls = tlsFailureOf(error);
+    if (tls) deps.logger.warn({ route, ...tls }, `upstream TLS failure: ${tls.cause}`);
+    const unbound = bindFailureOf(error);
+    if (unbound) deps.logger.error({ route, ...unbound.fields }, unbound.message);
+    return new UpstreamFailure('connection', connectionCode(error));
+  }
+
+  const sendPiped =
+    deps.streamAgent &&
+    createPipedAttempts({
+      baseUrl: deps.baseUrl,
+      agent: deps.streamAgent,
+      timeoutMs: deps.timeoutMs,
+      retryAfterMaxSeconds,
+      logger: deps.logger,
+      answered,
+      failed: connectionFailed,
+      refusedAddress: ipRefused,
+      injectTrace: (headers) => tracing.injectUpstream(headers),
+    });
+
+  function observeUpstream(attempt: AttemptTiming, status: number | string) {
     const ms = performance.now() - attempt.startedAt;
     deps.metrics.upstreamDuration.observe(
       { route: attempt.call.exchange.route, status: String(status) },
@@ -321,17 +350,23 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
   }
 
   /** One upstream attempt, in a client span of its own. */
-  function attemptOnce(call: Call, accessToken: string) {
-    if (!tracing.enabled) return sendAttempt(call, accessToken);
-    const send = () => sendAttempt(call, accessToken);
+  function attemptOnce<C extends ExchangeCall>(call: C, accessToken: string, sender: AttemptSender<C>) {
+    if (!tracing.enabled) return sender(call, accessToken);
+    const send = () => sender(call, accessToken);
     return tracing.inSpan('upstream', send, outcomeAttributes, upstreamAttributes(call.exchange), 'client');
   }
 
   /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
-  async function guardedAttempt(req: Request, res: Response, call: Call, accessToken: string) {
+  async function guardedAttempt<C extends ExchangeCall>(
+    req: Request,
+    res: Response,
+    call: C,
+    accessToken: string,
+    sender: AttemptSender<C>,
+  ) {
     const circuit = deps.circuits.of(call.exchange.route);
     try {
-      return await circuit.run(() => attemptOnce(call, accessToken));
+      return await circuit.run(() => attemptOnce(call, accessToken, sender));
     } catch (error) {
       const retryable =
         call.exchange.method === 'GET' &&
@@ -347,73 +382,98 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       );
       const admitting = admit(req, res, call);
       if (admitting) await admitting;
-      return circuit.run(() => attemptOnce(call, accessToken));
+      return circuit.run(() => attemptOnce(call, accessToken, sender));
+    }
+  }
+
+  /**
+   * One exchange, whichever way its answer travels: the budget, the token, an upstream slot (held until a piped
+   * answer ended: its socket is busy until then), the attempt under its circuit, the single retry after a 401, the
+   * ledger's fields. `attempt` is the guarded attempt with a token, run holding a slot. Settles with `result` of the
+   * final answer (read or piped; no promise of its own in between), or rejects with the gateway's refusal.
+   */
+  async function runExchange<R>(
+    req: Request,
+    res: Response,
+    call: ExchangeCall,
+    attempt: (accessToken: string) => Promise<AttemptOutcome>,
+    result: (outcome: AttemptOutcome) => R,
+  ): Promise<R> {
+    const exchange = call.exchange;
+    try {
+      const admitting = admit(req, res, call);
+      if (admitting) await admitting;
+      const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
+      noteTokenSource(res, token.source);
+      const first = await deps.slots.run(res, () => attempt(token.value));
+      if (first.kind !== 'unauthorized') {
+        deps.tokens.accepted?.();
+        return result(first);
+      }
+
+      // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop. The
+      // 401 is not the call's final answer: only the retry's is (a refusal before it leaves none).
+      call.lastAnswered = false;
+      const readmitting = admit(req, res, call);
+      if (readmitting) await readmitting;
+      const renewed = await tracing.inSpan(
+        'token.renew',
+        () => deps.tokens.renewAfterRejection(token.value),
+        sourceAttribute,
+      );
+      noteTokenSource(res, renewed.source);
+      const second = await deps.slots.run(res, () => attempt(renewed.value));
+      if (second.kind !== 'unauthorized') {
+        deps.tokens.accepted?.();
+        return result(second);
+      }
+      throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
+    } catch (error) {
+      if (mayHaveReachedProvider(error)) res.locals.upstreamUnknown = true;
+      throw toGatewayError(error, deps.circuits.of(exchange.route));
+    } finally {
+      giveBackUnsent(req, call);
+      noteUpstreamFields(res.locals, call);
     }
   }
 
   return {
-    async forward(req, res, exchange) {
+    forward(req, res, exchange) {
       // The upstream's own request, built from the exchange: the caller's method, URL and headers stay as they came
       // (the upstream sees the route's method, never a caller's HEAD, answered without a body that coalescing and
       // the cache would then hand to GETs).
-      const call = new Call(
-        exchange,
-        basePath + exchange.path,
-        upstreamRequestHeaders({
-          requestId: req.id,
-          staticHeaders: deps.staticHeaders,
-          contentLength: exchange.body?.length,
-        }),
-      );
-      if (exchange.idempotencyKey !== undefined) call.headers['idempotency-key'] = exchange.idempotencyKey;
-      try {
-        const admitting = admit(req, res, call);
-        if (admitting) await admitting;
-        const token = await tracing.inSpan('token', getAccessToken, sourceAttribute);
-        noteTokenSource(res, token.source);
-        const first = await deps.slots.run(res, () => guardedAttempt(req, res, call, token.value));
-        if (first.kind === 'answer') {
-          deps.tokens.accepted?.();
-          return first.answer;
-        }
-
-        // 401: that token is dead (revoked, rotated key, expired early). Renew once and retry once, never loop. The
-        // 401 is not the call's final answer: only the retry's is (a refusal before it leaves none).
-        call.lastAnswered = false;
-        const readmitting = admit(req, res, call);
-        if (readmitting) await readmitting;
-        const renewed = await tracing.inSpan(
-          'token.renew',
-          () => deps.tokens.renewAfterRejection(token.value),
-          sourceAttribute,
-        );
-        noteTokenSource(res, renewed.source);
-        const second = await deps.slots.run(res, () => guardedAttempt(req, res, call, renewed.value));
-        if (second.kind === 'answer') {
-          deps.tokens.accepted?.();
-          return second.answer;
-        }
-        throw new GatewayError('UPSTREAM_AUTH_FAILED', 'The upstream refused the gateway credentials.');
-      } catch (error) {
-        if (mayHaveReachedProvider(error)) res.locals.upstreamUnknown = true;
-        throw toGatewayError(error, deps.circuits.of(exchange.route));
-      } finally {
-        giveBackUnsent(req, call);
-        if (call.upstreamMs > 0) res.locals.upstreamMs = Math.round(call.upstreamMs * 10) / 10;
-        if (call.answers > 0) {
-          res.locals.upstreamStatus = call.lastStatus;
-          res.locals.upstreamAnswers = call.answers;
-          res.locals.upstreamAnswered = call.lastAnswered;
-        }
-      }
+      const call = new Call(exchange, basePath + exchange.path, upstreamHeaders(req, exchange));
+      const attempt = (token: string) => guardedAttempt(req, res, call, token, sendAttempt);
+      return runExchange(req, res, call, attempt, answerOf);
+    },
+    stream(req, res, exchange, beforeHead) {
+      if (!sendPiped)
+        return Promise.reject(new Error('this forwarder has no agent for piped answers (streamAgent)'));
+      const headers = upstreamHeaders(req, exchange);
+      // Whatever the provider sends: a statement, a PDF (the read answers ask for JSON).
+      headers.accept = '*/*';
+      const call = new PipedCall(exchange, headers, res, beforeHead);
+      const attempt = (token: string) => guardedAttempt(req, res, call, token, sendPiped).then(untilPipeEnds);
+      return runExchange(req, res, call, attempt, nothing);
     },
   };
+
+  /** The complete upstream header set of one exchange (header-policy.ts), never the caller's. */
+  function upstreamHeaders(req: Request, exchange: UpstreamExchange): Record<string, string> {
+    const headers = upstreamRequestHeaders({
+      requestId: req.id,
+      staticHeaders: deps.staticHeaders,
+      contentLength: exchange.body?.length,
+    });
+    if (exchange.idempotencyKey !== undefined) headers['idempotency-key'] = exchange.idempotencyKey;
+    return headers;
+  }
 
   /**
    * Room in the provider budget for one call of the caller's priority: synchronous and allocation-free when granted
    * (the common case); a wait only when the budget says so. Refused: the reason with Retry-After, never sent.
    */
-  function admit(req: Request, res: Response, call: Call): Promise<void> | undefined {
+  function admit(req: Request, res: Response, call: ExchangeCall): Promise<void> | undefined {
     if (!deps.budget) return undefined;
     const priority = req.caller?.priority ?? 'standard';
     const admission = deps.budget.admit(priority);
@@ -431,7 +491,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
    * Units granted for attempts that were never sent (the token could not be had, the upstream slots or the circuit
    * refused, the caller left): back to the budget, which may grant them to another call.
    */
-  function giveBackUnsent(req: Request, call: Call) {
+  function giveBackUnsent(req: Request, call: ExchangeCall) {
     for (; call.budgetHeld > 0; call.budgetHeld -= 1)
       deps.budget?.giveBack?.(req.caller?.priority ?? 'standard');
   }
@@ -448,7 +508,22 @@ function upstreamAttributes(exchange: UpstreamExchange) {
 }
 
 function outcomeAttributes(outcome: AttemptOutcome) {
-  return { 'http.response.status_code': outcome.kind === 'answer' ? outcome.answer.status : 401 };
+  const status =
+    outcome.kind === 'answer' ? outcome.answer.status : outcome.kind === 'piped' ? outcome.status : 401;
+  return { 'http.response.status_code': status };
+}
+
+/** The read answer of a buffered call's outcome (runExchange only returns answers, never the 401 marker). */
+function answerOf(outcome: AttemptOutcome): UpstreamAnswer {
+  return (outcome as { readonly answer: UpstreamAnswer }).answer;
+}
+
+/** A piped call's result: the answer went to the caller. */
+function nothing(): void {}
+
+/** A piped answer holds its upstream slot until the pipe ended (its socket is busy until then). */
+function untilPipeEnds(outcome: AttemptOutcome): AttemptOutcome | Promise<AttemptOutcome> {
+  return outcome.kind === 'piped' ? outcome.done.then(() => outcome) : outcome;
 }
 
 /** Where the token came from: this replica's memory, the shared store (Redis), or a token endpoint call. */

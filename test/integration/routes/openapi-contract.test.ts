@@ -13,6 +13,7 @@ import { writeClientsFile } from '../../support/clients-file';
 import { type ContractProxy, startContractProxy, type Verdict } from '../../support/contract-proxy';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
 import { type RedisServer, startRedisServer } from '../../support/redis-server';
+import { catalogueWithStatement } from '../../support/statement-operation';
 import { catalogueWithSubscriptions, SHIPPED_CATALOGUE } from '../../support/subscription-operation';
 import { tempDir } from '../../support/temp-dir';
 
@@ -428,6 +429,41 @@ describe('the document of an operation added to the catalogue at run time', () =
     expect(problems).toEqual([]);
     const answer = await send(proxy, { path, headers: withKey(), requestValid: true, status: 200 });
     expect(answer.body.riskScore).toBeUndefined();
+  });
+});
+
+describe('the document of a catalogue with a streamed operation', () => {
+  it('is valid, publishes the operation without x-gateway, and its streamed answers match it', async () => {
+    const operationsFile = join(tempDir('bff-contract-stream-'), 'operations.json');
+    writeFileSync(operationsFile, catalogueWithStatement());
+    const gateway = await startTestGateway(upstreamEnv({ OPERATIONS_FILE: operationsFile }));
+    gateways.push(gateway);
+    const document = (await (await fetch(`${gateway.url}/openapi.json`)).json()) as Record<string, any>;
+    const published = document.paths['/api/subscriptions/{subscriptionId}/statement'].get;
+    expect(published.operationId).toBe('statement');
+    expect(JSON.stringify(document)).not.toContain('x-gateway');
+    const proxy = await startContractProxy(gateway.url, document);
+    proxies.push(proxy);
+    const path = `/api/subscriptions/${SEED_SUBSCRIPTION_ID}/statement`;
+    const problems = await run(proxy, [
+      { path: `${path}?kib=64`, headers: withKey(), requestValid: true, status: 200 },
+      { method: 'HEAD', path: `${path}?kib=64`, headers: withKey(), requestValid: true, status: 200 },
+      {
+        path: '/api/subscriptions/sub_unknown1/statement',
+        headers: withKey(),
+        requestValid: true,
+        status: 404,
+        reason: 'upstream',
+      },
+      {
+        path: `${path}?kib=many`,
+        headers: withKey(),
+        requestValid: false,
+        status: 400,
+        reason: 'INVALID_REQUEST',
+      },
+    ]);
+    expect(problems).toEqual([]);
   });
 });
 

@@ -473,6 +473,8 @@ describe('payment API simulator (default settings, real HTTP)', () => {
         unauthorized: 0,
         forbidden: 0,
         faultsInjected: 0,
+        statements: 0,
+        statementsCut: 0,
         accounts: {},
       });
       expect(sim.receivedRequests()).toEqual([]);
@@ -521,6 +523,8 @@ describe('payment API simulator (default settings, real HTTP)', () => {
         unauthorized: 1,
         forbidden: 0,
         faultsInjected: 0,
+        statements: 0,
+        statementsCut: 0,
         // Per merchant account: two validations and one plan read carried its valid token.
         accounts: { [CREDENTIALS.username]: { logins: 1, loginFailures: 1, refreshes: 1, calls: 3 } },
       });

@@ -304,6 +304,31 @@ describe('hostile documents: a clear error naming the operation and the field, n
     ]);
   });
 
+  test('answer "stream" is refused beside a cache or an idempotency other than "none"', () => {
+    const doc = document();
+    doc.paths['/api/things/{thingId}'].get['x-gateway'].answer = 'stream'; // with its cache.ttlSeconds
+    doc.paths['/api/things'].post['x-gateway'].answer = 'stream'; // with idempotency: required
+    expect(problemsOf(doc)).toEqual([
+      'GET /api/things/{thingId} (thing): x-gateway.answer "stream" cannot be cached (x-gateway.cache): a streamed answer is never kept',
+      'POST /api/things (makeThing): x-gateway.answer "stream" needs x-gateway.idempotency "none": a streamed answer cannot be kept for a replay',
+    ]);
+  });
+
+  test('answer "stream" without cache or idempotency loads: never filtered', () => {
+    const doc = document();
+    doc.paths['/api/things/{thingId}'].get['x-gateway'] = { scope: 'things:read', answer: 'stream' };
+    doc.paths['/api/things'].post['x-gateway'] = {
+      scope: 'things:write',
+      answer: 'stream',
+      idempotency: 'none',
+    };
+    const catalogue = parseCatalogue(JSON.stringify(doc), 'json', OPTIONS);
+    expect(catalogue.operations.map((op) => [op.id, op.answer, op.filterAnswer])).toEqual([
+      ['makeThing', 'stream', undefined],
+      ['thing', 'stream', undefined],
+    ]);
+  });
+
   test('not an OpenAPI 3.1 document', () => {
     expect(problemsOf([])).toEqual(['must be an OpenAPI document (a JSON object)']);
     expect(problemsOf({ openapi: '3.0.0', paths: {} })).toEqual(['openapi must be "3.1.x"']);
