@@ -156,10 +156,16 @@ function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: In
   settle(attempt);
   const status = proxyRes.statusCode ?? 0;
   deps.answered(attempt, status, proxyRes.headers['retry-after']);
-  if (status === 401) void drained(proxyRes).then(() => attempt.resolve(UNAUTHORIZED));
-  else if (status === 403) void drained(proxyRes).then(() => attempt.reject(deps.refusedAddress()));
-  else if (status >= 500) void drained(proxyRes).then(() => attempt.reject(new UpstreamFailure('status')));
-  else attempt.resolve({ kind: 'piped', status, done: pipeAnswer(deps, attempt.call, proxyRes, status) });
+  if (status === 401) {
+    dropped(proxyRes);
+    attempt.resolve(UNAUTHORIZED);
+  } else if (status === 403) {
+    dropped(proxyRes);
+    attempt.reject(deps.refusedAddress());
+  } else if (status >= 500) {
+    dropped(proxyRes);
+    attempt.reject(new UpstreamFailure('status'));
+  } else attempt.resolve({ kind: 'piped', status, done: pipeAnswer(deps, attempt.call, proxyRes, status) });
 }
 
 /** Pipes the answer to the caller: the allow-listed headers, then the body as it arrives. */
@@ -191,7 +197,15 @@ function pipeAnswer(
     return Promise.resolve();
   }
   return new Promise<void>((done) => {
+    // A provider that stops sending mid-answer for the operation's timeout: the answer is cut (the caller's too),
+    // so a stalled provider never holds the upstream slot for as long as the caller waits.
+    const stalled = setTimeout(() => {
+      deps.logger.warn({ route: call.exchange.route }, 'upstream answer stalled while streaming');
+      proxyRes.destroy();
+    }, call.exchange.timeoutMs ?? deps.timeoutMs);
+    proxyRes.on('data', () => stalled.refresh());
     res.once('close', () => {
+      clearTimeout(stalled);
       // The caller hung up mid-answer: the upstream response ends with it (its socket closed, nothing leaks). The
       // provider did answer: it counts as the caller's, never against the circuit.
       if (!proxyRes.complete) proxyRes.destroy();
@@ -219,11 +233,10 @@ function fail(attempt: PipedAttempt, error: unknown): void {
   attempt.reject(error);
 }
 
-/** The rest of an answer that is not passed on, read and dropped; settles however the answer ends. */
-function drained(proxyRes: IncomingMessage): Promise<void> {
-  return new Promise((resolve) => {
-    proxyRes.once('end', resolve);
-    proxyRes.once('close', resolve);
-    proxyRes.resume();
-  });
+/**
+ * An answer that is not passed on (401, 403, 5xx): its connection is closed rather than its body read, so a provider
+ * that sends the head and then nothing cannot hold the call (and its upstream slot) past the answer's head.
+ */
+function dropped(proxyRes: IncomingMessage): void {
+  proxyRes.destroy();
 }

@@ -7,6 +7,7 @@ import express from 'express';
 import { pino } from 'pino';
 import {
   createForwarder,
+  createUpstreamAgent,
   createUpstreamCircuits,
   createUpstreamPool,
   createUpstreamSlots,
@@ -67,9 +68,12 @@ async function startProvider(): Promise<string> {
 async function startCaller(baseUrl: string): Promise<string> {
   const pool = createUpstreamPool(baseUrl, { connections: 4, connectTimeoutMs: TIMEOUT_MS });
   closers.push(() => pool.destroy());
+  const streamAgent = createUpstreamAgent(baseUrl, 4);
+  closers.push(() => streamAgent.destroy());
   const forwarder = createForwarder({
     baseUrl,
     pool,
+    streamAgent,
     slots: createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 }),
     tokens: STATIC_TOKENS,
     circuits: createUpstreamCircuits(['thing'], {
@@ -85,6 +89,15 @@ async function startCaller(baseUrl: string): Promise<string> {
     maxAnswerBytes: MAX_ANSWER_BYTES,
   });
   const app = express();
+  // `answer: "stream"`: the provider's answer piped to the caller (http-proxy-middleware over the Agent).
+  app.get('/stream', async (req, res, next) => {
+    req.id = 'upstream-answers-test';
+    try {
+      await forwarder.stream(req, res, { route: 'thing', method: 'GET', path: '/api/thing' });
+    } catch (error) {
+      next(error);
+    }
+  });
   app.all('/:verb', async (req, res, next) => {
     req.id = 'upstream-answers-test';
     const write = req.params.verb === 'write';
@@ -198,6 +211,40 @@ describe('answers the forwarder must not pass on as if whole', () => {
     expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_TIMEOUT' } });
     expect(res.headers.get('x-upstream-unknown')).toBe('true');
     await waitFor(() => closedSockets > closedBefore);
+  });
+});
+
+describe('streamed answers (answer: "stream") from a provider that stalls', () => {
+  test('a head, some bytes, then nothing: the answer is cut after the timeout and the provider socket closed', async () => {
+    const closedBefore = closedSockets;
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': '1000' });
+      res.write('id,amount\n');
+    };
+    const started = Date.now();
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(200);
+    // The caller's answer never ends as whole: reading it fails once the gateway cuts it.
+    await expect(res.text()).rejects.toThrow();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    await waitFor(() => closedSockets > closedBefore);
+  });
+
+  test('a 401 whose body never comes does not hold the call: renewed once, retried, streamed', async () => {
+    let calls = 0;
+    behaviour = (_req, res) => {
+      calls += 1;
+      if (calls === 1) {
+        res.writeHead(401, { 'content-type': 'application/json', 'content-length': '500' });
+        res.write('{"detail":');
+        return;
+      }
+      json(res, 200, '{"rows":3}');
+    };
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('{"rows":3}');
+    expect(calls).toBe(2);
   });
 });
 
