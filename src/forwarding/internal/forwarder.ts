@@ -149,9 +149,15 @@ class Attempt implements Dispatcher.DispatchHandler {
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    // Settled (timed out) while connecting: never send it.
-    if (this.settled) controller.abort(new AttemptSettledError('attempt settled before it was sent'));
-    else this.controller = controller;
+    // Settled (timed out) while connecting: never send it. Thrown, not `controller.abort()`: undici then drops the
+    // request from its queue and keeps the connection just made for the next call (an abort destroys the socket).
+    if (this.settled) throw new AttemptSettledError('attempt settled before it was sent');
+    this.controller = controller;
+  }
+
+  /** The request was handed to a connection (undici calls onRequestStart right before writing it). */
+  get sent(): boolean {
+    return this.controller !== undefined;
   }
 
   onResponseStart(
@@ -219,10 +225,11 @@ function connectionCode(error: Error): string {
 
 /**
  * The call may have reached the provider with no answer back (SPEC §13's unknown outcome): a timeout, or a connection
- * lost other than one never made (refused, unresolved, unreachable, a TLS handshake refused).
+ * lost other than one never made (refused, unresolved, unreachable, a TLS handshake refused); never one that ended
+ * before its request was handed to a connection (a connect outliving the timeout, a request undici refused).
  */
 function mayHaveReachedProvider(error: unknown): boolean {
-  if (!(error instanceof UpstreamFailure)) return false;
+  if (!(error instanceof UpstreamFailure) || error.notSent) return false;
   if (error.kind === 'timeout') return true;
   if (error.kind !== 'connection') return false;
   const code = error.code ?? '';
@@ -280,7 +287,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       if (tls) deps.logger.warn({ route, ...tls }, `upstream TLS failure: ${tls.cause}`);
       const unbound = bindFailureOf(error);
       if (unbound) deps.logger.error({ route, ...unbound.fields }, unbound.message);
-      fail(attempt, new UpstreamFailure('connection', connectionCode(error)));
+      fail(attempt, new UpstreamFailure('connection', connectionCode(error), !attempt.sent));
     },
   };
 
@@ -303,7 +310,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
         observeUpstream(attempt, 'timeout');
-        fail(attempt, new UpstreamFailure('timeout'));
+        fail(attempt, new UpstreamFailure('timeout', undefined, !attempt.sent));
         attempt.controller?.abort(new UpstreamFailure('timeout'));
       }, call.exchange.timeoutMs ?? deps.timeoutMs);
       // The gateway's own token goes on the upstream request only; this attempt's span context (traces on).
