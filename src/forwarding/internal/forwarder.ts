@@ -135,6 +135,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | undefined = undefined;
   timedOut = false;
   settled = false;
+  /** A budget unit was spent on this attempt: it comes back if the request is never handed to a connection. */
+  spentUnit = false;
   status = 0;
   answerHeaders: IncomingHttpHeaders = {};
   chunks: Buffer[] = [];
@@ -249,9 +251,11 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     attempt.settled = true;
     clearTimeout(attempt.timer);
   };
-  const fail = (attempt: Attempt, error: unknown) => {
+  const fail = (attempt: Attempt, error: UpstreamFailure) => {
     if (attempt.settled) return;
     settle(attempt);
+    // Never handed to a connection: the provider never saw it, its budget unit is held again (given back at the end).
+    if (error.notSent && attempt.spentUnit) attempt.call.budgetHeld += 1;
     attempt.reject(error);
   };
 
@@ -305,7 +309,10 @@ export function createForwarder(deps: ForwarderDeps): Forwarder {
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt = new Attempt(call, performance.now(), ends, resolve, reject);
       call.lastAnswered = false;
-      if (call.budgetHeld > 0) call.budgetHeld -= 1; // spent: this attempt goes to the provider
+      if (call.budgetHeld > 0) {
+        call.budgetHeld -= 1; // spent: this attempt goes to the provider
+        attempt.spentUnit = true;
+      }
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;

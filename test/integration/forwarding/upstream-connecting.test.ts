@@ -40,6 +40,8 @@ const closers: (() => unknown)[] = [];
 /** How long the provider lets a new connection wait before its TLS handshake starts (Infinity: never). */
 let handshakeDelayMs = Number.POSITIVE_INFINITY;
 let requestsSeen = 0;
+/** Budget units the forwarder gave back (a granted call that never reached the provider). */
+let unitsGivenBack = 0;
 /** Handshakes the provider saw end, done or cut by the client. */
 let handshakesEnded = 0;
 
@@ -95,6 +97,13 @@ async function startCaller(baseUrl: string, caPem: string): Promise<string> {
     staticHeaders: {},
     metrics: createMetrics(),
     logger: pino({ enabled: false }),
+    budget: {
+      admit: () => ({ granted: true }),
+      observe: () => undefined,
+      giveBack: () => {
+        unitsGivenBack += 1;
+      },
+    },
   });
   const app = express();
   app.all('/:verb', async (req, res, next) => {
@@ -149,6 +158,8 @@ describe('a call whose timeout ends it before its connection is made', () => {
     expect(response.status).toBe(504);
     expect(response.headers.get('x-upstream-unknown')).toBe('false');
     expect(requestsSeen).toBe(0);
+    // SPEC §11: a granted call that never reached the provider gives its unit back.
+    expect(unitsGivenBack).toBe(1);
     requestsSeen = 0;
   });
 
