@@ -71,6 +71,8 @@ const RESERVED_HEADERS = new Set([
   'te',
   'cookie',
   'x-request-id',
+  // Per call: the caller's key where the operation forwards it (SPEC §13), never one value for every call.
+  'idempotency-key',
 ]);
 
 /**

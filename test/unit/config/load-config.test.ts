@@ -842,17 +842,20 @@ describe('loadConfig', () => {
     ]);
   });
 
-  it.each(['Keep-Alive: timeout=5', 'upgrade: h2c', 'Expect: 100-continue', 'TE: trailers'])(
-    'refuses the connection-level static header "%s" at start (the upstream client owns the connection)',
-    (value) => {
-      expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
-        expect.objectContaining({
-          variable: 'UPSTREAM_STATIC_HEADERS',
-          message: expect.stringContaining('the gateway owns that header'),
-        }),
-      ]);
-    },
-  );
+  it.each([
+    'Keep-Alive: timeout=5',
+    'upgrade: h2c',
+    'Expect: 100-continue',
+    'TE: trailers',
+    'Idempotency-Key: same-for-all',
+  ])('refuses the static header "%s" at start (the upstream client or the gateway owns it)', (value) => {
+    expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
+      expect.objectContaining({
+        variable: 'UPSTREAM_STATIC_HEADERS',
+        message: expect.stringContaining('the gateway owns that header'),
+      }),
+    ]);
+  });
 
   it.each([
     ['a character beyond Latin-1', '{"x-note":"price in \u20ac"}'],
