@@ -53,6 +53,11 @@ export function isCidr(value: string): boolean {
 }
 
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/**
+ * What an HTTP client may send as a header value (tab, visible ASCII, Latin-1), as undici and Node's http check it:
+ * anything else (a control character, a character beyond Latin-1 such as "€") would make every upstream call fail.
+ */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 const RESERVED_HEADERS = new Set([
   'authorization',
   'host',
@@ -66,6 +71,8 @@ const RESERVED_HEADERS = new Set([
   'te',
   'cookie',
   'x-request-id',
+  // Per call: the caller's key where the operation forwards it (SPEC §13), never one value for every call.
+  'idempotency-key',
 ]);
 
 /**
@@ -101,7 +108,7 @@ export function parseStaticHeaders(raw: string): Record<string, string> {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name)) throw new Error(`has an invalid header name "${name}"`);
     if (RESERVED_HEADERS.has(lower)) throw new Error(`may not set ${lower}: the gateway owns that header`);
-    if (typeof value !== 'string' || /[\r\n\0]/.test(value))
+    if (typeof value !== 'string' || !HEADER_VALUE.test(value))
       throw new Error(`has an invalid value for ${lower}`);
     headers[lower] = value;
   }

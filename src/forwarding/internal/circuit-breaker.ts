@@ -16,6 +16,8 @@ export class UpstreamFailure extends Error {
     readonly kind: 'status' | 'timeout' | 'connection',
     /** The socket error code of a connection failure (ECONNRESET, …). */
     readonly code?: string,
+    /** The attempt ended before its request was written on a connection: the provider never saw it. */
+    readonly notSent = false,
   ) {
     super(`upstream ${kind} failure`);
   }

@@ -139,6 +139,8 @@ class Attempt implements Dispatcher.DispatchHandler {
   controller: Dispatcher.DispatchController | undefined = undefined;
   timedOut = false;
   settled = false;
+  /** A budget unit was spent on this attempt: it comes back if the request is never handed to a connection. */
+  spentUnit = false;
   status = 0;
   answerHeaders: IncomingHttpHeaders = {};
   chunks: Buffer[] = [];
@@ -153,9 +155,15 @@ class Attempt implements Dispatcher.DispatchHandler {
   ) {}
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
-    // Settled (timed out) while connecting: never send it.
-    if (this.settled) controller.abort(new AttemptSettledError('attempt settled before it was sent'));
-    else this.controller = controller;
+    // Settled (timed out) while connecting: never send it. Thrown, not `controller.abort()`: undici then drops the
+    // request from its queue and keeps the connection just made for the next call (an abort destroys the socket).
+    if (this.settled) throw new AttemptSettledError('attempt settled before it was sent');
+    this.controller = controller;
+  }
+
+  /** The request was handed to a connection (undici calls onRequestStart right before writing it). */
+  get sent(): boolean {
+    return this.controller !== undefined;
   }
 
   onResponseStart(
@@ -222,10 +230,11 @@ function connectionCode(error: Error): string {
 
 /**
  * The call may have reached the provider with no answer back (SPEC §13's unknown outcome): a timeout, or a connection
- * lost other than one never made (refused, unresolved, unreachable, a TLS handshake refused).
+ * lost other than one never made (refused, unresolved, unreachable, a TLS handshake refused); never one that ended
+ * before its request was handed to a connection (a connect outliving the timeout, a request undici refused).
  */
 function mayHaveReachedProvider(error: unknown): boolean {
-  if (!(error instanceof UpstreamFailure)) return false;
+  if (!(error instanceof UpstreamFailure) || error.notSent) return false;
   if (error.kind === 'timeout') return true;
   if (error.kind !== 'connection') return false;
   const code = error.code ?? '';
@@ -245,9 +254,11 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
     attempt.settled = true;
     clearTimeout(attempt.timer);
   };
-  const fail = (attempt: Attempt, error: unknown) => {
+  const fail = (attempt: Attempt, error: UpstreamFailure) => {
     if (attempt.settled) return;
     settle(attempt);
+    // Never handed to a connection: the provider never saw it, its budget unit is held again (given back at the end).
+    if (error.notSent && attempt.spentUnit) attempt.call.budgetHeld += 1;
     attempt.reject(error);
   };
 
@@ -273,7 +284,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
     },
     failed(attempt, error) {
       if (attempt.settled) return;
-      fail(attempt, connectionFailed(attempt, error, attempt.timedOut));
+      fail(attempt, connectionFailed(attempt, error, attempt.timedOut, attempt.sent));
     },
   };
 
@@ -288,15 +299,24 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   }
 
   /** An attempt that got no answer, read or piped: observed, logged when TLS or the egress address is at fault. */
-  function connectionFailed(attempt: AttemptTiming, error: Error, timedOut: boolean): UpstreamFailure {
+  /**
+   * The attempt ended without an answer, timed out or its connection failed; `sent`: it was handed to a connection
+   * (an attempt never sent is known as such: the provider never saw it, its budget unit comes back).
+   */
+  function connectionFailed(
+    attempt: AttemptTiming,
+    error: Error,
+    timedOut: boolean,
+    sent: boolean,
+  ): UpstreamFailure {
     observeUpstream(attempt, timedOut ? 'timeout' : 'error');
-    if (timedOut) return new UpstreamFailure('timeout');
+    if (timedOut) return new UpstreamFailure('timeout', undefined, !sent);
     const route = attempt.call.exchange.route;
     const tls = tlsFailureOf(error);
     if (tls) deps.logger.warn({ route, ...tls }, `upstream TLS failure: ${tls.cause}`);
     const unbound = bindFailureOf(error);
     if (unbound) deps.logger.error({ route, ...unbound.fields }, unbound.message);
-    return new UpstreamFailure('connection', connectionCode(error));
+    return new UpstreamFailure('connection', connectionCode(error), !sent);
   }
 
   const sendPiped =
@@ -327,12 +347,15 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt = new Attempt(call, performance.now(), ends, resolve, reject);
       call.lastAnswered = false;
-      if (call.budgetHeld > 0) call.budgetHeld -= 1; // spent: this attempt goes to the provider
+      if (call.budgetHeld > 0) {
+        call.budgetHeld -= 1; // spent: this attempt goes to the provider
+        attempt.spentUnit = true;
+      }
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
         observeUpstream(attempt, 'timeout');
-        fail(attempt, new UpstreamFailure('timeout'));
+        fail(attempt, new UpstreamFailure('timeout', undefined, !attempt.sent));
         attempt.controller?.abort(new UpstreamFailure('timeout'));
       }, call.exchange.timeoutMs ?? deps.timeoutMs);
       // The gateway's own token goes on the upstream request only; this attempt's span context (traces on).

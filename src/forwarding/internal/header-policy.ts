@@ -46,7 +46,9 @@ export function allowedAnswerHeaders(
 ): Record<string, string> {
   const kept: Record<string, string> = {};
   for (const name of ANSWER_HEADERS) {
-    const value = upstream[name];
+    // A header the provider sent twice comes as an array (undici): the first one counts, as Node's http client kept it.
+    const given = upstream[name];
+    const value = Array.isArray(given) ? given[0] : given;
     if (typeof value !== 'string') continue;
     if (name !== 'retry-after') kept[name] = value;
     else {

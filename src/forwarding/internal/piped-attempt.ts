@@ -34,8 +34,11 @@ export interface PipedAttemptDeps {
   readonly logger: Logger;
   /** A provider answer's head arrived: metrics, the call's ledger fields, the budget told. */
   answered(attempt: AttemptTiming, status: number, retryAfter: IncomingHttpHeaders['retry-after']): void;
-  /** The attempt ended without an answer (timed out, or its connection failed): observed and logged; its failure. */
-  failed(attempt: AttemptTiming, error: Error, timedOut: boolean): UpstreamFailure;
+  /**
+   * The attempt ended without an answer (timed out, or its connection failed): observed and logged; its failure.
+   * `sent`: the request was handed to a socket (never sent: the provider never saw it).
+   */
+  failed(attempt: AttemptTiming, error: Error, timedOut: boolean, sent: boolean): UpstreamFailure;
   /** The provider refused the gateway's address (403). */
   refusedAddress(): Error;
   /** This attempt's trace context on the upstream headers (traces on). */
@@ -73,6 +76,8 @@ class PipedAttempt implements AttemptTiming<PipedCall> {
   proxyReq: ClientRequest | undefined = undefined;
   timedOut = false;
   settled = false;
+  /** This attempt took one of the call's budget units (given back if it is never sent). */
+  spentUnit = false;
 
   constructor(
     readonly call: PipedCall,
@@ -95,7 +100,7 @@ export function createPipedAttempts(deps: PipedAttemptDeps): AttemptSender<Piped
   const upstreamError = (error: Error, req?: IncomingMessage) => {
     const attempt = runningAttempt(req);
     if (!attempt || attempt.settled) return;
-    fail(attempt, deps.failed(attempt, error, attempt.timedOut));
+    fail(attempt, deps.failed(attempt, error, attempt.timedOut, attempt.proxyReq !== undefined));
   };
 
   const proxy = takingUpstreamRequests(
@@ -134,12 +139,16 @@ export function createPipedAttempts(deps: PipedAttemptDeps): AttemptSender<Piped
       const attempt = new PipedAttempt(call, performance.now(), resolve, reject);
       call.running = attempt;
       call.lastAnswered = false;
-      if (call.budgetHeld > 0) call.budgetHeld -= 1; // spent: this attempt goes to the provider
+      if (call.budgetHeld > 0) {
+        call.budgetHeld -= 1; // spent: this attempt goes to the provider
+        attempt.spentUnit = true;
+      }
       // Until the answer's head: connect, send, the provider's first byte. The wait in line is bounded apart.
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
+        const sent = attempt.proxyReq !== undefined;
         attempt.proxyReq?.destroy();
-        fail(attempt, deps.failed(attempt, new Error('upstream timeout'), true));
+        fail(attempt, deps.failed(attempt, new Error('upstream timeout'), true, sent));
       }, call.exchange.timeoutMs ?? deps.timeoutMs);
       call.headers.authorization = `Bearer ${accessToken}`;
       deps.injectTrace(call.headers);
@@ -230,6 +239,8 @@ function settle(attempt: PipedAttempt): void {
 function fail(attempt: PipedAttempt, error: unknown): void {
   if (attempt.settled) return;
   settle(attempt);
+  // Never handed to a socket: the provider never saw it, its budget unit is held again (given back at the end).
+  if (error instanceof UpstreamFailure && error.notSent && attempt.spentUnit) attempt.call.budgetHeld += 1;
   attempt.reject(error);
 }
 

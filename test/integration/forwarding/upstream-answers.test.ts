@@ -265,3 +265,49 @@ async function waitFor(condition: () => boolean, timeoutMs = 3_000): Promise<voi
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+describe('answers shaped unusually, but whole', () => {
+  test('a 103 Early Hints before the 200: the 200 and its body, nothing of the hint', async () => {
+    behaviour = (_req, res) => {
+      res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }, () =>
+        json(res, 200, '{"after":"hints"}'),
+      );
+    };
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(200);
+    expect(await res.text()).toBe('{"after":"hints"}');
+    expect(res.headers.get('content-type')).toBe('application/json');
+  });
+
+  test('a Content-Type sent twice: the first one reaches the caller (as Node http kept it), not none', async () => {
+    behaviour = (_req, res) => {
+      res.setHeader('content-type', ['application/json', 'text/plain']);
+      res.end('{"twice":true}');
+    };
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json');
+  });
+
+  test('a 429 with Retry-After sent twice: the first one reaches the caller', async () => {
+    behaviour = (_req, res) => {
+      res.setHeader('retry-after', ['7', '9']);
+      json(res, 429, '{"slow":"down"}');
+    };
+    const res = await fetch(`${caller}/write`, { method: 'POST' });
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('7');
+  });
+
+  test('a 204 without a body: 204, on a connection the next call can reuse', async () => {
+    behaviour = (_req, res) => {
+      res.writeHead(204);
+      res.end();
+    };
+    const res = await fetch(`${caller}/write`, { method: 'POST' });
+    expect(res.status).toBe(204);
+    behaviour = (_req, res) => json(res, 200, '{"next":1}');
+    const next = await fetch(`${caller}/read`);
+    expect(await next.text()).toBe('{"next":1}');
+  });
+});

@@ -842,17 +842,39 @@ describe('loadConfig', () => {
     ]);
   });
 
-  it.each(['Keep-Alive: timeout=5', 'upgrade: h2c', 'Expect: 100-continue', 'TE: trailers'])(
-    'refuses the connection-level static header "%s" at start (the upstream client owns the connection)',
-    (value) => {
-      expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
-        expect.objectContaining({
-          variable: 'UPSTREAM_STATIC_HEADERS',
-          message: expect.stringContaining('the gateway owns that header'),
-        }),
-      ]);
-    },
-  );
+  it.each([
+    'Keep-Alive: timeout=5',
+    'upgrade: h2c',
+    'Expect: 100-continue',
+    'TE: trailers',
+    'Idempotency-Key: same-for-all',
+  ])('refuses the static header "%s" at start (the upstream client or the gateway owns it)', (value) => {
+    expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
+      expect.objectContaining({
+        variable: 'UPSTREAM_STATIC_HEADERS',
+        message: expect.stringContaining('the gateway owns that header'),
+      }),
+    ]);
+  });
+
+  it.each([
+    ['a character beyond Latin-1', '{"x-note":"price in \u20ac"}'],
+    ['a control character', '{"x-note":"a\\u0001b"}'],
+    ['a DEL', '{"x-note":"a\\u007fb"}'],
+  ])('refuses a static header value with %s at start (no HTTP client can send it)', (_name, value) => {
+    expect(problemsOf({ UPSTREAM_STATIC_HEADERS: value })).toEqual([
+      expect.objectContaining({
+        variable: 'UPSTREAM_STATIC_HEADERS',
+        message: expect.stringContaining('invalid value for x-note'),
+      }),
+    ]);
+  });
+
+  it('keeps a static header value of Latin-1 text with a tab', () => {
+    expect(
+      loadConfig({ UPSTREAM_STATIC_HEADERS: '{"x-note":"caf\u00e9\\tok"}' }).upstream.staticHeaders,
+    ).toEqual({ 'x-note': 'caf\u00e9\tok' });
+  });
 
   it('requires OIDC_ISSUER and OIDC_AUDIENCE together', () => {
     expect(problemsOf({ OIDC_ISSUER: 'https://sso.example.com' })).toEqual([
