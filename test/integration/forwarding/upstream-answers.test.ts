@@ -34,6 +34,8 @@ let behaviour: Behaviour;
 let seenPaths: string[] = [];
 /** The forwarder's warnings, one JSON line each. */
 const logLines: string[] = [];
+/** The caller's upstream slots: every path gives its slot back. */
+const slots = createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 });
 const openSockets = new Set<Socket>();
 let closedSockets = 0;
 const closers: (() => unknown)[] = [];
@@ -83,7 +85,7 @@ async function startCaller(baseUrl: string): Promise<string> {
     baseUrl,
     pool,
     streamAgent,
-    slots: createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 }),
+    slots,
     tokens: STATIC_TOKENS,
     circuits: createUpstreamCircuits(['thing'], {
       failureRatio: 0.5,
@@ -275,6 +277,37 @@ describe('streamed answers (answer: "stream") to callers and bodies the flow mus
     expect(await res.text()).toBe(plain);
   });
 
+  test('a provider that sends more than its Content-Length: the caller gets the announced bytes, the next call works', async () => {
+    behaviour = (req, res) => {
+      // The head and the body by hand, past the announced length, on the same socket.
+      req.socket.write(
+        'HTTP/1.1 200 OK\r\ncontent-type: text/csv\r\ncontent-length: 10\r\n\r\nid,amount\nEXTRA BYTES',
+      );
+      res.detachSocket?.(req.socket);
+    };
+    const first = await fetch(`${caller}/stream`);
+    expect(first.status).toBe(200);
+    expect(await first.text()).toBe('id,amount\n');
+    behaviour = (_req, res) => json(res, 200, '{"rows":1}');
+    const second = await fetch(`${caller}/stream`);
+    expect(second.status).toBe(200);
+    expect(await second.text()).toBe('{"rows":1}');
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
+  });
+
+  test('a provider that resets its socket mid-answer: the caller is cut, the slot given back', async () => {
+    behaviour = (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': '1000' });
+      res.write('id,amount\n', () => req.socket.resetAndDestroy());
+    };
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
+  });
+
   test('a caller who stops reading for the timeout is cut, and the log blames the caller, not the provider', async () => {
     // The provider sends all of it at once; the gateway pauses it only because its caller reads nothing.
     const size = 32 * 1024 * 1024;
@@ -304,6 +337,8 @@ describe('streamed answers (answer: "stream") to callers and bodies the flow mus
     const messages = logLines.map((line) => (JSON.parse(line) as { msg: string }).msg);
     expect(messages).toContain('caller not reading while streaming');
     expect(messages).not.toContain('upstream answer stalled while streaming');
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
   });
 });
 
