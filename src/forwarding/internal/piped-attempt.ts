@@ -199,6 +199,9 @@ function pipeAnswer(
   // Framing, not content: the caller can tell a cut answer from a complete one.
   const length = proxyRes.headers['content-length'];
   if (length !== undefined) res.setHeader('content-length', length);
+  // The body passes as the provider encoded it (a gzip export): without its encoding the caller cannot read it.
+  const encoding = proxyRes.headers['content-encoding'];
+  if (encoding !== undefined) res.setHeader('content-encoding', encoding);
   if (res.req.method === 'HEAD') {
     // Express answers HEAD from the GET route: the head only, the provider's body is not read.
     proxyRes.destroy();
@@ -208,8 +211,16 @@ function pipeAnswer(
   return new Promise<void>((done) => {
     // A provider that stops sending mid-answer for the operation's timeout: the answer is cut (the caller's too),
     // so a stalled provider never holds the upstream slot for as long as the caller waits.
+    // The same bound holds a caller who reads nothing for as long (the pipe paused the provider for it): the slot is
+    // not held for a caller who declines to read, and the log names the side that stalled.
+    let cutHere = false;
     const stalled = setTimeout(() => {
-      deps.logger.warn({ route: call.exchange.route }, 'upstream answer stalled while streaming');
+      const callerBehind = res.writableNeedDrain;
+      deps.logger.warn(
+        { route: call.exchange.route },
+        callerBehind ? 'caller not reading while streaming' : 'upstream answer stalled while streaming',
+      );
+      cutHere = true;
       proxyRes.destroy();
     }, call.exchange.timeoutMs ?? deps.timeoutMs);
     proxyRes.on('data', () => stalled.refresh());
@@ -223,7 +234,7 @@ function pipeAnswer(
     proxyRes.once('close', () => {
       if (proxyRes.complete || res.destroyed) return;
       // The provider cut its answer: too late for an envelope, the caller's answer is cut too (never ends as whole).
-      deps.logger.warn({ route: call.exchange.route }, 'upstream answer cut while streaming');
+      if (!cutHere) deps.logger.warn({ route: call.exchange.route }, 'upstream answer cut while streaming');
       res.destroy();
     });
     proxyRes.pipe(res);

@@ -1,8 +1,15 @@
 // What the forwarder's undici attempt makes of answers the simulator never gives: a body cut short, an answer larger
 // than the gateway buffers (announced or not), a body that stalls after the head, a base URL with a path of its own.
 // The provider here is a real HTTP server on loopback told how to misbehave; the caller is a real Express app.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  get as httpGet,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import express from 'express';
 import { pino } from 'pino';
 import {
@@ -25,6 +32,10 @@ type Behaviour = (req: IncomingMessage, res: ServerResponse) => void;
 
 let behaviour: Behaviour;
 let seenPaths: string[] = [];
+/** The forwarder's warnings, one JSON line each. */
+const logLines: string[] = [];
+/** The caller's upstream slots: every path gives its slot back. */
+const slots = createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 });
 const openSockets = new Set<Socket>();
 let closedSockets = 0;
 const closers: (() => unknown)[] = [];
@@ -74,7 +85,7 @@ async function startCaller(baseUrl: string): Promise<string> {
     baseUrl,
     pool,
     streamAgent,
-    slots: createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 }),
+    slots,
     tokens: STATIC_TOKENS,
     circuits: createUpstreamCircuits(['thing'], {
       failureRatio: 0.5,
@@ -85,7 +96,7 @@ async function startCaller(baseUrl: string): Promise<string> {
     timeoutMs: TIMEOUT_MS,
     staticHeaders: {},
     metrics: createMetrics(),
-    logger: pino({ enabled: false }),
+    logger: pino({ level: 'warn' }, { write: (line: string) => void logLines.push(line) }),
     maxAnswerBytes: MAX_ANSWER_BYTES,
   });
   const app = express();
@@ -245,6 +256,89 @@ describe('streamed answers (answer: "stream") from a provider that stalls', () =
     expect(res.status).toBe(200);
     expect(await res.text()).toBe('{"rows":3}');
     expect(calls).toBe(2);
+  });
+});
+
+describe('streamed answers (answer: "stream") to callers and bodies the flow must not spoil', () => {
+  test('a gzip-encoded answer keeps its Content-Encoding: the caller can read what the provider sent', async () => {
+    const plain = 'id,amount\n'.repeat(2_000);
+    const packed = gzipSync(plain);
+    behaviour = (_req, res) => {
+      res.writeHead(200, {
+        'content-type': 'text/csv',
+        'content-encoding': 'gzip',
+        'content-length': packed.length,
+      });
+      res.end(packed);
+    };
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(200);
+    // fetch decodes a gzip body only when told it is one: without the header the caller gets the packed bytes.
+    expect(await res.text()).toBe(plain);
+  });
+
+  test('a provider that sends more than its Content-Length: the caller gets the announced bytes, the next call works', async () => {
+    behaviour = (req, res) => {
+      // The head and the body by hand, past the announced length, on the same socket.
+      req.socket.write(
+        'HTTP/1.1 200 OK\r\ncontent-type: text/csv\r\ncontent-length: 10\r\n\r\nid,amount\nEXTRA BYTES',
+      );
+      res.detachSocket?.(req.socket);
+    };
+    const first = await fetch(`${caller}/stream`);
+    expect(first.status).toBe(200);
+    expect(await first.text()).toBe('id,amount\n');
+    behaviour = (_req, res) => json(res, 200, '{"rows":1}');
+    const second = await fetch(`${caller}/stream`);
+    expect(second.status).toBe(200);
+    expect(await second.text()).toBe('{"rows":1}');
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
+  });
+
+  test('a provider that resets its socket mid-answer: the caller is cut, the slot given back', async () => {
+    behaviour = (req, res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': '1000' });
+      res.write('id,amount\n', () => req.socket.resetAndDestroy());
+    };
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(200);
+    await expect(res.text()).rejects.toThrow();
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
+  });
+
+  test('a caller who stops reading for the timeout is cut, and the log blames the caller, not the provider', async () => {
+    // The provider sends all of it at once; the gateway pauses it only because its caller reads nothing.
+    const size = 32 * 1024 * 1024;
+    const body = Buffer.alloc(size, 'x');
+    behaviour = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/csv', 'content-length': size });
+      res.end(body);
+    };
+    logLines.length = 0;
+    const received = await new Promise<number>((resolve) => {
+      const req = httpGet(`${caller}/stream`, (res) => {
+        res.pause();
+        setTimeout(() => {
+          let bytes = 0;
+          res.on('data', (chunk: Buffer) => {
+            bytes += chunk.length;
+          });
+          res.on('close', () => resolve(bytes));
+          res.on('error', () => undefined);
+          res.resume();
+        }, 2 * TIMEOUT_MS);
+      });
+      req.on('error', () => undefined);
+    });
+    // The slot is not held for as long as a caller declines to read: the answer is cut.
+    expect(received).toBeLessThan(size);
+    const messages = logLines.map((line) => (JSON.parse(line) as { msg: string }).msg);
+    expect(messages).toContain('caller not reading while streaming');
+    expect(messages).not.toContain('upstream answer stalled while streaming');
+    await waitFor(() => slots.active === 0);
+    expect(slots.active).toBe(0);
   });
 });
 
