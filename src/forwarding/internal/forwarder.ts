@@ -218,6 +218,12 @@ const NEVER_CONNECTED = new Set([
   'EADDRINUSE',
 ]);
 
+/** An answer body in a content coding other than identity (gzip, br, ...). */
+function encoded(headers: IncomingHttpHeaders): boolean {
+  const coding = headers['content-encoding'];
+  return coding !== undefined && String(coding).trim().toLowerCase() !== 'identity';
+}
+
 /**
  * The code a failed attempt is known by: the socket's own (ECONNREFUSED, a TLS code, ...), or undici's. undici reports
  * a connection the upstream closed or reset mid-call as UND_ERR_SOCKET: named ECONNRESET here, as Node's http does.
@@ -272,7 +278,14 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       if (status === 401) attempt.resolve(UNAUTHORIZED);
       else if (status === 403) attempt.reject(ipRefused());
       else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
-      else
+      else if (encoded(attempt.answerHeaders)) {
+        // Compressed despite `Accept-Encoding: identity`: the gateway could neither filter it nor pass it on whole.
+        deps.logger.warn(
+          { route: attempt.call.exchange.route, status },
+          'upstream answer compressed although the gateway asked for identity: refused',
+        );
+        attempt.reject(new UpstreamFailure('status'));
+      } else
         attempt.resolve({
           kind: 'answer',
           answer: {

@@ -25,6 +25,8 @@ export function upstreamRequestHeaders(input: UpstreamRequestHeaderInput): Recor
   const headers: Record<string, string> = {
     ...input.staticHeaders,
     accept: 'application/json',
+    // The gateway reads the answers it fetches (filters, caches, replays them): never compressed.
+    'accept-encoding': 'identity',
     'x-request-id': input.requestId,
   };
   if (input.contentLength !== undefined) {

@@ -153,6 +153,24 @@ const json = (res: ServerResponse, status: number, body: string) => {
 };
 
 describe('answers the forwarder must not pass on as if whole', () => {
+  test('a read answer compressed although the gateway asked for identity: 502, never packed bytes as JSON', async () => {
+    let acceptEncoding: string | undefined;
+    behaviour = (req, res) => {
+      acceptEncoding = req.headers['accept-encoding'];
+      const packed = gzipSync('{"secretField":"x"}');
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-encoding': 'gzip',
+        'content-length': packed.length,
+      });
+      res.end(packed);
+    };
+    const res = await fetch(`${caller}/read`);
+    expect(acceptEncoding).toBe('identity');
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_UNAVAILABLE' } });
+  });
+
   test('a body cut short of its Content-Length: 502, never a truncated 200; a POST is an unknown outcome', async () => {
     behaviour = (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' });
