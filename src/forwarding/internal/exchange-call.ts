@@ -1,6 +1,7 @@
 // What one forwarded exchange is, whichever way its answer travels: read (buffered over the account's undici pool)
 // or piped to the caller as it arrives (http-proxy-middleware over the account's agent). The forwarder's flow
 // (budget, token, slots, circuit, the 401 retry, the ledger's fields) runs on this shape for both.
+import { UpstreamFailure } from './circuit-breaker';
 
 /** An upstream answer, buffered (bodies are small JSON): it can be replayed to coalesced callers or cached. */
 export interface UpstreamAnswer {
@@ -68,4 +69,20 @@ export function noteUpstreamFields(locals: Record<string, unknown>, call: Exchan
     locals.upstreamAnswers = call.answers;
     locals.upstreamAnswered = call.lastAnswered;
   }
+}
+
+/**
+ * An attempt starts: the call's last answer is no longer this one's, and one budget unit granted for the call is spent
+ * on it. True when a unit was spent (the attempt holds it: held again if the attempt is never sent).
+ */
+export function startAttempt(call: ExchangeCall): boolean {
+  call.lastAnswered = false;
+  if (call.budgetHeld === 0) return false;
+  call.budgetHeld -= 1;
+  return true;
+}
+
+/** An attempt that failed before it was handed to a socket: the provider never saw it, its unit is held again. */
+export function keepUnsentUnit(call: ExchangeCall, spentUnit: boolean, error: unknown): void {
+  if (spentUnit && error instanceof UpstreamFailure && error.notSent) call.budgetHeld += 1;
 }

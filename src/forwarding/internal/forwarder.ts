@@ -24,7 +24,9 @@ import {
   type AttemptSender,
   type AttemptTiming,
   type ExchangeCall,
+  keepUnsentUnit,
   noteUpstreamFields,
+  startAttempt,
   type UpstreamAnswer,
   type UpstreamExchange,
 } from './exchange-call';
@@ -263,8 +265,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   const fail = (attempt: Attempt, error: UpstreamFailure) => {
     if (attempt.settled) return;
     settle(attempt);
-    // Never handed to a connection: the provider never saw it, its budget unit is held again (given back at the end).
-    if (error.notSent && attempt.spentUnit) attempt.call.budgetHeld += 1;
+    keepUnsentUnit(attempt.call, attempt.spentUnit, error);
     attempt.reject(error);
   };
 
@@ -359,11 +360,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   function sendAttempt(call: Call, accessToken: string) {
     return new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt = new Attempt(call, performance.now(), ends, resolve, reject);
-      call.lastAnswered = false;
-      if (call.budgetHeld > 0) {
-        call.budgetHeld -= 1; // spent: this attempt goes to the provider
-        attempt.spentUnit = true;
-      }
+      attempt.spentUnit = startAttempt(call);
       // The timeout runs from here, once a slot is held: connect and answer, not the wait in line (bounded apart).
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;

@@ -12,7 +12,9 @@ import {
   type AttemptSender,
   type AttemptTiming,
   type ExchangeCall,
+  keepUnsentUnit,
   noteUpstreamFields,
+  startAttempt,
   type UpstreamExchange,
 } from './exchange-call';
 import { allowedAnswerHeaders } from './header-policy';
@@ -138,11 +140,7 @@ export function createPipedAttempts(deps: PipedAttemptDeps): AttemptSender<Piped
     new Promise<AttemptOutcome>((resolve, reject) => {
       const attempt = new PipedAttempt(call, performance.now(), resolve, reject);
       call.running = attempt;
-      call.lastAnswered = false;
-      if (call.budgetHeld > 0) {
-        call.budgetHeld -= 1; // spent: this attempt goes to the provider
-        attempt.spentUnit = true;
-      }
+      attempt.spentUnit = startAttempt(call);
       // Until the answer's head: connect, send, the provider's first byte. The wait in line is bounded apart.
       attempt.timer = setTimeout(() => {
         attempt.timedOut = true;
@@ -250,8 +248,7 @@ function settle(attempt: PipedAttempt): void {
 function fail(attempt: PipedAttempt, error: unknown): void {
   if (attempt.settled) return;
   settle(attempt);
-  // Never handed to a socket: the provider never saw it, its budget unit is held again (given back at the end).
-  if (error instanceof UpstreamFailure && error.notSent && attempt.spentUnit) attempt.call.budgetHeld += 1;
+  keepUnsentUnit(attempt.call, attempt.spentUnit, error);
   attempt.reject(error);
 }
 

@@ -10,7 +10,6 @@ import {
 } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import express from 'express';
 import { pino } from 'pino';
 import {
   createForwarder,
@@ -18,11 +17,10 @@ import {
   createUpstreamCircuits,
   createUpstreamPool,
   createUpstreamSlots,
-  sendAnswer,
 } from '../../../src/forwarding';
-import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
 import { createMetrics } from '../../../src/observability/metrics';
 import type { TokenProvider } from '../../../src/tokens';
+import { serveForwardingCaller } from '../../support/forwarding-caller';
 
 const MAX_ANSWER_BYTES = 64 * 1024;
 const TIMEOUT_MS = 700;
@@ -99,38 +97,7 @@ async function startCaller(baseUrl: string): Promise<string> {
     logger: pino({ level: 'warn' }, { write: (line: string) => void logLines.push(line) }),
     maxAnswerBytes: MAX_ANSWER_BYTES,
   });
-  const app = express();
-  // `answer: "stream"`: the provider's answer piped to the caller (http-proxy-middleware over the Agent).
-  app.get('/stream', async (req, res, next) => {
-    req.id = 'upstream-answers-test';
-    try {
-      await forwarder.stream(req, res, { route: 'thing', method: 'GET', path: '/api/thing' });
-    } catch (error) {
-      next(error);
-    }
-  });
-  app.all('/:verb', async (req, res, next) => {
-    req.id = 'upstream-answers-test';
-    const write = req.params.verb === 'write';
-    try {
-      const answer = await forwarder.forward(req, res, {
-        route: 'thing',
-        method: write ? 'POST' : 'GET',
-        path: '/api/thing',
-        ...(write && { body: Buffer.from('{"a":1}') }),
-      });
-      sendAnswer(res, answer);
-    } catch (error) {
-      res.setHeader('x-upstream-unknown', String(res.locals.upstreamUnknown === true));
-      next(error);
-    }
-  });
-  app.use(errorEnvelopeHandler());
-  const server = await new Promise<Server>((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
-  closers.push(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return serveForwardingCaller(forwarder, { requestId: 'upstream-answers-test' }, closers);
 }
 
 let caller: string;

@@ -2,21 +2,18 @@
 // handshake not done yet): the request was never written, so the provider never saw it. The provider here is a real
 // HTTPS server on loopback whose handshake starts late (or never); the caller is a real Express app.
 
-import type { Server } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
-import express from 'express';
 import { pino } from 'pino';
 import {
   createForwarder,
   createUpstreamCircuits,
   createUpstreamPool,
   createUpstreamSlots,
-  sendAnswer,
 } from '../../../src/forwarding';
-import { errorEnvelopeHandler } from '../../../src/http/error-envelope';
 import { createMetrics } from '../../../src/observability/metrics';
 import type { TokenProvider } from '../../../src/tokens';
+import { serveForwardingCaller } from '../../support/forwarding-caller';
 import { createTestPki } from '../../support/test-certificates';
 
 /** The call's own timeout: shorter than the pool's connect bound, as an operation's x-gateway.timeoutMs may be. */
@@ -105,30 +102,11 @@ async function startCaller(baseUrl: string, caPem: string): Promise<string> {
       },
     },
   });
-  const app = express();
-  app.all('/:verb', async (req, res, next) => {
-    req.id = 'upstream-connecting-test';
-    const write = req.params.verb === 'write';
-    try {
-      const answer = await forwarder.forward(req, res, {
-        route: 'thing',
-        method: write ? 'POST' : 'GET',
-        path: '/api/thing',
-        timeoutMs: CALL_TIMEOUT_MS,
-        ...(write && { body: Buffer.from('{"a":1}') }),
-      });
-      sendAnswer(res, answer);
-    } catch (error) {
-      res.setHeader('x-upstream-unknown', String(res.locals.upstreamUnknown === true));
-      next(error);
-    }
-  });
-  app.use(errorEnvelopeHandler());
-  const server = await new Promise<Server>((resolve) => {
-    const listening = app.listen(0, '127.0.0.1', () => resolve(listening));
-  });
-  closers.push(() => new Promise((resolve) => server.close(resolve)));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return serveForwardingCaller(
+    forwarder,
+    { requestId: 'upstream-connecting-test', timeoutMs: CALL_TIMEOUT_MS },
+    closers,
+  );
 }
 
 let pki: Awaited<ReturnType<typeof createTestPki>>;
