@@ -7,6 +7,22 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { type Forwarder, type StreamForwarder, sendAnswer } from '../../src/forwarding';
 import { errorEnvelopeHandler } from '../../src/http/error-envelope';
+import type { TokenProvider } from '../../src/tokens';
+
+const STATIC_TOKEN = {
+  value: 'static-upstream-token',
+  expiresAt: Date.now() + 300_000,
+  source: 'memory',
+} as const;
+
+/** A token provider that always has the same valid token, for tests about something other than tokens. */
+export const STATIC_TOKENS: TokenProvider = {
+  getAccessToken: async () => STATIC_TOKEN,
+  renewAfterRejection: async () => STATIC_TOKEN,
+  status: () => ({}) as ReturnType<TokenProvider['status']>,
+  start: async () => undefined,
+  stop: async () => undefined,
+};
 
 export interface ForwardingCallerOptions {
   /** The request id every forwarded call carries. */

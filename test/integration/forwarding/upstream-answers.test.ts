@@ -19,8 +19,7 @@ import {
   createUpstreamSlots,
 } from '../../../src/forwarding';
 import { createMetrics } from '../../../src/observability/metrics';
-import type { TokenProvider } from '../../../src/tokens';
-import { serveForwardingCaller } from '../../support/forwarding-caller';
+import { STATIC_TOKENS, serveForwardingCaller } from '../../support/forwarding-caller';
 
 const MAX_ANSWER_BYTES = 64 * 1024;
 const TIMEOUT_MS = 700;
@@ -37,20 +36,6 @@ const slots = createUpstreamSlots({ limit: 4, queueTimeoutMs: 1_000 });
 const openSockets = new Set<Socket>();
 let closedSockets = 0;
 const closers: (() => unknown)[] = [];
-
-/** A token provider that always has the same valid token: tokens are not what this file is about. */
-const STATIC_TOKEN = {
-  value: 'static-upstream-token',
-  expiresAt: Date.now() + 300_000,
-  source: 'memory',
-} as const;
-const STATIC_TOKENS: TokenProvider = {
-  getAccessToken: async () => STATIC_TOKEN,
-  renewAfterRejection: async () => STATIC_TOKEN,
-  status: () => ({}) as ReturnType<TokenProvider['status']>,
-  start: async () => undefined,
-  stop: async () => undefined,
-};
 
 async function startProvider(): Promise<string> {
   const server: Server = createServer((req, res) => {

@@ -12,26 +12,12 @@ import {
   createUpstreamSlots,
 } from '../../../src/forwarding';
 import { createMetrics } from '../../../src/observability/metrics';
-import type { TokenProvider } from '../../../src/tokens';
-import { serveForwardingCaller } from '../../support/forwarding-caller';
+import { STATIC_TOKENS, serveForwardingCaller } from '../../support/forwarding-caller';
 import { createTestPki } from '../../support/test-certificates';
 
 /** The call's own timeout: shorter than the pool's connect bound, as an operation's x-gateway.timeoutMs may be. */
 const CALL_TIMEOUT_MS = 300;
 const CONNECT_TIMEOUT_MS = 3_000;
-
-const STATIC_TOKEN = {
-  value: 'static-upstream-token',
-  expiresAt: Date.now() + 300_000,
-  source: 'memory',
-} as const;
-const STATIC_TOKENS: TokenProvider = {
-  getAccessToken: async () => STATIC_TOKEN,
-  renewAfterRejection: async () => STATIC_TOKEN,
-  status: () => ({}) as ReturnType<TokenProvider['status']>,
-  start: async () => undefined,
-  stop: async () => undefined,
-};
 
 const closers: (() => unknown)[] = [];
 /** How long the provider lets a new connection wait before its TLS handshake starts (Infinity: never). */
