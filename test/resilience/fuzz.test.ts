@@ -29,6 +29,7 @@ const TYPE = /^[A-Z0-9_]{1,32}$/;
 /** Headers the upstream may receive (the allow-list, the static header, and transport headers). */
 const UPSTREAM_HEADERS = new Set([
   'accept',
+  'accept-encoding',
   'authorization',
   'x-request-id',
   'x-version',
@@ -654,6 +655,8 @@ describe('fuzzing the two operations', () => {
           const received = simulator.receivedRequests().at(-1)?.headers ?? {};
           for (const name of Object.keys(received)) expect(UPSTREAM_HEADERS).toContain(name);
           expect(String(received.authorization)).toMatch(/^Bearer eyJ/);
+          // The gateway's own, never a fuzzed caller's: the answers it reads come uncompressed.
+          expect(received['accept-encoding']).toBe('identity');
         } else {
           count('headers.refused');
           expect(forwarded).toBe(0);
