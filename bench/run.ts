@@ -930,14 +930,7 @@ async function profileGateway(
     '--cpu-prof',
     `--cpu-prof-dir=${dir}`,
   ]);
-  const target: Target = {
-    name: 'gateway',
-    upstream: 'fast',
-    url: profiled.url,
-    headers,
-    cpu: () => null,
-    pid: profiled.proc.pid,
-  };
+  const target = profiledTarget(profiled, headers);
   const warmup = await runLoad(kind.spec(target, settings.warmupSeconds));
   const load = await runLoad(kind.spec(target, Math.max(settings.durationSeconds, 10)));
   await profiled.proc.stop(15_000); // SIGTERM: a clean exit writes the .cpuprofile
@@ -947,6 +940,18 @@ async function profileGateway(
   if (!file) return '(no .cpuprofile was written)';
   const requests = warmup.responses + load.responses; // the profile covers both
   return `${join(dir, file)}\n${formatProfile(summarizeProfile(join(dir, file), 15, requests))}`;
+}
+
+/** A profiled gateway as a load target against the fast upstream (its CPU is read from its profile, not here). */
+function profiledTarget(profiled: Served, headers: Record<string, string>): Target {
+  return {
+    name: 'gateway',
+    upstream: 'fast',
+    url: profiled.url,
+    headers,
+    cpu: () => null,
+    pid: profiled.proc.pid,
+  };
 }
 
 /**
@@ -970,14 +975,7 @@ async function profileByPart(
     const { env, redis, counter } = await gatewayEnv('parts-gateway', upstreamUrl, {}, true);
     const profiled = await startGatewayProcess('parts-gateway', env, ['--cpu-prof', `--cpu-prof-dir=${dir}`]);
     if (cpus) pinProcess(profiled.proc.pid, cpus.rest);
-    const target: Target = {
-      name: 'gateway',
-      upstream: 'fast',
-      url: profiled.url,
-      headers,
-      cpu: () => null,
-      pid: profiled.proc.pid,
-    };
+    const target = profiledTarget(profiled, headers);
     const windows = new Map<string, { fromUs: number; toUs: number }[]>(loads.map((l) => [l.label, []]));
     const requests = new Map<string, number>(loads.map((l) => [l.label, 0]));
     try {
