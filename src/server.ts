@@ -24,7 +24,12 @@ export async function startServers(
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
-    const { url, address: listenAddress } = await listen(server, config.server.host, config.server.port);
+    const { url, address: listenAddress } = await listen(
+      server,
+      config.server.host,
+      config.server.port,
+      config.server.listenBacklog,
+    );
     closers.push(() => closeServer(server, 0));
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
@@ -65,10 +70,15 @@ function hardenServer(server: Server, config: GatewayConfig): Server {
 }
 
 /** The bound address as the OS reports it, and a URL this host can connect to (loopback for a wildcard bind). */
-function listen(server: Server, host: string, port: number): Promise<{ url: string; address: string }> {
+function listen(
+  server: Server,
+  host: string,
+  port: number,
+  backlog?: number,
+): Promise<{ url: string; address: string }> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen({ port, host, backlog }, () => {
       server.off('error', reject);
       const bound = server.address() as AddressInfo;
       const ipv6 = bound.family === 'IPv6';

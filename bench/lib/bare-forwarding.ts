@@ -18,11 +18,13 @@ export function bareForwarding(target: string, token: string): RequestHandler {
 }
 
 /**
- * Serves `app` on 127.0.0.1:BARE_PORT and says so on stdout (`<name> listening on <url>`); SIGTERM closes every
+ * Serves `app` on 127.0.0.1:BARE_PORT (with a listen backlog of BARE_LISTEN_BACKLOG, the gateway's by default in the
+ * benchmark: a burst of new connections then waits in the same queue for each proxy) and says so on stdout (`<name> listening on <url>`); SIGTERM closes every
  * connection and runs `beforeExit` (default: nothing) before the process exits.
  */
 export function listenOnBarePort(app: Express, name: string, beforeExit?: () => Promise<void>): void {
-  const server = app.listen(Number(process.env.BARE_PORT ?? 0), '127.0.0.1', () => {
+  const backlog = process.env.BARE_LISTEN_BACKLOG ? Number(process.env.BARE_LISTEN_BACKLOG) : undefined;
+  const server = app.listen({ port: Number(process.env.BARE_PORT ?? 0), host: '127.0.0.1', backlog }, () => {
     const { port } = server.address() as AddressInfo;
     process.stdout.write(`${name} listening on http://127.0.0.1:${port}\n`);
   });

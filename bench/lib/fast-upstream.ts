@@ -94,7 +94,9 @@ server.on('connection', () => {
 });
 // Like the simulator (Node's defaults): 5 s keep-alive, no limit on requests per connection.
 server.keepAliveTimeout = 5_000;
-server.listen(Number(process.env.FAST_PORT ?? 0), '127.0.0.1', () => {
+// FAST_LISTEN_BACKLOG: a proxy opening hundreds of upstream sockets at once must not wait on this queue.
+const backlog = process.env.FAST_LISTEN_BACKLOG ? Number(process.env.FAST_LISTEN_BACKLOG) : undefined;
+server.listen({ port: Number(process.env.FAST_PORT ?? 0), host: '127.0.0.1', backlog }, () => {
   const { port } = server.address() as AddressInfo;
   process.stdout.write(`fast-upstream listening on ${certFile ? 'https' : 'http'}://127.0.0.1:${port}\n`);
 });

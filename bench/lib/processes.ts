@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { DEFAULT_SERVER_LISTEN_BACKLOG } from '../../src/config/env-schema';
 import { freePort } from '../../test/support/ports';
 import { redisPing, redisServerArgs } from '../../test/support/redis-server';
 import { NODE, ROOT } from './fixtures';
@@ -184,6 +185,7 @@ export async function startFastUpstream(
     env: {
       FAST_PORT: String(port),
       FAST_LATENCY_MS: String(options.latencyMs ?? 0),
+      FAST_LISTEN_BACKLOG: String(DEFAULT_SERVER_LISTEN_BACKLOG),
       ...(options.tls ? { FAST_CERT_FILE: options.tls.certFile, FAST_KEY_FILE: options.tls.keyFile } : {}),
     },
     cpus: options.cpus,

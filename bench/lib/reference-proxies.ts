@@ -2,6 +2,7 @@
 // required libraries (the stack proxy) and, when installed, nginx.
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
+import { DEFAULT_SERVER_LISTEN_BACKLOG } from '../../src/config/env-schema';
 import { NODE, ROOT } from './fixtures';
 import { freePort, type Served, start, waitFor } from './processes';
 
@@ -64,6 +65,7 @@ async function startNodeProxy(
       BARE_TARGET: options.target,
       BARE_TOKEN: options.token,
       BARE_MAX_SOCKETS: String(options.maxSockets),
+      BARE_LISTEN_BACKLOG: String(DEFAULT_SERVER_LISTEN_BACKLOG),
       ...options.env,
     },
   });

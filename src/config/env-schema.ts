@@ -7,6 +7,13 @@ const bool = z
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 /** Upstream sockets per replica (bench/README.md, "Sizing the upstream pool": sized from the slow-upstream benchmark). */
 export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
+/**
+ * Connections the kernel may hold for the gateway before it accepts them (Node's own default is 511). A burst of new
+ * connections beyond it (a fleet reconnecting after a deploy, a balancer opening its pool) is not refused: the last
+ * handshake step is dropped and the caller waits for the kernel's retransmission, 1 s, then 3 s, 7 s. Linux caps it
+ * at net.core.somaxconn (4096 by default since 5.4).
+ */
+export const DEFAULT_SERVER_LISTEN_BACKLOG = 4096;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
 /**
@@ -120,6 +127,7 @@ export const envSchema = z.object({
    * byte, not across idle time, so it need not exceed this.
    */
   SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(65_000),
+  SERVER_LISTEN_BACKLOG: int(1, 65_535).default(DEFAULT_SERVER_LISTEN_BACKLOG),
   SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
 
   /** Read in canonical form by load-config (scheme and host lower-case): HTTP:// meets the https rule as http. */

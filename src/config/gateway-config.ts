@@ -100,6 +100,8 @@ export interface GatewayConfig {
     readonly headersTimeoutMs: number;
     readonly requestTimeoutMs: number;
     readonly keepAliveTimeoutMs: number;
+    /** Connections waiting to be accepted (SERVER_LISTEN_BACKLOG; the kernel caps it at net.core.somaxconn). */
+    readonly listenBacklog: number;
     readonly shutdownTimeoutMs: number;
     readonly trustProxy: TrustProxySetting;
     readonly inboundAllowCidrs: readonly string[];

@@ -188,6 +188,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       headersTimeoutMs: env.SERVER_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: env.SERVER_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: env.SERVER_KEEP_ALIVE_TIMEOUT_MS,
+      listenBacklog: env.SERVER_LISTEN_BACKLOG,
       shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
       trustProxy: env.TRUST_PROXY,
       inboundAllowCidrs: env.INBOUND_ALLOW_CIDRS,

@@ -37,6 +37,7 @@ export function requiredTools(env: NodeJS.ProcessEnv): SystemTool[] {
       neededBy: 'every Redis test',
     },
     { name: 'redis-cli', command: 'redis-cli', debianPackage: 'redis-tools', neededBy: 'the shutdown test' },
+    { name: 'ss', command: 'ss', debianPackage: 'iproute2', neededBy: 'the listen backlog test' },
     {
       name: 'Chromium',
       command: '/usr/bin/chromium',

@@ -15,10 +15,11 @@ function machine(present: string[], { root = true, apt = true } = {}): MachineLo
 const everything = tools.map((tool) => tool.command);
 
 describe('requiredTools', () => {
-  test('lists what the suite starts: redis-server, redis-cli, Chromium at /usr/bin/chromium, kubectl, promtool', () => {
+  test('lists what the suite starts: redis-server, redis-cli, ss, Chromium at /usr/bin/chromium, kubectl, promtool', () => {
     expect(tools.map((t) => [t.command, t.debianPackage])).toEqual([
       ['redis-server', 'redis-server'],
       ['redis-cli', 'redis-tools'],
+      ['ss', 'iproute2'],
       ['/usr/bin/chromium', 'chromium'],
       ['kubectl', 'kubernetes-client'],
       ['promtool', 'prometheus'],
@@ -38,7 +39,7 @@ describe('planSystemTools', () => {
   });
 
   test('root with apt-get: one update, then one install of exactly the missing packages', () => {
-    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli', 'promtool']));
+    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli', 'ss', 'promtool']));
     expect(plan).toEqual({
       kind: 'install',
       missing: tools.filter((t) => ['chromium', 'kubernetes-client'].includes(t.debianPackage)),
@@ -68,7 +69,7 @@ describe('planSystemTools', () => {
   test('not root: stops with the one sudo command that installs them all, and installs nothing', () => {
     const plan = planSystemTools(
       tools,
-      machine(['redis-server', 'redis-cli', 'kubectl', 'promtool'], { root: false }),
+      machine(['redis-server', 'redis-cli', 'ss', 'kubectl', 'promtool'], { root: false }),
     );
     expect(plan).toEqual({
       kind: 'stop',
@@ -81,12 +82,12 @@ describe('planSystemTools', () => {
     const plan = planSystemTools(tools, machine([], { root: true, apt: false }));
     expect(plan.kind).toBe('stop');
     expect(plan.kind === 'stop' && plan.command).toBe(
-      'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools chromium kubernetes-client prometheus',
+      'apt-get update && apt-get install -y --no-install-recommends redis-server redis-tools iproute2 chromium kubernetes-client prometheus',
     );
   });
 
   test('the stop message names each missing tool, the tests that need it, and the command', () => {
-    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli'], { root: false }));
+    const plan = planSystemTools(tools, machine(['redis-server', 'redis-cli', 'ss'], { root: false }));
     if (plan.kind !== 'stop') throw new Error('expected a stop');
     const message = describeMissing(plan.missing, plan.command);
     expect(message).toContain('Chromium (/usr/bin/chromium), for the browser CORS tests');

@@ -908,6 +908,20 @@ describe('server keep-alive', () => {
   });
 });
 
+describe('listen backlog', () => {
+  test('defaults to 4096, room for a burst of new connections beyond Node’s 511', () => {
+    expect(loadConfig({}).server.listenBacklog).toBe(4096);
+    expect(loadConfig({ SERVER_LISTEN_BACKLOG: '16384' }).server.listenBacklog).toBe(16_384);
+  });
+
+  test.each(['0', '-1', '65536', '1.5', 'many'])(
+    'SERVER_LISTEN_BACKLOG=%s is refused, naming it',
+    (value) => {
+      expect(() => loadConfig({ SERVER_LISTEN_BACKLOG: value })).toThrow(/SERVER_LISTEN_BACKLOG/);
+    },
+  );
+});
+
 describe('usage and quota settings', () => {
   test('USAGE_REDIS_*: a store of its own in the three forms of REDIS_*, with its password and TLS settings', () => {
     expect(loadConfig({ REDIS_URL: 'redis://tokens:6379' }).usage.redis).toBeUndefined();
