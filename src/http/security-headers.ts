@@ -10,7 +10,7 @@ import helmet from 'helmet';
  * X-Permitted-Cross-Domain-Policies (Flash and Acrobat) and X-XSS-Protection (helmet only turns the old filter off).
  * They protect nothing on an API answer and cost a header on every one of them (about 300 bytes less per answer).
  */
-export function securityHeaders(): RequestHandler {
+export function apiHelmet(): RequestHandler {
   return helmet({
     contentSecurityPolicy: {
       useDefaults: false,
@@ -26,4 +26,39 @@ export function securityHeaders(): RequestHandler {
     xPermittedCrossDomainPolicies: false,
     xXssProtection: false,
   });
+}
+
+/**
+ * The headers helmet sets with the options above, asked of helmet once. None of them depends on the request (no CSP
+ * nonce, no per-request directive): helmet run on every request would compute the same list each time through seven
+ * middleware of its own. test/unit/http/security-headers.test.ts holds this list to helmet's own answer.
+ */
+export const SECURITY_HEADERS: readonly (readonly [name: string, value: string])[] = (() => {
+  const headers: [string, string][] = [];
+  const recorder = {
+    setHeader(name: string, value: string | number | readonly string[]) {
+      headers.push([name.toLowerCase(), String(value)]);
+    },
+    removeHeader() {},
+  };
+  let finished = false;
+  (apiHelmet() as (req: unknown, res: unknown, next: (error?: unknown) => void) => void)(
+    {},
+    recorder,
+    (error) => {
+      if (error) throw error;
+      finished = true;
+    },
+  );
+  if (!finished) throw new Error('helmet did not finish synchronously: its headers cannot be taken once');
+  return headers;
+})();
+
+/** Sets SECURITY_HEADERS on every answer (and drops an X-Powered-By, as helmet does). */
+export function securityHeaders(): RequestHandler {
+  return (_req, res, next) => {
+    for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
+    res.removeHeader('x-powered-by');
+    next();
+  };
 }

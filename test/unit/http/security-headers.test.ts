@@ -1,6 +1,6 @@
 import express from 'express';
 import request from 'supertest';
-import { securityHeaders } from '../../../src/http/security-headers';
+import { apiHelmet, SECURITY_HEADERS, securityHeaders } from '../../../src/http/security-headers';
 
 describe('security headers (helmet, JSON API profile)', () => {
   const app = express();
@@ -30,5 +30,43 @@ describe('security headers (helmet, JSON API profile)', () => {
       'x-xss-protection',
     ])
       expect(res.headers[name]).toBeUndefined();
+  });
+
+  test('the headers taken once are exactly those helmet itself sets on an answer, in its order', async () => {
+    const withHelmet = express();
+    withHelmet.disable('x-powered-by');
+    withHelmet.use(apiHelmet());
+    withHelmet.get('/x', (_req, res) => {
+      res.json({ ok: true });
+    });
+    const fromHelmet = await request(withHelmet).get('/x').expect(200);
+    const ours = await request(app).get('/x').expect(200);
+    const names = SECURITY_HEADERS.map(([name]) => name);
+    expect(names.length).toBeGreaterThanOrEqual(6);
+    const securityPart = (headers: Record<string, string>) =>
+      Object.keys(headers).filter(
+        (name) =>
+          !['date', 'content-length', 'etag', 'connection', 'keep-alive', 'content-type'].includes(name),
+      );
+    expect(securityPart(fromHelmet.headers as Record<string, string>)).toEqual(names);
+    expect(securityPart(ours.headers as Record<string, string>)).toEqual(names);
+    for (const [name, value] of SECURITY_HEADERS) {
+      expect(ours.headers[name]).toBe(value);
+      expect(fromHelmet.headers[name]).toBe(value);
+    }
+  });
+
+  test('an X-Powered-By set before it is dropped, as helmet drops it', async () => {
+    const loud = express();
+    loud.use((_req, res, next) => {
+      res.setHeader('x-powered-by', 'Express');
+      next();
+    });
+    loud.use(securityHeaders());
+    loud.get('/x', (_req, res) => {
+      res.json({ ok: true });
+    });
+    const res = await request(loud).get('/x').expect(200);
+    expect(res.headers['x-powered-by']).toBeUndefined();
   });
 });
