@@ -3,6 +3,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
+import { answerProtocolErrors } from './http/protocol-errors';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 
 export interface GatewayServers {
@@ -24,6 +25,7 @@ export async function startServers(
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
+    answerProtocolErrors(server);
     const { url, address: listenAddress } = await listen(
       server,
       config.server.host,

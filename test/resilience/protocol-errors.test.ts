@@ -1,0 +1,147 @@
+// What Node's HTTP parser refuses before the app runs (bad syntax, headers too large, an unknown Expect, a request that
+// does not arrive in time) is answered in the gateway's error envelope, with an X-Request-Id, no-store and the security
+// headers, over raw sockets against the real gateway; nothing reaches the upstream, nothing the caller sent is echoed.
+import { randomBytes } from 'node:crypto';
+import { connect } from 'node:net';
+import { SECURITY_HEADERS } from '../../src/http/security-headers';
+import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
+import { writeClientsFile } from '../support/clients-file';
+import { startTestGateway, type TestGateway } from '../support/in-process-gateway';
+import { assertNoSecrets } from '../support/leak-scan';
+
+const KEY = `proto-key-${randomBytes(12).toString('hex')}`;
+const USERNAME = 'proto-merchant';
+const PASSWORD = `proto-Upstream-Pw-${randomBytes(8).toString('hex')}`;
+const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
+
+let simulator: RunningSimulator;
+let gw: TestGateway;
+
+beforeAll(async () => {
+  simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
+  gw = await startTestGateway({
+    UPSTREAM_BASE_URL: simulator.url,
+    UPSTREAM_ALLOW_HTTP: 'true',
+    UPSTREAM_USERNAME: USERNAME,
+    UPSTREAM_PASSWORD: PASSWORD,
+    CLIENTS_FILE: writeClientsFile([{ id: 'proto-app', keys: [KEY], scopes: ['plans:read'] }]),
+    SERVER_REQUEST_TIMEOUT_MS: '1000',
+    SERVER_HEADERS_TIMEOUT_MS: '1000',
+  });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await simulator?.close();
+});
+
+interface RawAnswer {
+  readonly raw: string;
+  readonly status: number;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+/** Writes `text` on a socket of its own, never ends its side, and reads until the server closes the connection. */
+function exchange(text: string): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port: Number(new URL(gw.url).port) });
+    const chunks: Buffer[] = [];
+    socket.setTimeout(10_000, () => {
+      socket.destroy();
+      reject(new Error('no answer within 10 s'));
+    });
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      const raw = Buffer.concat(chunks).toString('latin1');
+      const end = raw.indexOf('\r\n\r\n');
+      const [statusLine = '', ...lines] = raw.slice(0, end).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      resolve({ raw, status: Number(statusLine.split(' ')[1]), headers, body: raw.slice(end + 4) });
+    });
+    socket.on('connect', () => socket.write(text));
+  });
+}
+
+function expectEnvelope(answer: RawAnswer, status: number, reason: string): void {
+  expect(answer.status).toBe(status);
+  expect(answer.headers['content-type']).toBe('application/json; charset=utf-8');
+  expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.body));
+  expect(answer.headers['cache-control']).toBe('no-store');
+  expect(answer.headers.connection).toBe('close');
+  for (const [name, value] of SECURITY_HEADERS) expect(answer.headers[name]).toBe(value);
+  const requestId = answer.headers['x-request-id'];
+  expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+  expect(JSON.parse(answer.body)).toEqual({
+    status: { code: String(status), description: reason, detail: expect.any(String) },
+    requestId,
+  });
+}
+
+describe('requests the HTTP parser refuses get the error envelope', () => {
+  test('a malformed request line: 400 INVALID_REQUEST, nothing forwarded, the caller’s key not echoed', async () => {
+    const before = simulator.stats().requests;
+    const answer = await exchange(
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/9.Z\r\nX-API-Key: ${KEY}\r\n\r\n`,
+    );
+    expectEnvelope(answer, 400, 'INVALID_REQUEST');
+    expect(simulator.stats().requests).toBe(before);
+    assertNoSecrets([{ where: 'answer', text: answer.raw }], [{ name: 'the API key', value: KEY }]);
+  });
+
+  test('a header with a bare CR inside its value: 400 INVALID_REQUEST', async () => {
+    const answer = await exchange(
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: a\rX-Injected: 1\r\n\r\n`,
+    );
+    expectEnvelope(answer, 400, 'INVALID_REQUEST');
+    expect(answer.headers['x-injected']).toBeUndefined();
+  });
+
+  test('headers beyond Node’s limit: 431 REQUEST_HEADERS_TOO_LARGE', async () => {
+    const answer = await exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expectEnvelope(answer, 431, 'REQUEST_HEADERS_TOO_LARGE');
+  });
+
+  test('an Expect other than 100-continue: 417 EXPECTATION_FAILED, nothing forwarded', async () => {
+    const before = simulator.stats().requests;
+    const answer = await exchange(
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nExpect: 200-ok\r\n\r\n`,
+    );
+    expectEnvelope(answer, 417, 'EXPECTATION_FAILED');
+    expect(simulator.stats().requests).toBe(before);
+  });
+
+  test('Expect: 100-continue still works: 100 Continue, then the answer', async () => {
+    const answer = await exchange(
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
+    );
+    expect(answer.status).toBe(100);
+    expect(answer.raw).toMatch(/\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+  });
+
+  test('a request whose headers never end: 408 REQUEST_TIMEOUT after SERVER_REQUEST_TIMEOUT_MS', async () => {
+    const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    expectEnvelope(answer, 408, 'REQUEST_TIMEOUT');
+  });
+
+  test('an answer already begun on the connection is never corrupted by a refusal written into it', async () => {
+    // A good request with garbage pipelined behind it: the first answer arrives whole; a refusal, if one follows (the
+    // first answer was finished when the garbage was parsed), is a whole answer of its own after it.
+    const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP AT ALL\r\n\r\n');
+    expect(answer.status).toBe(200);
+    const length = Number(answer.headers['content-length']);
+    expect(answer.body.slice(0, length)).toBe('{"status":"ok"}');
+    const rest = answer.body.slice(length);
+    if (rest !== '') expect(rest).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  });
+
+  test('the gateway keeps serving afterwards', async () => {
+    const res = await fetch(`${gw.url}/api/subscriptions/plan/${PLAN_ID}`, { headers: { 'x-api-key': KEY } });
+    expect(res.status).toBe(200);
+  });
+});
