@@ -105,7 +105,7 @@ export async function startGateway(
       { guards, accounts, readiness, browser, onFinished, catalogue, redis, shared },
       options,
     );
-    const servers = await life.use(startServers(config, app, metrics));
+    const servers = await life.use(startServers(config, app, metrics, logger));
     const identityProvider = await life.use(
       startLocalIdentityProvider(config, servers.url, browser, options),
     );

@@ -1,6 +1,7 @@
 // The gateway's HTTP servers: hardening against slow clients, listening, draining, and the separate metrics server.
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
 import { answerProtocolErrors } from './http/protocol-errors';
@@ -20,12 +21,13 @@ export async function startServers(
   config: GatewayConfig,
   app: RequestListener,
   metrics: Metrics,
+  logger: Logger,
 ): Promise<Built<GatewayServers>> {
   return building(async (closers) => {
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
-    answerProtocolErrors(server);
+    answerProtocolErrors(server, logger);
     const { url, address: listenAddress } = await listen(
       server,
       config.server.host,

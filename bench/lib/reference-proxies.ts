@@ -124,7 +124,7 @@ http {
   # a request the load generator sends as it closes fails).
   keepalive_requests 1000000;
   server {
-    listen 127.0.0.1:${port};
+    listen 127.0.0.1:${port} backlog=${DEFAULT_SERVER_LISTEN_BACKLOG};
     location / {
       proxy_pass http://simulator;
       proxy_http_version 1.1;

@@ -3,7 +3,9 @@
 // security headers and no-store like every other gateway-made error, instead of Node's bare status line.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import { requestIdOf } from './request-id';
 import { SECURITY_HEADERS } from './security-headers';
 
 interface ProtocolRefusal {
@@ -68,10 +70,13 @@ function answerHeaders(body: string, requestId: string): [string, string][] {
   ];
 }
 
+/** The refusal for one of Node's client errors (by its code; anything else is malformed HTTP). */
+export function refusalOf(error: { code?: string }): ProtocolRefusal {
+  return (error.code !== undefined && BY_CODE[error.code]) || MALFORMED;
+}
+
 /** The raw answer for a socket whose request Node could not parse (no response object exists). */
-export function protocolErrorAnswer(error: { code?: string }): string {
-  const refusal = (error.code !== undefined && BY_CODE[error.code]) || MALFORMED;
-  const requestId = randomUUID();
+export function protocolErrorAnswer(refusal: ProtocolRefusal, requestId: string): string {
   const body = envelope(refusal, requestId);
   const head = answerHeaders(body, requestId)
     .map(([name, value]) => `${name}: ${value}\r\n`)
@@ -79,24 +84,69 @@ export function protocolErrorAnswer(error: { code?: string }): string {
   return `HTTP/1.1 ${refusal.status} ${refusal.statusText}\r\n${head}\r\n${body}`;
 }
 
+type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
+
 /**
- * Installs the answers on `server`. As Node's own handler does: an answer only when the socket can still take one and
- * no answer of an earlier request on it has begun (else the caller would read a corrupted stream), then the
- * connection is destroyed. A connection reset needs no answer.
+ * Installs the answers on `server`, each with one log line (its request id, the caller's address, status and reason;
+ * never the bytes received). When an earlier request, read whole, is still being answered (pipelining), its answer,
+ * possibly the provider's, is the caller's to read: the connection closes after it and the unreadable request behind
+ * it is never answered (Node's own handler writes its 400 there, which a caller reads as the answer to the earlier
+ * request). A request whose own body did not come in time is answered 408 unless its answer has begun. A connection
+ * reset needs no answer.
  */
-export function answerProtocolErrors(server: Server): void {
-  server.on('clientError', (error: Error & { code?: string }, socket: Duplex) => {
-    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
-    if (error.code !== 'ECONNRESET' && socket.writable && !inFlight?.headersSent)
-      socket.write(protocolErrorAnswer(error));
+export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'>): void {
+  server.on('clientError', (error: Error & { code?: string }, socket: HttpSocket) => {
+    const refusal = refusalOf(error);
+    const clientIp = socket.remoteAddress;
+    const inFlight = socket._httpMessage;
+    if (error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    // An earlier request, read whole, still being answered: the error is about a request behind it.
+    if (inFlight?.req.complete) {
+      if (!inFlight.headersSent) inFlight.shouldKeepAlive = false;
+      inFlight.once('finish', () => socket.destroySoon());
+      inFlight.once('close', () => {
+        if (!inFlight.writableFinished) socket.destroy();
+      });
+      logger.info(
+        { clientIp, status: refusal.status, reason: refusal.reason },
+        'unreadable request behind one still being answered: the connection closes after that answer',
+      );
+      return;
+    }
+    // Else the error is about the request in flight itself (its body did not come in time): answered, as Node does,
+    // unless its answer has begun.
+    if (!socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    // The request in flight keeps the id it was given (the caller's, when well-formed).
+    const requestId = String(inFlight?.getHeader('x-request-id') ?? randomUUID());
+    socket.write(protocolErrorAnswer(refusal, requestId));
     socket.destroy();
+    logger.info(
+      { requestId, clientIp, status: refusal.status, reason: refusal.reason },
+      'request refused by the HTTP parser',
+    );
   });
-  // Node answers a bare 417 to an Expect other than 100-continue; listening takes that over.
-  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
-    const requestId = randomUUID();
+  // Node answers a bare 417 to an Expect other than 100-continue; listening takes that over. The request was read:
+  // the caller's well-formed X-Request-Id is kept, as on every other answer.
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const requestId = requestIdOf(req.headers['x-request-id']);
     const body = envelope(EXPECTATION_FAILED, requestId);
     res.shouldKeepAlive = false;
     res.writeHead(EXPECTATION_FAILED.status, answerHeaders(body, requestId).flat());
     res.end(body);
+    logger.info(
+      {
+        requestId,
+        clientIp: req.socket.remoteAddress,
+        status: EXPECTATION_FAILED.status,
+        reason: EXPECTATION_FAILED.reason,
+      },
+      'request refused: unsupported Expect',
+    );
   });
 }

@@ -24,7 +24,9 @@ beforeAll(async () => {
     UPSTREAM_ALLOW_HTTP: 'true',
     UPSTREAM_USERNAME: USERNAME,
     UPSTREAM_PASSWORD: PASSWORD,
-    CLIENTS_FILE: writeClientsFile([{ id: 'proto-app', keys: [KEY], scopes: ['plans:read'] }]),
+    CLIENTS_FILE: writeClientsFile([
+      { id: 'proto-app', keys: [KEY], scopes: ['plans:read', 'documents:validate'] },
+    ]),
     SERVER_REQUEST_TIMEOUT_MS: '1000',
     SERVER_HEADERS_TIMEOUT_MS: '1000',
   });
@@ -68,7 +70,7 @@ function exchange(text: string): Promise<RawAnswer> {
   });
 }
 
-function expectEnvelope(answer: RawAnswer, status: number, reason: string): void {
+function expectEnvelope(answer: RawAnswer, status: number, reason: string, id?: string): void {
   expect(answer.status).toBe(status);
   expect(answer.headers['content-type']).toBe('application/json; charset=utf-8');
   expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.body));
@@ -76,7 +78,7 @@ function expectEnvelope(answer: RawAnswer, status: number, reason: string): void
   expect(answer.headers.connection).toBe('close');
   for (const [name, value] of SECURITY_HEADERS) expect(answer.headers[name]).toBe(value);
   const requestId = answer.headers['x-request-id'];
-  expect(requestId).toMatch(/^[0-9a-f-]{36}$/);
+  expect(requestId).toMatch(id === undefined ? /^[0-9a-f-]{36}$/ : new RegExp(`^${id}$`));
   expect(JSON.parse(answer.body)).toEqual({
     status: { code: String(status), description: reason, detail: expect.any(String) },
     requestId,
@@ -129,15 +131,58 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expectEnvelope(answer, 408, 'REQUEST_TIMEOUT');
   });
 
-  test('an answer already begun on the connection is never corrupted by a refusal written into it', async () => {
-    // A good request with garbage pipelined behind it: the first answer arrives whole; a refusal, if one follows (the
-    // first answer was finished when the garbage was parsed), is a whole answer of its own after it.
-    const answer = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP AT ALL\r\n\r\n');
-    expect(answer.status).toBe(200);
-    const length = Number(answer.headers['content-length']);
-    expect(answer.body.slice(0, length)).toBe('{"status":"ok"}');
-    const rest = answer.body.slice(length);
-    if (rest !== '') expect(rest).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  test('a body that never comes: 408 REQUEST_TIMEOUT under the request’s own X-Request-Id, nothing forwarded', async () => {
+    const before = simulator.stats().requests;
+    const answer = await exchange(
+      `POST /api/validation/document HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nX-Request-Id: trickle-1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"country"`,
+    );
+    expectEnvelope(answer, 408, 'REQUEST_TIMEOUT', 'trickle-1');
+    expect(simulator.stats().requests).toBe(before);
+  });
+
+  test('garbage pipelined behind a request still with the provider: the caller reads that request’s own answer, never a refusal in its place, and the connection closes after it', async () => {
+    simulator.setFaults({ latencyMs: 600 });
+    try {
+      const before = simulator.stats().requests;
+      const answer = await exchange(
+        `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nX-Request-Id: slow-read-1\r\n\r\nNOT HTTP AT ALL\r\n\r\n`,
+      );
+      expect(simulator.stats().requests - before).toBe(1);
+      expect(answer.status).toBe(200);
+      expect(answer.headers['x-request-id']).toBe('slow-read-1');
+      expect(answer.headers.connection).toBe('close');
+      const length = Number(answer.headers['content-length']);
+      expect(answer.body.slice(length)).toBe('');
+      expect(answer.raw).not.toContain('HTTP/1.1 400');
+      expect(gw.logs()).toContain('unreadable request behind one still being answered');
+    } finally {
+      simulator.setFaults({ latencyMs: 0 });
+    }
+  });
+
+  test('each refusal is logged with its request id, status and reason (never the bytes received)', async () => {
+    const answer = await exchange(`BREW /pot HTTP/1.1\r\nX-API-Key: ${KEY}\r\nHost: x\r\n\r\n`);
+    expect(answer.status).toBe(400);
+    const line = gw
+      .logs()
+      .split('\n')
+      .find((entry) => entry.includes(answer.headers['x-request-id'] as string));
+    expect(JSON.parse(line ?? '{}')).toMatchObject({
+      msg: 'request refused by the HTTP parser',
+      status: 400,
+      reason: 'INVALID_REQUEST',
+      clientIp: '127.0.0.1',
+    });
+    assertNoSecrets([{ where: 'gateway logs', text: gw.logs() }], [{ name: 'the API key', value: KEY }]);
+  });
+
+  test('417 keeps the caller’s well-formed X-Request-Id, as every other answer does', async () => {
+    const answer = await exchange(
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: caller-id-123\r\nExpect: 200-ok\r\n\r\n',
+    );
+    expect(answer.status).toBe(417);
+    expect(answer.headers['x-request-id']).toBe('caller-id-123');
+    expect(JSON.parse(answer.body).requestId).toBe('caller-id-123');
   });
 
   test('the gateway keeps serving afterwards', async () => {

@@ -372,6 +372,6 @@ describe('nginx load balancer config', () => {
     );
     expect(servers).toEqual(['gateway-1:8080', 'gateway-2:8080']);
     expect(nginx).toContain(`proxy_pass http://${upstream?.[1]};`);
-    expect(nginx).toMatch(/listen\s+8080;/);
+    expect(nginx).toMatch(/listen\s+8080\s+backlog=4096;/);
   });
 });

@@ -30,11 +30,10 @@ async function gatewayWith(env: Record<string, string>): Promise<TestGateway> {
 }
 
 describe('SERVER_LISTEN_BACKLOG', () => {
-  test('by default the gateway listens with a backlog of 4096 (or the kernel cap), not Node’s 511', async () => {
+  test('by default the gateway listens with a backlog of 4096 (or the kernel cap, net.core.somaxconn), not Node’s 511', async () => {
     const gw = await gatewayWith({});
     expect(DEFAULT_SERVER_LISTEN_BACKLOG).toBe(4096);
     expect(kernelBacklog(gw.url)).toBe(Math.min(DEFAULT_SERVER_LISTEN_BACKLOG, somaxconn));
-    expect(kernelBacklog(gw.url)).toBeGreaterThan(511);
   });
 
   test('the configured backlog is the one the kernel keeps', async () => {
