@@ -51,7 +51,7 @@ const EXPECTATION_FAILED: ProtocolRefusal = {
   detail: 'Only "Expect: 100-continue" is supported.',
 };
 
-/** The envelope of SPEC §3, with a request id of its own (the request's headers were never read). */
+/** The envelope of SPEC §3 (no `errors` list: no field of the request was read). */
 function envelope(refusal: ProtocolRefusal, requestId: string): string {
   return JSON.stringify({
     status: { code: String(refusal.status), description: refusal.reason, detail: refusal.detail },
@@ -71,12 +71,13 @@ function answerHeaders(body: string, requestId: string): [string, string][] {
 }
 
 /** The refusal for one of Node's client errors (by its code; anything else is malformed HTTP). */
-export function refusalOf(error: { code?: string }): ProtocolRefusal {
-  return (error.code !== undefined && BY_CODE[error.code]) || MALFORMED;
+function refusalOf(error: { code?: string }): ProtocolRefusal {
+  const code = error.code;
+  return code !== undefined && Object.hasOwn(BY_CODE, code) ? (BY_CODE[code] as ProtocolRefusal) : MALFORMED;
 }
 
 /** The raw answer for a socket whose request Node could not parse (no response object exists). */
-export function protocolErrorAnswer(refusal: ProtocolRefusal, requestId: string): string {
+function protocolErrorAnswer(refusal: ProtocolRefusal, requestId: string): string {
   const body = envelope(refusal, requestId);
   const head = answerHeaders(body, requestId)
     .map(([name, value]) => `${name}: ${value}\r\n`)
