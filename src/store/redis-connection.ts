@@ -81,7 +81,11 @@ export function createRedisClient(
     case 'cluster': {
       const cluster: ClusterOptions = {
         enableOfflineQueue: false,
-        clusterRetryStrategy: options.retry === false ? () => null : backoff,
+        // A one-shot command (doctor, usage CLI) still allows two quick reconnects: ioredis closes a Cluster client it
+        // just connected when its first ready check or slots refresh fails, and without them one transient answer
+        // ended the command's only connection ("connection closed"; seen in test/system/redis-topologies.test.ts).
+        clusterRetryStrategy:
+          options.retry === false ? (attempt: number) => (attempt <= 2 ? 100 : null) : backoff,
         redisOptions: node,
         // Behind TLS the node addresses in CLUSTER SLOTS are IPs; keep the names the certificate was made for.
         ...(node.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
