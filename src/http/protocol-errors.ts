@@ -96,7 +96,11 @@ type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
  * reset needs no answer.
  */
 export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'>): void {
+  // Node's parser keeps its error: every later chunk on the connection (and its end) raises it again. One refusal each.
+  const refused = new WeakSet<Socket>();
   server.on('clientError', (error: Error & { code?: string }, socket: HttpSocket) => {
+    if (refused.has(socket)) return;
+    refused.add(socket);
     const refusal = refusalOf(error);
     const clientIp = socket.remoteAddress;
     const inFlight = socket._httpMessage;
@@ -106,6 +110,8 @@ export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'
     }
     // An earlier request, read whole, still being answered: the error is about a request behind it.
     if (inFlight?.req.complete) {
+      // Nothing more is read from the caller; the answer owed is still written.
+      socket.pause();
       if (!inFlight.headersSent) inFlight.shouldKeepAlive = false;
       inFlight.once('finish', () => socket.destroySoon());
       inFlight.once('close', () => {

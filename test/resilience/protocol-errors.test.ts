@@ -160,6 +160,47 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     }
   });
 
+  test('more bytes behind the refusal (the parser raises its error again on each): one log line, no listener piled up', async () => {
+    simulator.setFaults({ latencyMs: 400 });
+    const message = 'unreadable request behind one still being answered';
+    const before = gw.logs().split(message).length;
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: '127.0.0.1', port: Number(new URL(gw.url).port) });
+        const chunks: Buffer[] = [];
+        let timer: NodeJS.Timeout | undefined;
+        socket.setTimeout(10_000, () => {
+          socket.destroy();
+          reject(new Error('no answer within 10 s'));
+        });
+        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+        socket.on('error', () => undefined);
+        socket.on('close', () => {
+          clearInterval(timer);
+          resolve(Buffer.concat(chunks).toString('latin1'));
+        });
+        socket.on('connect', () => {
+          socket.write(
+            `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\nNOT HTTP\r\n`,
+          );
+          let sent = 0;
+          timer = setInterval(() => {
+            if (sent++ < 20 && !socket.destroyed) socket.write('MORE GARBAGE\r\n');
+          }, 10);
+        });
+      });
+      expect(raw.startsWith('HTTP/1.1 200 OK\r\n')).toBe(true);
+      expect(gw.logs().split(message).length - before).toBe(1);
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      simulator.setFaults({ latencyMs: 0 });
+    }
+  });
+
   test('each refusal is logged with its request id, status and reason (never the bytes received)', async () => {
     const answer = await exchange(`BREW /pot HTTP/1.1\r\nX-API-Key: ${KEY}\r\nHost: x\r\n\r\n`);
     expect(answer.status).toBe(400);
