@@ -44,11 +44,15 @@ interface RawAnswer {
   readonly body: string;
 }
 
-/** Writes `text` on a socket of its own, never ends its side, and reads until the server closes the connection. */
-function exchange(text: string): Promise<RawAnswer> {
+/**
+ * Writes `text` on a socket of its own (then `more`, `times` times 10 ms apart, while the socket is open), never ends
+ * its side, and reads until the server closes the connection.
+ */
+function exchange(text: string, more?: { chunk: string; times: number }): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const socket = connect({ host: '127.0.0.1', port: Number(new URL(gw.url).port) });
     const chunks: Buffer[] = [];
+    let timer: NodeJS.Timeout | undefined;
     socket.setTimeout(10_000, () => {
       socket.destroy();
       reject(new Error('no answer within 10 s'));
@@ -56,6 +60,7 @@ function exchange(text: string): Promise<RawAnswer> {
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', () => undefined);
     socket.on('close', () => {
+      clearInterval(timer);
       const raw = Buffer.concat(chunks).toString('latin1');
       const end = raw.indexOf('\r\n\r\n');
       const [statusLine = '', ...lines] = raw.slice(0, end).split('\r\n');
@@ -66,7 +71,14 @@ function exchange(text: string): Promise<RawAnswer> {
       }
       resolve({ raw, status: Number(statusLine.split(' ')[1]), headers, body: raw.slice(end + 4) });
     });
-    socket.on('connect', () => socket.write(text));
+    socket.on('connect', () => {
+      socket.write(text);
+      if (!more) return;
+      let sent = 0;
+      timer = setInterval(() => {
+        if (sent++ < more.times && !socket.destroyed) socket.write(more.chunk);
+      }, 10);
+    });
   });
 }
 
@@ -168,30 +180,10 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     const onWarning = (warning: Error) => warnings.push(warning.name);
     process.on('warning', onWarning);
     try {
-      const raw = await new Promise<string>((resolve, reject) => {
-        const socket = connect({ host: '127.0.0.1', port: Number(new URL(gw.url).port) });
-        const chunks: Buffer[] = [];
-        let timer: NodeJS.Timeout | undefined;
-        socket.setTimeout(10_000, () => {
-          socket.destroy();
-          reject(new Error('no answer within 10 s'));
-        });
-        socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-        socket.on('error', () => undefined);
-        socket.on('close', () => {
-          clearInterval(timer);
-          resolve(Buffer.concat(chunks).toString('latin1'));
-        });
-        socket.on('connect', () => {
-          socket.write(
-            `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\nNOT HTTP\r\n`,
-          );
-          let sent = 0;
-          timer = setInterval(() => {
-            if (sent++ < 20 && !socket.destroyed) socket.write('MORE GARBAGE\r\n');
-          }, 10);
-        });
-      });
+      const { raw } = await exchange(
+        `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\nNOT HTTP\r\n`,
+        { chunk: 'MORE GARBAGE\r\n', times: 20 },
+      );
       expect(raw.startsWith('HTTP/1.1 200 OK\r\n')).toBe(true);
       expect(gw.logs().split(message).length - before).toBe(1);
       expect(warnings).not.toContain('MaxListenersExceededWarning');
