@@ -140,9 +140,12 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
   }
   // A pause never lasts longer from now than the cap, whoever wrote it (a forged or clock-skewed record).
   fleet.pauseUntil = Math.min(fleet.pauseUntil, now + request.maxPauseMs);
-  // The others' readings may be a whole interval old: an even share of this replica's fresh one bounds them below.
-  const fleetAccepted = Math.max(others.accepted + request.accepted, request.accepted * (others.n + 1));
-  const probeWon = applyEvent(fleet, request, fleetAccepted);
+  const probeWon = applyEvent(fleet, request, {
+    reported: others.accepted + request.accepted,
+    // The others' readings may be a whole interval old: an even share of this replica's fresh one bounds them below.
+    // A bound, not a reading: a replica that drew more than its even share lifts it above what the fleet sent.
+    bound: Math.max(others.accepted + request.accepted, request.accepted * (others.n + 1)),
+  });
   raiseAdditively(fleet, request);
   const effectiveRate = effective(request.configuredRate, fleet.learned);
   const replicas = others.n + 1;
@@ -186,13 +189,19 @@ export function exchangeWithFleet(fleet: FleetRecord, request: ExchangeRequest):
   };
 }
 
-function applyEvent(fleet: FleetRecord, request: ExchangeRequest, fleetAccepted: number): boolean {
+/** What the provider accepted from the fleet, calls per second: the replicas' reports summed, and a bound above. */
+interface FleetAccepted {
+  readonly reported: number;
+  readonly bound: number;
+}
+
+function applyEvent(fleet: FleetRecord, request: ExchangeRequest, accepted: FleetAccepted): boolean {
   const { event, now } = request;
   if (event.kind === 'decrease' && now - fleet.lastDecrease >= DECREASE_COOLDOWN_MS) {
     // The rate the fleet was allowed when the provider began refusing; with none yet (no budget, nothing learned),
     // what the provider accepted meanwhile is the only reading of its limit.
     const current = effective(request.configuredRate, fleet.learned);
-    const drew = current ?? fleetAccepted;
+    const drew = current ?? accepted.bound;
     if (drew > 0) {
       fleet.learned = Math.max(MIN_LEARNED_RATE, drew * DECREASE_FACTOR);
       // A reading of what was accepted is no ceiling (it may be taken over too short a time): the rate climbs on
@@ -201,8 +210,14 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, fleetAccepted:
       // The ceiling is the lower of the rate the fleet was allowed and what the provider accepted (measured over a
       // second or more): a fleet still climbing when the 429 came was allowed more than the provider's limit, and a
       // ceiling of 0.9 x that allowed rate could sit above the limit (measured: 30.9/s learned at a limit of 30/s).
+      // What was accepted is the replicas' reports summed, never the bound above them: one replica drawing two
+      // thirds of the fleet's calls made that bound 33.5/s at a limit of 30/s, and 30.2/s was learned.
       const settled = current !== undefined && now - fleet.lastDecrease >= CEILING_SETTLE_MS;
-      fleet.ceiling = settled ? (fleetAccepted > 0 ? Math.min(drew, fleetAccepted) : drew) : undefined;
+      fleet.ceiling = settled
+        ? accepted.reported > 0
+          ? Math.min(drew, accepted.reported)
+          : drew
+        : undefined;
       fleet.ceilingAt = now;
       fleet.lastDecrease = now;
       fleet.raisedAt = now;

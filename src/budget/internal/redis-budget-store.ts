@@ -112,7 +112,7 @@ if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
   if drew > 0 then
     learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
     if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then
-      if fleetAccepted > 0 then ceiling = math.min(drew, fleetAccepted) else ceiling = drew end
+      if oG + accepted > 0 then ceiling = math.min(drew, oG + accepted) else ceiling = drew end
     else ceiling = nil end
     ceilingAt = now; lastDecrease = now; raisedAt = now
   end

@@ -332,6 +332,14 @@ describe('provider budget fleet on a real Redis', () => {
         accepted: 30,
         event: { kind: 'pause', until: t0 + 10_000_000 },
       },
+      // A settled 429 ("b" drew most of the fleet's accepted calls): the ceiling is the reports summed, which caps
+      // the rate's climb a minute later.
+      ...[
+        { replicaId: 'a', now: t0 + 40_000, accepted: 9, event: { kind: 'none' } as const },
+        { replicaId: 'b', now: t0 + 40_500, accepted: 20, event: { kind: 'decrease' } as const },
+        { replicaId: 'a', now: t0 + 70_000, accepted: 9, event: { kind: 'none' } as const },
+        { replicaId: 'b', now: t0 + 100_000, accepted: 17, event: { kind: 'none' } as const },
+      ].map((step) => ({ ...base, ...step, configuredRate: 30, shares, demand: { ...none, critical: 60 } })),
     ];
     const round = (reply: Awaited<ReturnType<BudgetStore['exchange']>>) =>
       JSON.parse(JSON.stringify(reply, (_k, v) => (typeof v === 'number' ? Math.round(v * 1e6) / 1e6 : v)));
