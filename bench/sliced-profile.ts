@@ -10,6 +10,8 @@
 //   the upstream and Redis on the last CPU and the profiled process(es) on the others (--versus: the two gateways
 //   share them, one serving at a time): the profile is then the process's CPU time, not CPU time plus the moments
 //   the load generator ran in the middle of one of its socket writes. Needs taskset and at least 2 CPUs.
+//   --slow: the slow scenario's load instead (the upstream answers after BENCH_SLOW_LATENCY_MS, 150, to
+//   BENCH_SLOW_CONNECTIONS, 1000, callers; slices of 2 s): where the CPU goes with that many calls in flight.
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,6 +54,10 @@ const versus = args.includes('--versus');
 const governedOnly = args.includes('--governed');
 const alone = args.includes('--alone');
 const build = resolve(args.find((a) => !a.startsWith('--')) ?? ROOT);
+const slow = args.includes('--slow');
+const CONNECTIONS = slow ? envNumber('BENCH_SLOW_CONNECTIONS', 1000) : 32;
+const LATENCY_MS = slow ? envNumber('BENCH_SLOW_LATENCY_MS', 150) : 0;
+const SLICE_SECONDS = slow ? 2 : 1;
 
 const spec = (load: Load, url: string, headers: Record<string, string>, seconds: number): LoadSpec =>
   load === 'GET'
@@ -61,7 +67,7 @@ const spec = (load: Load, url: string, headers: Record<string, string>, seconds:
         method: 'GET',
         headers,
         durationSeconds: seconds,
-        connections: 32,
+        connections: CONNECTIONS,
         expectStatus: 404,
       }
     : {
@@ -70,7 +76,7 @@ const spec = (load: Load, url: string, headers: Record<string, string>, seconds:
         headers: { ...headers, 'content-type': 'application/json' },
         body: DOCUMENT_BODY,
         durationSeconds: seconds,
-        connections: 32,
+        connections: CONNECTIONS,
       };
 
 /** The monotonic clock V8 stamps profile samples with, in µs. */
@@ -145,7 +151,7 @@ function report(title: string, get: ProfileSummary, post: ProfileSummary): strin
     .sort((a, b) => Math.abs(b.g - b.p) - Math.abs(a.g - a.p))
     .map(({ name, g, p }) => `${cell(g)} ${cell(p)} ${cell(g - p)}  ${name}`);
   return [
-    `${title}: busy µs per request by feature, ${SLICES} slices of 1 s each`,
+    `${title}: busy µs per request by feature, ${SLICES} slices of ${SLICE_SECONDS} s each, ${CONNECTIONS} connections`,
     `    GET    POST  GET-POST`,
     ...lines,
     `${cell(busy(get))} ${cell(busy(post))} ${cell(busy(get) - busy(post))}  busy`,
@@ -178,7 +184,7 @@ async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'bff-sliced-'));
   if (!process.env.BENCH_KEEP) process.on('exit', () => rmSync(tmp, { recursive: true, force: true }));
   else process.stderr.write(`sliced-profile: profiles kept in ${tmp}\n`);
-  const upstream = await startFastUpstream('fast-upstream', { cpus: cpus?.upstream });
+  const upstream = await startFastUpstream('fast-upstream', { latencyMs: LATENCY_MS, cpus: cpus?.upstream });
   // --alone: this process (the load) and every child from now on (Redis) on the upstream's CPU, the targets apart.
   if (alone && cpus) pinProcess(process.pid, cpus.upstream);
   const targets = versus
@@ -195,7 +201,7 @@ async function main(): Promise<void> {
     for (const t of i % 2 === 0 ? targets : [...targets].reverse())
       for (const load of i % 2 === 0 ? (['GET', 'POST'] as const) : (['POST', 'GET'] as const)) {
         const from = nowUs();
-        const result = await runLoad(spec(load, t.served.url, t.headers, 1));
+        const result = await runLoad(spec(load, t.served.url, t.headers, SLICE_SECONDS));
         const to = nowUs();
         const kept = (to - from - 2 * EDGE_US) / (to - from);
         slices

@@ -80,10 +80,14 @@ function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDep
   if (operation.answer === 'stream') return streamHandler(operation, deps);
   if (operation.method === 'GET') {
     const ttlSeconds = operation.cacheTtlSeconds ?? (route === 'plan' ? deps.planCacheTtlSeconds : 0);
-    return async (req, res) => {
+    // Not an async frame: a read in flight keeps every frame it waits in alive (issue 40). Express takes a throw
+    // here or the promise's rejection alike to the error handler.
+    return (req, res) => {
       const { path } = request.validate(req.params, rawQueryOf(req), undefined);
       const exchange = { route, method: 'GET' as const, path, ttlSeconds, filter: filterAnswer, timeoutMs };
-      sendAnswer(res, await accountOf(req).reads.read(req, res, exchange));
+      return accountOf(req)
+        .reads.read(req, res, exchange)
+        .then((answer) => sendAnswer(res, answer));
     };
   }
   const method = operation.method;

@@ -54,13 +54,19 @@ function isCacheable(answer: UpstreamAnswer): boolean {
 export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): AnswerReader {
   const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
 
-  /** The upstream call, its answer filtered; kept in `store` when the operation caches and it is complete. */
-  const upstreamRead = async (req: Request, res: Response, exchange: ReadExchange, store?: AnswerCache) => {
-    const raw = await forwarder.forward(req, res, exchange);
-    const answer = exchange.filter ? exchange.filter(raw) : raw;
-    if (store && isCacheable(answer))
-      void store.set(answerKey(exchange.route, exchange.path), answer, exchange.ttlSeconds);
-    return answer;
+  /**
+   * The upstream call, its answer filtered; kept in `store` when the operation caches and it is complete. Promise
+   * chains, not async frames, where a read waits for the provider: a read in flight keeps each frame alive (issue 40).
+   */
+  const upstreamRead = (req: Request, res: Response, exchange: ReadExchange, store?: AnswerCache) => {
+    const reading = forwarder.forward(req, res, exchange);
+    if (!exchange.filter && !store) return reading;
+    return reading.then((raw) => {
+      const answer = exchange.filter ? exchange.filter(raw) : raw;
+      if (store && isCacheable(answer))
+        void store.set(answerKey(exchange.route, exchange.path), answer, exchange.ttlSeconds);
+      return answer;
+    });
   };
   /** Each read uses the store pinned at its start (a merchant change meanwhile never gets its answer). */
   const pinned = (exchange: ReadExchange): AnswerCache | undefined =>
@@ -79,12 +85,8 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
 
   /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
   type Entry = InFlightRead<Promise<UpstreamAnswer>>;
-  async function lead(req: Request, res: Response, exchange: ReadExchange, entry: Entry) {
-    try {
-      return await fetchAnswer(req, res, exchange);
-    } finally {
-      inFlight.close(entry);
-    }
+  function lead(req: Request, res: Response, exchange: ReadExchange, entry: Entry): Promise<UpstreamAnswer> {
+    return fetchAnswer(req, res, exchange).finally(() => inFlight.close(entry));
   }
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */

@@ -45,6 +45,13 @@ const STATE_NAMES: Record<CircuitState, CircuitStateName> = {
   [CircuitState.Isolated]: 'open',
 };
 
+/** cockatiel's own refusals (open, isolated) as the gateway's; any other error as it came. */
+function asCircuitOpen(error: unknown): never {
+  if (error instanceof BrokenCircuitError || error instanceof IsolatedCircuitError)
+    throw new CircuitOpenError();
+  throw error;
+}
+
 export function createUpstreamCircuit(
   settings: CircuitSettings & { onStateChange?: (state: CircuitStateName) => void },
 ): UpstreamCircuit {
@@ -57,17 +64,12 @@ export function createUpstreamCircuit(
     policy.onStateChange((state) => notify(STATE_NAMES[state]));
   }
   return {
-    async run(attempt) {
+    run(attempt) {
       // Half-open means one probe is already in flight: cockatiel would hold every other call until the probe
       // ends (up to the upstream timeout); they are answered at once instead, like while open.
-      if (policy.state === CircuitState.HalfOpen) throw new CircuitOpenError();
-      try {
-        return await policy.execute(attempt);
-      } catch (error) {
-        if (error instanceof BrokenCircuitError || error instanceof IsolatedCircuitError)
-          throw new CircuitOpenError();
-        throw error;
-      }
+      if (policy.state === CircuitState.HalfOpen) return Promise.reject(new CircuitOpenError());
+      // Not an async frame of its own: a call in flight keeps every frame it waits in alive (issue 40).
+      return policy.execute(attempt).catch(asCircuitOpen);
     },
     get state() {
       return STATE_NAMES[policy.state];

@@ -389,18 +389,20 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
     return tracing.inSpan('upstream', send, outcomeAttributes, upstreamAttributes(call.exchange), 'client');
   }
 
-  /** The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. */
-  async function guardedAttempt<C extends ExchangeCall>(
+  /**
+   * The attempt under the circuit breaker, plus the single retry of an idempotent call on a connection error. A
+   * promise chain, not an async frame: every call in flight keeps the frames it waits in alive (issue 40).
+   */
+  function guardedAttempt<C extends ExchangeCall>(
     req: Request,
     res: Response,
     call: C,
     accessToken: string,
     sender: AttemptSender<C>,
-  ) {
+  ): Promise<AttemptOutcome> {
     const circuit = deps.circuits.of(call.exchange.route);
-    try {
-      return await circuit.run(() => attemptOnce(call, accessToken, sender));
-    } catch (error) {
+    const once = () => attemptOnce(call, accessToken, sender);
+    return circuit.run(once).catch((error: unknown) => {
       const retryable =
         call.exchange.method === 'GET' &&
         error instanceof UpstreamFailure &&
@@ -414,9 +416,8 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
         'upstream connection error, retrying once',
       );
       const admitting = admit(req, res, call);
-      if (admitting) await admitting;
-      return circuit.run(() => attemptOnce(call, accessToken, sender));
-    }
+      return admitting ? admitting.then(() => circuit.run(once)) : circuit.run(once);
+    });
   }
 
   /**
