@@ -62,6 +62,11 @@ export interface ExchangeReply {
 
 /** After a 429, the rate the fleet was sending is multiplied by this. */
 export const DECREASE_FACTOR = 0.85;
+/**
+ * A decrease starts from what the provider accepted when the fleet sent less than it was allowed, but never from
+ * less than this part of the allowed rate: a reading taken over a mostly idle interval is no measure of the limit.
+ */
+export const READING_FLOOR = 0.9;
 /** Fleet-wide, at most one decrease a second: the 429s of calls already in flight are one signal, not many. */
 export const DECREASE_COOLDOWN_MS = 1_000;
 /** A 429 this long after the last decrease reads the fleet's allowed rate as the provider's ceiling. */
@@ -198,10 +203,15 @@ interface FleetAccepted {
 function applyEvent(fleet: FleetRecord, request: ExchangeRequest, accepted: FleetAccepted): boolean {
   const { event, now } = request;
   if (event.kind === 'decrease' && now - fleet.lastDecrease >= DECREASE_COOLDOWN_MS) {
-    // The rate the fleet was allowed when the provider began refusing; with none yet (no budget, nothing learned),
-    // what the provider accepted meanwhile is the only reading of its limit.
+    // What the fleet drew when the provider began refusing: the rate it was allowed, or what the provider accepted
+    // when that is less (a fleet whose calls lag a climbing rate was allowed more than it sent: 0.85 x an allowed
+    // 35.5/s learned 30.2/s at a limit of 30/s), within READING_FLOOR of the allowed rate. With no rate yet (no
+    // budget, nothing learned), what the provider accepted meanwhile is the only reading of its limit.
     const current = effective(request.configuredRate, fleet.learned);
-    const drew = current ?? accepted.bound;
+    const drew =
+      current === undefined
+        ? accepted.bound
+        : Math.min(current, Math.max(accepted.reported, READING_FLOOR * current));
     if (drew > 0) {
       fleet.learned = Math.max(MIN_LEARNED_RATE, drew * DECREASE_FACTOR);
       // A reading of what was accepted is no ceiling (it may be taken over too short a time): the rate climbs on
@@ -210,13 +220,13 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, accepted: Flee
       // The ceiling is the lower of the rate the fleet was allowed and what the provider accepted (measured over a
       // second or more): a fleet still climbing when the 429 came was allowed more than the provider's limit, and a
       // ceiling of 0.9 x that allowed rate could sit above the limit (measured: 30.9/s learned at a limit of 30/s).
-      // What was accepted is the replicas' reports summed, never the bound above them: one replica drawing two
-      // thirds of the fleet's calls made that bound 33.5/s at a limit of 30/s, and 30.2/s was learned.
+      // What was accepted is the replicas' reports summed, never the bound above them (one replica drawing more than
+      // its even share lifts that bound above what the fleet sent).
       const settled = current !== undefined && now - fleet.lastDecrease >= CEILING_SETTLE_MS;
       fleet.ceiling = settled
         ? accepted.reported > 0
-          ? Math.min(drew, accepted.reported)
-          : drew
+          ? Math.min(current, accepted.reported)
+          : current
         : undefined;
       fleet.ceilingAt = now;
       fleet.lastDecrease = now;

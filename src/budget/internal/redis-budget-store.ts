@@ -18,6 +18,7 @@ import {
   NEAR_INTERVAL_MS,
   NEAR_SHARE,
   QUICK_INTERVAL_MS,
+  READING_FLOOR,
   RECORD_TTL_MS,
   RELEASE_INTERVAL_MS,
 } from './fleet-state';
@@ -107,12 +108,14 @@ end
 local won = 0
 if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
   local current = effective()
-  local fleetAccepted = math.max(oG + accepted, accepted * (oN + 1))
-  local drew = current or fleetAccepted
+  local reported = oG + accepted
+  local drew
+  if current == nil then drew = math.max(reported, accepted * (oN + 1))
+  else drew = math.min(current, math.max(reported, ${READING_FLOOR} * current)) end
   if drew > 0 then
     learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
     if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then
-      if oG + accepted > 0 then ceiling = math.min(drew, oG + accepted) else ceiling = drew end
+      if reported > 0 then ceiling = math.min(current, reported) else ceiling = current end
     else ceiling = nil end
     ceilingAt = now; lastDecrease = now; raisedAt = now
   end

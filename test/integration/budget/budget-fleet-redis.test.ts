@@ -339,6 +339,9 @@ describe('provider budget fleet on a real Redis', () => {
         { replicaId: 'b', now: t0 + 40_500, accepted: 20, event: { kind: 'decrease' } as const },
         { replicaId: 'a', now: t0 + 70_000, accepted: 9, event: { kind: 'none' } as const },
         { replicaId: 'b', now: t0 + 100_000, accepted: 17, event: { kind: 'none' } as const },
+        // A reading far under the allowed rate ("b" gone): the decrease stops at READING_FLOOR of it.
+        { replicaId: 'a', now: t0 + 200_000, accepted: 1, event: { kind: 'decrease' } as const },
+        { replicaId: 'a', now: t0 + 260_000, accepted: 20, event: { kind: 'none' } as const },
       ].map((step) => ({ ...base, ...step, configuredRate: 30, shares, demand: { ...none, critical: 60 } })),
     ];
     const round = (reply: Awaited<ReturnType<BudgetStore['exchange']>>) =>
