@@ -43,7 +43,7 @@ import {
   type TokenProvider,
   type TokenStore,
 } from '../tokens';
-import type { QuotaGate } from '../usage';
+import type { QuotaDecision, QuotaGate } from '../usage';
 import { accountMetrics } from './account-metrics';
 
 const CIRCUIT_STATE_VALUE = { closed: 0, 'half-open': 1, open: 2 } as const;
@@ -303,38 +303,26 @@ export function quotaGuarded(
   /**
    * One forwarder call under a reservation; `call` is given the decision of the final answer (once: when a piped
    * answer's head arrives, before the caller's answer can close and the ledger read `billable`; else at the end).
+   * Promise chains, not an async frame: a call in flight keeps every frame it waits in alive (issue 40).
    */
-  async function guarded<T>(req: Request, res: Response, call: (decide: () => void) => Promise<T>) {
+  function guarded<T>(req: Request, res: Response, call: (decide: () => void) => Promise<T>): Promise<T> {
     inFlight++;
+    let running: Promise<T>;
     try {
       // One reservation per forwarder call (the 401 retry and the GET retry inside reuse it). The forwarder is only
       // called where a provider call would start: the plan reader's cache hits and coalesced followers never get here.
       const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
-      const decision = pending instanceof Promise ? await pending : pending;
-      if (decision && !decision.allowed) {
-        res.locals.quotaPeriod = decision.refusal.period;
-        throw quotaExceeded(decision.refusal);
-      }
-      let decided = false;
-      const decide = () => {
-        if (decided) return;
-        decided = true;
-        // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
-        const { upstreamAnswered, upstreamStatus } = res.locals;
-        const billable = upstreamAnswered === true && isBillable(upstreamStatus ?? 0);
-        res.locals.billable = billable;
-        if (billable) decision?.reservation.commit();
-        else decision?.reservation.release();
-      };
-      try {
-        return await call(decide);
-      } finally {
-        decide();
-      }
-    } finally {
+      running =
+        pending instanceof Promise
+          ? pending.then((decision) => underDecision(res, decision, isBillable, call))
+          : underDecision(res, pending, isBillable, call);
+    } catch (error) {
+      running = Promise.reject(error);
+    }
+    return running.finally(() => {
       inFlight--;
       countIfCallerLeft(res);
-    }
+    });
   }
   const forwarder: Forwarder & StreamForwarder = {
     forward: (req, res, exchange) => guarded(req, res, () => inner.forward(req, res, exchange)),
@@ -354,6 +342,38 @@ export function quotaGuarded(
     };
   };
   return { forwarder, inFlight: () => inFlight, hold };
+}
+
+/** The call once the quota has decided: refused, or run with the reservation settled by its final answer. */
+function underDecision<T>(
+  res: Response,
+  decision: QuotaDecision | undefined,
+  isBillable: (status: number) => boolean,
+  call: (decide: () => void) => Promise<T>,
+): Promise<T> {
+  if (decision && !decision.allowed) {
+    res.locals.quotaPeriod = decision.refusal.period;
+    throw quotaExceeded(decision.refusal);
+  }
+  let decided = false;
+  const decide = () => {
+    if (decided) return;
+    decided = true;
+    // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
+    const { upstreamAnswered, upstreamStatus } = res.locals;
+    const billable = upstreamAnswered === true && isBillable(upstreamStatus ?? 0);
+    res.locals.billable = billable;
+    if (billable) decision?.reservation.commit();
+    else decision?.reservation.release();
+  };
+  let result: Promise<T>;
+  try {
+    result = call(decide);
+  } catch (error) {
+    decide();
+    throw error;
+  }
+  return result.finally(decide);
 }
 
 /**
