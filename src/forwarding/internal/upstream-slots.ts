@@ -74,6 +74,18 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
       line.push(waiter);
     });
 
+  /** Runs `call` on a slot already taken, and gives the slot back when it settles or throws before it could. */
+  const holding = <T>(call: () => Promise<T>): Promise<T> => {
+    let running: Promise<T>;
+    try {
+      running = call();
+    } catch (error) {
+      release();
+      return Promise.reject(error);
+    }
+    return running.finally(release);
+  };
+
   return {
     run(res, call) {
       // A caller already gone starts no call (a token fetch or the 401's renewal outlasted it, the drain cut it): the
@@ -81,10 +93,10 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
       if (res.destroyed) return Promise.reject(new CallerLeftQueueError());
       if (active < options.limit) {
         active += 1;
-        return call().finally(release);
+        return holding(call);
       }
       if (options.queueTimeoutMs === 0) return Promise.reject(new UpstreamSaturatedError(retryAfter));
-      return enterLine(res).then(() => call().finally(release));
+      return enterLine(res).then(() => holding(call));
     },
     get active() {
       return active;

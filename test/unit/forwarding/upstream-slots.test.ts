@@ -102,6 +102,23 @@ it('frees the slot when the call fails', async () => {
   expect(await slots.run(caller(), async () => 'next')).toBe('next');
 });
 
+it('frees the slot when the call throws before it returns a promise, taken at once or after a wait', async () => {
+  const slots = createUpstreamSlots({ limit: 1, queueTimeoutMs: 60_000 });
+  const throwing = (): Promise<string> => {
+    throw new Error('thrown');
+  };
+  await expect(slots.run(caller(), throwing)).rejects.toThrow('thrown');
+  expect(slots.active).toBe(0);
+  const first = deferred();
+  const holder = slots.run(caller(), () => first.promise);
+  const waiter = slots.run(caller(), throwing);
+  first.resolve();
+  await holder;
+  await expect(waiter).rejects.toThrow('thrown');
+  expect(slots.active).toBe(0);
+  expect(await slots.run(caller(), async () => 'next')).toBe('next');
+});
+
 // A 401's renewal (or a slow token fetch) that outlasted its caller started the call anyway, for nobody; at shutdown
 // that call outlived the settle after the drain, was cut, and the provider billed what the ledger did not count.
 it('a caller already gone takes no free slot: nothing runs, the slot stays free', async () => {
