@@ -307,22 +307,40 @@ export function quotaGuarded(
    */
   function guarded<T>(req: Request, res: Response, call: (decide: () => void) => Promise<T>): Promise<T> {
     inFlight++;
+    let decide: (() => void) | undefined;
+    const start = (decision: QuotaDecision | undefined) => {
+      decide = decider(res, decision, isBillable);
+      return call(decide);
+    };
+    const end = () => {
+      try {
+        decide?.();
+      } finally {
+        inFlight--;
+        countIfCallerLeft(res);
+      }
+    };
     let running: Promise<T>;
     try {
       // One reservation per forwarder call (the 401 retry and the GET retry inside reuse it). The forwarder is only
       // called where a provider call would start: the plan reader's cache hits and coalesced followers never get here.
       const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
-      running =
-        pending instanceof Promise
-          ? pending.then((decision) => underDecision(res, decision, isBillable, call))
-          : underDecision(res, pending, isBillable, call);
+      running = pending instanceof Promise ? pending.then(start) : start(pending);
     } catch (error) {
-      running = Promise.reject(error);
+      end();
+      return Promise.reject(error);
     }
-    return running.finally(() => {
-      inFlight--;
-      countIfCallerLeft(res);
-    });
+    // One reaction for either outcome (`finally` would add a promise and a hop of its own to every call).
+    return running.then(
+      (value) => {
+        end();
+        return value;
+      },
+      (error: unknown) => {
+        end();
+        throw error;
+      },
+    );
   }
   const forwarder: Forwarder & StreamForwarder = {
     forward: (req, res, exchange) => guarded(req, res, () => inner.forward(req, res, exchange)),
@@ -344,19 +362,21 @@ export function quotaGuarded(
   return { forwarder, inFlight: () => inFlight, hold };
 }
 
-/** The call once the quota has decided: refused, or run with the reservation settled by its final answer. */
-function underDecision<T>(
+/**
+ * Once the quota has decided: its refusal thrown, or the decision of the call's final answer, which commits or
+ * releases the reservation (once, whoever asks first).
+ */
+function decider(
   res: Response,
   decision: QuotaDecision | undefined,
   isBillable: (status: number) => boolean,
-  call: (decide: () => void) => Promise<T>,
-): Promise<T> {
+): () => void {
   if (decision && !decision.allowed) {
     res.locals.quotaPeriod = decision.refusal.period;
     throw quotaExceeded(decision.refusal);
   }
   let decided = false;
-  const decide = () => {
+  return () => {
     if (decided) return;
     decided = true;
     // The final provider answer decides, passed through or not (a 5xx or 403 is thrown as a gateway error).
@@ -366,14 +386,6 @@ function underDecision<T>(
     if (billable) decision?.reservation.commit();
     else decision?.reservation.release();
   };
-  let result: Promise<T>;
-  try {
-    result = call(decide);
-  } catch (error) {
-    decide();
-    throw error;
-  }
-  return result.finally(decide);
 }
 
 /**

@@ -48,6 +48,27 @@ function isCacheable(answer: UpstreamAnswer): boolean {
 }
 
 /**
+ * `reading`, its entry closed as it settles, before anyone awaiting it resumes: one reaction for either outcome
+ * (`finally` would add a promise and a hop of its own to every read).
+ */
+function closedWhenSettled<A>(
+  reads: InFlightReads<Promise<A>>,
+  entry: InFlightRead<Promise<A>>,
+  reading: Promise<A>,
+): Promise<A> {
+  return reading.then(
+    (answer) => {
+      reads.close(entry);
+      return answer;
+    },
+    (error: unknown) => {
+      reads.close(entry);
+      throw error;
+    },
+  );
+}
+
+/**
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
  * and one async frame around the forward. Answers are buffered by the forwarder, so sharing costs nothing more.
  */
@@ -86,7 +107,7 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
   /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
   type Entry = InFlightRead<Promise<UpstreamAnswer>>;
   function lead(req: Request, res: Response, exchange: ReadExchange, entry: Entry): Promise<UpstreamAnswer> {
-    return fetchAnswer(req, res, exchange).finally(() => inFlight.close(entry));
+    return closedWhenSettled(inFlight, entry, fetchAnswer(req, res, exchange));
   }
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */

@@ -83,7 +83,16 @@ export function createUpstreamSlots(options: { limit: number; queueTimeoutMs: nu
       release();
       return Promise.reject(error);
     }
-    return running.finally(release);
+    return running.then(releaseWith, releaseOnError);
+  };
+  // Built once: a call's slot comes back in one reaction, without a closure or the extra promise of `finally`.
+  const releaseWith = <T>(value: T): T => {
+    release();
+    return value;
+  };
+  const releaseOnError = (error: unknown): never => {
+    release();
+    throw error;
   };
 
   return {

@@ -87,3 +87,67 @@ describe('quotaGuarded: billable by the account set', () => {
     });
   });
 });
+
+describe('quotaGuarded: the calls in flight', () => {
+  const req = { caller: { id: 'client' } } as unknown as Request;
+  const answer = { status: 200, headers: {}, body: Buffer.from('{}') } as unknown as UpstreamAnswer;
+  const answering: Forwarder = {
+    async forward(_req, res) {
+      res.locals.upstreamStatus = 200;
+      res.locals.upstreamAnswered = true;
+      return answer;
+    },
+  };
+
+  test('counted while running, and no longer once settled: refused, thrown at once, or a commit that throws', async () => {
+    const refused = { allowed: false as const, refusal: { period: 'day', limit: 1, retryAfterSeconds: 5 } };
+    const throwingCommit = {
+      allowed: true as const,
+      reservation: {
+        commit: () => {
+          throw new Error('commit failed');
+        },
+        release: () => undefined,
+      },
+    };
+    const throwsAtOnce: Forwarder = {
+      forward() {
+        throw new Error('thrown before a promise');
+      },
+    };
+    const cases = [
+      { inner: answering, reserve: () => throwingCommit, error: 'commit failed' },
+      { inner: answering, reserve: () => Promise.resolve(throwingCommit), error: 'commit failed' },
+      { inner: answering, reserve: () => refused, error: 'quota' },
+      { inner: throwsAtOnce, reserve: () => throwingCommit, error: 'thrown before a promise' },
+      {
+        inner: answering,
+        reserve: () => {
+          throw new Error('reserve failed');
+        },
+        error: 'reserve failed',
+      },
+    ];
+    for (const { inner, reserve, error } of cases) {
+      const guarded = quotaGuarded(inner, { id: 'acct' }, { reserve } as never);
+      const res = { locals: {} } as Response;
+      const call = guarded.forwarder.forward(req, res, { route: 'plan', method: 'GET', path: '/x' });
+      await expect(call).rejects.toThrow(new RegExp(error, 'i'));
+      expect(guarded.inFlight()).toBe(0);
+    }
+  });
+
+  test("a caller who hung up is counted by the ledger once the call settled, after the caller's own handling", async () => {
+    const reserve = () => ({
+      allowed: true as const,
+      reservation: { commit: () => undefined, release: () => undefined },
+    });
+    const guarded = quotaGuarded(answering, { id: 'acct' }, { reserve });
+    const counted: number[] = [];
+    const res = { locals: { usagePending: () => counted.push(guarded.inFlight()) } } as unknown as Response;
+    await guarded.forwarder.forward(req, res, { route: 'plan', method: 'GET', path: '/x' });
+    expect(counted).toEqual([]); // on the next turn of the event loop, not before the caller has its answer
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(counted).toEqual([0]);
+  });
+});
