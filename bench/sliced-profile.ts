@@ -1,6 +1,6 @@
-// GET against POST in one profiled gateway: unique-id plan GETs and validation POSTs alternate in 1 s slices against
-// the fast upstream, and every CPU sample is charged to the load of its slice, so both loads see the same machine
-// (two profiles taken minutes apart on a shared machine differ by more than the two requests do). Issue 32.
+// GET against POST in one profiled gateway: unique-id plan GETs and validation POSTs alternate in 1 s slices (2 s with
+// --slow) against the fast upstream, and every CPU sample is charged to the load of its slice, so both loads see the
+// same machine (two profiles taken minutes apart on a shared machine differ by more than the two requests do).
 //   npm run build && node dist/bench/sliced-profile.js [BUILD_DIR]   (BUILD_DIR: another checkout's build; default this)
 //   BENCH_SLICES (12) slices of each load; --bare profiles the bare proxy instead of the gateway, --stack the
 //   stack proxy (the bare one plus the required libraries); --governed runs the

@@ -327,7 +327,13 @@ export function quotaGuarded(
       const pending = quotas?.reserve(req.caller?.id ?? 'anonymous', accountId);
       running = pending instanceof Promise ? pending.then(start) : start(pending);
     } catch (error) {
-      end();
+      // As a rejection, never a throw: the ending's own failure (a commit that throws) replaces the error, as a
+      // `finally` would.
+      try {
+        end();
+      } catch (endError) {
+        return Promise.reject(endError);
+      }
       return Promise.reject(error);
     }
     // One reaction for either outcome (`finally` would add a promise and a hop of its own to every call).

@@ -223,11 +223,7 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, accepted: Flee
       // What was accepted is the replicas' reports summed, never the bound above them (one replica drawing more than
       // its even share lifts that bound above what the fleet sent).
       const settled = current !== undefined && now - fleet.lastDecrease >= CEILING_SETTLE_MS;
-      fleet.ceiling = settled
-        ? accepted.reported > 0
-          ? Math.min(current, accepted.reported)
-          : current
-        : undefined;
+      fleet.ceiling = settled ? ceilingOf(current, accepted.reported) : undefined;
       fleet.ceilingAt = now;
       fleet.lastDecrease = now;
       fleet.raisedAt = now;
@@ -248,6 +244,16 @@ function applyEvent(fleet: FleetRecord, request: ExchangeRequest, accepted: Flee
     }
   }
   return false;
+}
+
+/**
+ * The ceiling a settled 429 teaches: the allowed rate with no reading, the reading when lower; none from a reading
+ * under READING_FLOOR of the allowed rate (a mostly idle interval's, no measure of the limit: the rate climbs on).
+ */
+function ceilingOf(allowed: number, reported: number): number | undefined {
+  if (reported <= 0) return allowed;
+  if (reported < READING_FLOOR * allowed) return undefined;
+  return Math.min(allowed, reported);
 }
 
 /** While calls succeed (a second after the last decrease), the learned rate climbs toward its cap. */

@@ -115,7 +115,9 @@ if event == 'decrease' and now - lastDecrease >= ${DECREASE_COOLDOWN_MS} then
   if drew > 0 then
     learned = math.max(${MIN_LEARNED_RATE}, drew * ${DECREASE_FACTOR})
     if current ~= nil and now - lastDecrease >= ${CEILING_SETTLE_MS} then
-      if reported > 0 then ceiling = math.min(current, reported) else ceiling = current end
+      if reported <= 0 then ceiling = current
+      elseif reported < ${READING_FLOOR} * current then ceiling = nil
+      else ceiling = math.min(current, reported) end
     else ceiling = nil end
     ceilingAt = now; lastDecrease = now; raisedAt = now
   end

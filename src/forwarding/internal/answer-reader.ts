@@ -70,7 +70,7 @@ function closedWhenSettled<A>(
 
 /**
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
- * and one async frame around the forward. Answers are buffered by the forwarder, so sharing costs nothing more.
+ * and one reaction when the forward settles. Answers are buffered by the forwarder, so sharing costs nothing more.
  */
 export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): AnswerReader {
   const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();

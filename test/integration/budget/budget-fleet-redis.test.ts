@@ -333,13 +333,14 @@ describe('provider budget fleet on a real Redis', () => {
         event: { kind: 'pause', until: t0 + 10_000_000 },
       },
       // A settled 429 ("b" drew most of the fleet's accepted calls): the ceiling is the reports summed, which caps
-      // the rate's climb a minute later.
+      // the rate's climb a minute later (the fleet is still paused then: the learned rate moves all the same).
       ...[
         { replicaId: 'a', now: t0 + 40_000, accepted: 9, event: { kind: 'none' } as const },
         { replicaId: 'b', now: t0 + 40_500, accepted: 20, event: { kind: 'decrease' } as const },
         { replicaId: 'a', now: t0 + 70_000, accepted: 9, event: { kind: 'none' } as const },
         { replicaId: 'b', now: t0 + 100_000, accepted: 17, event: { kind: 'none' } as const },
-        // A reading far under the allowed rate ("b" gone): the decrease stops at READING_FLOOR of it.
+        // A reading far under the allowed rate ("b" gone): the decrease stops at READING_FLOOR of it, and it sets no
+        // ceiling (the rate climbs on).
         { replicaId: 'a', now: t0 + 200_000, accepted: 1, event: { kind: 'decrease' } as const },
         { replicaId: 'a', now: t0 + 260_000, accepted: 20, event: { kind: 'none' } as const },
       ].map((step) => ({ ...base, ...step, configuredRate: 30, shares, demand: { ...none, critical: 60 } })),

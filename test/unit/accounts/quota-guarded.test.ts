@@ -99,27 +99,42 @@ describe('quotaGuarded: the calls in flight', () => {
     },
   };
 
-  test('counted while running, and no longer once settled: refused, thrown at once, or a commit that throws', async () => {
-    const refused = { allowed: false as const, refusal: { period: 'day', limit: 1, retryAfterSeconds: 5 } };
-    const throwingCommit = {
-      allowed: true as const,
-      reservation: {
-        commit: () => {
-          throw new Error('commit failed');
-        },
-        release: () => undefined,
-      },
+  test('counted while running, and no longer once settled: refused, thrown at once, or a reservation whose settling throws', async () => {
+    let answer!: () => void;
+    const held: Forwarder = {
+      forward: () => new Promise<UpstreamAnswer>((resolve) => (answer = () => resolve({} as UpstreamAnswer))),
     };
+    const running = quotaGuarded(held, { id: 'acct' }, undefined);
+    const call = running.forwarder.forward(req, { locals: {} } as Response, {
+      route: 'plan',
+      method: 'GET',
+      path: '/x',
+    });
+    expect(running.inFlight()).toBe(1);
+    answer();
+    await call;
+    expect(running.inFlight()).toBe(0);
+
+    const refused = { allowed: false as const, refusal: { period: 'day', limit: 1, retryAfterSeconds: 5 } };
+    const failing = () => {
+      throw new Error('settling failed');
+    };
+    const throwingCommit = { allowed: true as const, reservation: { commit: failing, release: failing } };
     const throwsAtOnce: Forwarder = {
       forward() {
         throw new Error('thrown before a promise');
       },
     };
     const cases = [
-      { inner: answering, reserve: () => throwingCommit, error: 'commit failed' },
-      { inner: answering, reserve: () => Promise.resolve(throwingCommit), error: 'commit failed' },
+      { inner: answering, reserve: () => throwingCommit, error: 'settling failed' },
+      { inner: throwsAtOnce, reserve: () => throwingCommit, error: 'settling failed' },
+      { inner: answering, reserve: () => Promise.resolve(throwingCommit), error: 'settling failed' },
       { inner: answering, reserve: () => refused, error: 'quota' },
-      { inner: throwsAtOnce, reserve: () => throwingCommit, error: 'thrown before a promise' },
+      {
+        inner: throwsAtOnce,
+        reserve: () => ({ allowed: true as const, reservation: { commit: () => 0, release: () => 0 } }),
+        error: 'thrown before a promise',
+      },
       {
         inner: answering,
         reserve: () => {
@@ -131,13 +146,16 @@ describe('quotaGuarded: the calls in flight', () => {
     for (const { inner, reserve, error } of cases) {
       const guarded = quotaGuarded(inner, { id: 'acct' }, { reserve } as never);
       const res = { locals: {} } as Response;
-      const call = guarded.forwarder.forward(req, res, { route: 'plan', method: 'GET', path: '/x' });
+      let call: Promise<unknown> | undefined;
+      expect(() => {
+        call = guarded.forwarder.forward(req, res, { route: 'plan', method: 'GET', path: '/x' });
+      }).not.toThrow(); // a rejection, never a throw
       await expect(call).rejects.toThrow(new RegExp(error, 'i'));
       expect(guarded.inFlight()).toBe(0);
     }
   });
 
-  test("a caller who hung up is counted by the ledger once the call settled, after the caller's own handling", async () => {
+  test('a caller who hung up is counted by the ledger on the turn after the call settled, the call no longer in flight', async () => {
     const reserve = () => ({
       allowed: true as const,
       reservation: { commit: () => undefined, release: () => undefined },

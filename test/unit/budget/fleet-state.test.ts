@@ -66,6 +66,13 @@ describe('the fleet record learning from a 429 without Retry-After', () => {
       configuredRate: 100,
     });
     expect(refused.learnedRate).toBeCloseTo(100 * READING_FLOOR * DECREASE_FACTOR);
+    // Nor is it a ceiling: the rate climbs on while calls are accepted.
+    expect(fleet.ceiling).toBeUndefined();
+    const later = exchangeWithFleet(fleet, {
+      ...report('a', T0 + 3_000, 80, { kind: 'none' }),
+      configuredRate: 100,
+    });
+    expect(later.effectiveRate).toBeGreaterThan(100 * READING_FLOOR * DECREASE_FACTOR);
   });
 
   test('the first 429 with nothing configured or learned reads the rate from the bound (the others may be a whole interval behind)', () => {
