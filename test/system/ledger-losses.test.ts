@@ -227,8 +227,10 @@ describe('the ledger knows what it may have lost', () => {
     const gateway = started[0] as GatewayProcess;
     const load = loadOn(started, 2);
     await waitFor(async () => load.sent() > 300, { what: 'load before the restart', timeoutMs: 60_000 });
-    // Older than the reset grace (5 s): the replica's count of the day was written well before the restart.
-    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    // Older than the reset grace (5 s): the replica's count of the day was written well before the restart. Its first
+    // write comes up to a flush interval (1 s) after the load began, and the last one before the restart up to one
+    // before it: 6 s left the two writes ~5 s apart, and the reset was read as an append-only store's last second.
+    await new Promise((resolve) => setTimeout(resolve, 8_000));
     await redis.kill();
     await redis.restart();
     await waitFor(async () => gateway.logs().includes('usage_store_reset'), {
