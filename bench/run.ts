@@ -108,6 +108,9 @@ const settings = {
   fleetReplicas: 3,
   coalesceRequests: 100,
 };
+/** The slow scenario's two rows: the load generator beside the proxies, and apart from them (Kind.loadApart). */
+const SLOW_NAME = `plan GET unique ids x${settings.slowConnections}`;
+const SLOW_APART_NAME = `${SLOW_NAME}, load apart`;
 
 const args = process.argv.slice(2);
 const outFile = argValue('--out');
@@ -162,6 +165,12 @@ interface Kind {
   readonly targets: readonly TargetName[];
   /** Count upstream plan reads per request for the gateway (coalescing makes it < 1 under concurrency). */
   readonly upstreamCounter?: 'planReads' | 'validations';
+  /**
+   * Pinned runs only: the load generator (this process) moves to the upstream's CPU while this scenario runs, so the
+   * proxy has its CPU to itself. The slow scenario's second row: what a proxy does to 1,000 calls in flight, apart
+   * from its CPU per request shared with a load generator parsing its answers (the first row, and the fast rows).
+   */
+  readonly loadApart?: boolean;
 }
 
 interface Row {
@@ -414,6 +423,16 @@ async function main(): Promise<void> {
     );
   const targetsOf = (kind: Kind) =>
     (groups.get(kind.upstream)?.targets ?? []).filter((t) => kind.targets.includes(t.name));
+  /** Runs `work` with the load generator where `kind` wants it, and back on the shared CPUs after. */
+  const withLoadPlaced = async <T>(kind: Kind, work: () => Promise<T>): Promise<T> => {
+    if (!kind.loadApart || !cpus) return work();
+    pinProcess(process.pid, cpus.upstream);
+    try {
+      return await work();
+    } finally {
+      pinProcess(process.pid, cpus.rest);
+    }
+  };
 
   const ALL: TargetName[] = ['direct', 'bare-proxy', 'stack-proxy', 'gateway', 'compare', 'nginx'];
   // The plain set-up only where the issue reads it: the unique-id GET and the POST (its group: the fast upstream).
@@ -484,15 +503,16 @@ async function main(): Promise<void> {
     post('simulator'),
     uniqueGet('tls'),
     post('tls'),
-    {
-      ...uniqueGet('slow', settings.slowConnections),
-      name: `plan GET unique ids x${settings.slowConnections}`,
-    },
+    { ...uniqueGet('slow', settings.slowConnections), name: SLOW_NAME },
+    ...(cpus
+      ? [{ ...uniqueGet('slow', settings.slowConnections), name: SLOW_APART_NAME, loadApart: true }]
+      : []),
   ].filter((kind) => groups.has(kind.upstream));
 
   // --- warm-up: JIT, keep-alive pools, the gateway's token and rate-limit scripts -------------------------
   for (const kind of kinds)
-    for (const target of targetsOf(kind)) await runLoad(kind.spec(target, settings.warmupSeconds));
+    for (const target of targetsOf(kind))
+      await withLoadPlaced(kind, () => runLoad(kind.spec(target, settings.warmupSeconds)));
 
   // --- interleaved rounds -----------------------------------------------------------------------------------
   const keyOf = (kind: Kind, target: TargetName) => `${kind.upstream}\u0000${kind.name}\u0000${target}`;
@@ -504,7 +524,8 @@ async function main(): Promise<void> {
       const order = targetsOf(kind);
       if (round % 2 === 1) order.reverse();
       for (const target of order) {
-        const sample = await measure(kind, target, groups.get(kind.upstream)?.upstream.url ?? '');
+        const upstreamUrl = groups.get(kind.upstream)?.upstream.url ?? '';
+        const sample = await withLoadPlaced(kind, () => measure(kind, target, upstreamUrl));
         samples.set(keyOf(kind, target.name), [...(samples.get(keyOf(kind, target.name)) ?? []), sample]);
         log(
           `round ${round + 1}/${settings.rounds} ${UPSTREAM_LABEL[kind.upstream].padEnd(11)} ` +
@@ -548,12 +569,12 @@ async function main(): Promise<void> {
   // median throughputs (which may come from different rounds) is reported too.
   const kindOf = (upstream: Upstream, prefix: string) =>
     kinds.find((k) => k.upstream === upstream && k.name.startsWith(prefix));
-  const pair = (upstream: Upstream, prefix: string, a: TargetName, b: TargetName): PairedRatio | null => {
-    const kind = kindOf(upstream, prefix);
-    return kind ? pairedRatio(samples.get(keyOf(kind, a)) ?? [], samples.get(keyOf(kind, b)) ?? []) : null;
-  };
-  const slowKind = kindOf('slow', 'plan GET unique ids');
-  const slowRow = (target: TargetName) => (slowKind ? find('slow', slowKind.name, target) : undefined);
+  const pairIn = (kind: Kind | undefined, a: TargetName, b: TargetName): PairedRatio | null =>
+    kind ? pairedRatio(samples.get(keyOf(kind, a)) ?? [], samples.get(keyOf(kind, b)) ?? []) : null;
+  const pair = (upstream: Upstream, prefix: string, a: TargetName, b: TargetName) =>
+    pairIn(kindOf(upstream, prefix), a, b);
+  const slowKind = kinds.find((k) => k.name === SLOW_NAME);
+  const slowApartKind = kinds.find((k) => k.name === SLOW_APART_NAME);
   const ratioDetails = {
     fast: {
       gatewayOverBareGetUniqueIds: pair('fast', 'plan GET unique ids', 'gateway', 'bare-proxy'),
@@ -577,16 +598,17 @@ async function main(): Promise<void> {
       gatewayOverBarePost: pair('tls', 'validation POST', 'gateway', 'bare-proxy'),
     },
     slow: {
-      gatewayOverBareThroughput: pair('slow', 'plan GET unique ids', 'gateway', 'bare-proxy'),
+      gatewayOverBareThroughput: pairIn(slowKind, 'gateway', 'bare-proxy'),
+      gatewayOverBareThroughputLoadApart: pairIn(slowApartKind, 'gateway', 'bare-proxy'),
     },
   };
   // The CPU the gateway's features cost per request, the budget a throughput ratio hides: paired like the ratios.
-  const cpuOver = (upstream: Upstream, prefix: string, target: TargetName = 'gateway'): CpuDelta | null => {
-    const kind = kindOf(upstream, prefix);
-    return kind
+  const cpuOverIn = (kind: Kind | undefined, target: TargetName = 'gateway'): CpuDelta | null =>
+    kind
       ? pairedCpuDelta(samples.get(keyOf(kind, target)) ?? [], samples.get(keyOf(kind, 'bare-proxy')) ?? [])
       : null;
-  };
+  const cpuOver = (upstream: Upstream, prefix: string, target: TargetName = 'gateway') =>
+    cpuOverIn(kindOf(upstream, prefix), target);
   // What the read costs beyond the validation (issue 32): the unique-id GET's CPU added minus the POST's, per round.
   const getOnly = (upstream: Upstream): CpuDelta | null => {
     const get = kindOf(upstream, 'plan GET unique ids');
@@ -617,7 +639,10 @@ async function main(): Promise<void> {
       'validation POST': cpuOver('tls', 'validation POST'),
       [GET_ONLY]: getOnly('tls'),
     },
-    slow: { 'plan GET unique ids': cpuOver('slow', 'plan GET unique ids') },
+    slow: {
+      'plan GET unique ids': cpuOverIn(slowKind),
+      'plan GET unique ids, load apart': cpuOverIn(slowApartKind),
+    },
   };
   // What governing costs (issue 40): the governed gateway's CPU per request minus the plain one's, same build, paired.
   const governedOverPlain = (prefix: string): CpuDelta | null => {
@@ -633,11 +658,14 @@ async function main(): Promise<void> {
     'plan GET unique ids': governedOverPlain('plan GET unique ids'),
     'validation POST': governedOverPlain('validation POST'),
   };
-  const slowP99Ratio = (() => {
-    const g = slowRow('gateway')?.p99Ms;
-    const b = slowRow('bare-proxy')?.p99Ms;
+  /** gateway/bare p99 of a scenario, of the medians over rounds. */
+  const p99Ratio = (kind: Kind | undefined): number | null => {
+    const g = kind && find(kind.upstream, kind.name, 'gateway')?.p99Ms;
+    const b = kind && find(kind.upstream, kind.name, 'bare-proxy')?.p99Ms;
     return g !== undefined && b !== undefined && b > 0 ? round(g / b, 3) : null;
-  })();
+  };
+  const slowP99Ratio = p99Ratio(slowKind);
+  const slowApartP99Ratio = p99Ratio(slowApartKind);
   const medianOf = (r: PairedRatio | null) => r?.median ?? null;
   const ratios = {
     fast: Object.fromEntries(Object.entries(ratioDetails.fast).map(([k, r]) => [k, medianOf(r)])),
@@ -646,6 +674,8 @@ async function main(): Promise<void> {
     slow: {
       gatewayOverBareThroughput: medianOf(ratioDetails.slow.gatewayOverBareThroughput),
       gatewayOverBareP99: slowP99Ratio,
+      gatewayOverBareThroughputLoadApart: medianOf(ratioDetails.slow.gatewayOverBareThroughputLoadApart),
+      gatewayOverBareP99LoadApart: slowApartP99Ratio,
     },
   };
   const latencyName = `plan GET @${settings.rate}rps`;
@@ -743,12 +773,22 @@ async function main(): Promise<void> {
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
-    formatReport(rows, ratioDetails, slowP99Ratio, cpuAddedOverBare, governing, added, tokens, coalescing, {
-      nginx: rows.some((r) => r.target === 'nginx'),
-      logBytes,
-      metricsOk,
-      pinned: cpus,
-    }),
+    formatReport(
+      rows,
+      ratioDetails,
+      { '': slowP99Ratio, ', load apart': slowApartP99Ratio },
+      cpuAddedOverBare,
+      governing,
+      added,
+      tokens,
+      coalescing,
+      {
+        nginx: rows.some((r) => r.target === 'nginx'),
+        logBytes,
+        metricsOk,
+        pinned: cpus,
+      },
+    ),
   );
   if (comparison)
     process.stdout.write(
@@ -1101,7 +1141,8 @@ function get(url: string, headers: Record<string, string>): Promise<number> {
 function formatReport(
   rows: Row[],
   ratios: Record<Upstream, Record<string, PairedRatio | null>>,
-  slowP99Ratio: number | null,
+  /** gateway/bare p99 of the slow rows, by the suffix of their label. */
+  slowP99Ratios: Record<string, number | null>,
   cpuAdded: Partial<Record<Upstream, Record<string, CpuDelta | null>>>,
   governing: Record<string, CpuDelta | null>,
   added: { p50Ms: number; p99Ms: number },
@@ -1161,7 +1202,8 @@ function formatReport(
       `slow upstream: ${settings.slowLatencyMs} ms, ${settings.slowConnections} connections; ` +
       `${settings.maxSockets} upstream sockets for the gateway and the reference proxies`,
     notes.pinned
-      ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest}`
+      ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest} ` +
+        `(the slow row "load apart": the load generator on CPU ${notes.pinned.upstream}, beside the slow upstream)`
       : 'not pinned',
     'CPU ms/req: user+system time of the target process (direct: the upstream itself); RSS: highest sample during ' +
       'its runs; redis/1k: Redis commands per 1,000 requests (INFO commandstats of its own redis-server)',
@@ -1172,9 +1214,11 @@ function formatReport(
     '',
     'ratios (median of the per-round ratios [lowest-highest round]; ratio of the median req/s):',
     ...ratioLines,
-    ...(slowP99Ratio === null
-      ? []
-      : [`  ${'slow: gateway/bare p99 (of medians)'.padEnd(48)} ${slowP99Ratio.toFixed(3)}`]),
+    ...Object.entries(slowP99Ratios).flatMap(([suffix, ratio]) =>
+      ratio === null
+        ? []
+        : [`  ${`slow: gateway/bare p99${suffix} (of medians)`.padEnd(48)} ${ratio.toFixed(3)}`],
+    ),
     'CPU added per request over the bare proxy, by the gateway unless the stack proxy is named (µs, median of the per-round differences [lowest to highest]):',
     ...Object.entries(cpuAdded).flatMap(([upstream, scenarios]) =>
       Object.entries(scenarios ?? {}).flatMap(([scenario, cpu]) =>
@@ -1217,6 +1261,7 @@ const RATIO_LABEL: Record<string, string> = {
   gatewayOverBareGet: 'gateway/bare plan GET (coalesced)',
   gatewayOverDirectGet: 'gateway/direct plan GET',
   gatewayOverBareThroughput: 'gateway/bare throughput',
+  gatewayOverBareThroughputLoadApart: 'gateway/bare throughput, load apart',
   stackOverBareGetUniqueIds: 'stack/bare plan GET unique ids',
   stackOverBarePost: 'stack/bare validation POST',
   gatewayOverStackGetUniqueIds: 'gateway/stack plan GET unique ids',
