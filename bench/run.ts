@@ -2,7 +2,8 @@
 // included), side by side with the upstream called directly, a
 // hand-written Express + http-proxy-middleware proxy (bench/bare-proxy.ts) and, when installed, nginx, against
 // four upstreams: a minimal fast one (bench/lib/fast-upstream.ts), the simulator, the fast one over TLS, and the
-// fast one answering after BENCH_SLOW_LATENCY_MS under BENCH_SLOW_CONNECTIONS callers.
+// fast one answering after BENCH_SLOW_LATENCY_MS under BENCH_SLOW_CONNECTIONS callers (twice when pinned: the load
+// generator beside the proxies, as everywhere, then on the slow upstream's CPU, "load apart").
 //
 //   npm run bench [-- --out FILE] [-- --profile] [-- --profile-dir DIR] [-- --keep] [-- --compare DIR]
 //                 [-- --compare-plain] [-- --only fast,simulator,tls,slow] [-- --no-pin] [-- --no-parts]
@@ -518,7 +519,7 @@ async function main(): Promise<void> {
   const keyOf = (kind: Kind, target: TargetName) => `${kind.upstream}\u0000${kind.name}\u0000${target}`;
   const samples = new Map<string, Sample[]>();
   for (let round = 0; round < settings.rounds; round++) {
-    if (round > 0 && settings.freshGateways) await relaunchGateways(kinds, targetsOf);
+    if (round > 0 && settings.freshGateways) await relaunchGateways(kinds, targetsOf, withLoadPlaced);
     for (const kind of kinds) {
       // A B C, then C B A, ...: no target always runs first or last.
       const order = targetsOf(kind);
@@ -752,6 +753,8 @@ async function main(): Promise<void> {
   const report = {
     node: process.version,
     pinned: cpus ?? null,
+    /** The scenarios run with the load generator on the upstream's CPU (Kind.loadApart). */
+    loadApart: kinds.filter((k) => k.loadApart).map((k) => `${UPSTREAM_LABEL[k.upstream]} ${k.name}`),
     scenarios: rows.map(({ upstreamPerRequest: _omit, ...row }) => row),
     ratios,
     /** Per ratio: median, min and max over rounds, and the ratio of the median throughputs. */
@@ -787,6 +790,7 @@ async function main(): Promise<void> {
         logBytes,
         metricsOk,
         pinned: cpus,
+        loadApart: slowApartKind !== undefined,
       },
     ),
   );
@@ -813,7 +817,11 @@ async function main(): Promise<void> {
 // --- measuring ----------------------------------------------------------------------------------------------
 
 /** New processes for the gateways of every scenario, each warmed up on every scenario it runs, as at the start. */
-async function relaunchGateways(kinds: readonly Kind[], targetsOf: (kind: Kind) => Target[]): Promise<void> {
+async function relaunchGateways(
+  kinds: readonly Kind[],
+  targetsOf: (kind: Kind) => Target[],
+  placed: <T>(kind: Kind, work: () => Promise<T>) => Promise<T>,
+): Promise<void> {
   const relaunched = new Set<Target>();
   for (const kind of kinds)
     for (const target of targetsOf(kind))
@@ -823,7 +831,8 @@ async function relaunchGateways(kinds: readonly Kind[], targetsOf: (kind: Kind) 
       }
   for (const kind of kinds)
     for (const target of targetsOf(kind))
-      if (relaunched.has(target)) await runLoad(kind.spec(target, settings.warmupSeconds));
+      if (relaunched.has(target))
+        await placed(kind, () => runLoad(kind.spec(target, settings.warmupSeconds)));
 }
 
 async function measure(kind: Kind, target: Target, upstreamUrl: string): Promise<Sample> {
@@ -1153,6 +1162,8 @@ function formatReport(
     logBytes: number;
     metricsOk: boolean;
     pinned?: { upstream: string; rest: string };
+    /** The slow row with the load generator apart ran (pinned runs with the slow upstream). */
+    loadApart: boolean;
   },
 ): string {
   const header = [
@@ -1199,11 +1210,14 @@ function formatReport(
     '',
     `Node ${process.version}; medians of ${settings.rounds} interleaved rounds of ${settings.durationSeconds}s; ` +
       `${settings.connections} connections (pipelining 1), latency row at ${settings.rate} req/s; ` +
-      `slow upstream: ${settings.slowLatencyMs} ms, ${settings.slowConnections} connections; ` +
+      `slow upstream: ${settings.slowLatencyMs} ms, ${settings.slowConnections} connections ` +
+      `(at most ${Math.floor((settings.slowConnections * 1000) / settings.slowLatencyMs)} req/s); ` +
       `${settings.maxSockets} upstream sockets for the gateway and the reference proxies`,
     notes.pinned
-      ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest} ` +
-        `(the slow row "load apart": the load generator on CPU ${notes.pinned.upstream}, beside the slow upstream)`
+      ? `pinned: the upstream on CPU ${notes.pinned.upstream}; load generator, proxies and Redis on ${notes.pinned.rest}` +
+        (notes.loadApart
+          ? ` (the slow row "load apart": the load generator on CPU ${notes.pinned.upstream}, beside the slow upstream)`
+          : '')
       : 'not pinned',
     'CPU ms/req: user+system time of the target process (direct: the upstream itself); RSS: highest sample during ' +
       'its runs; redis/1k: Redis commands per 1,000 requests (INFO commandstats of its own redis-server)',
