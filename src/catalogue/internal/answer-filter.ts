@@ -71,12 +71,58 @@ function declared(
 }
 
 function admitsObjects(schema: Schema): boolean {
-  return schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object'));
+  return admitsType(schema, 'object');
+}
+
+function admitsType(schema: Schema, type: string): boolean {
+  return schema.type === type || (Array.isArray(schema.type) && schema.type.includes(type));
+}
+
+/** An array schema as its elements see it: `prefixItems` by position, `items` for the rest (undefined: anything). */
+interface ArrayShape {
+  readonly prefix: readonly unknown[];
+  readonly items: unknown;
+}
+
+/**
+ * The array schemas among a schema and its allOf/anyOf/oneOf branches (a union, as for objects): a nullable array
+ * written `anyOf: [{type: array, items}, {type: null}]` is filtered like a plain one. A branch that is no array schema
+ * (`{type: 'null'}`, a `description`) has no say over elements.
+ */
+function arrayShapes(schema: Schema, depth: number): ArrayShape[] {
+  const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : [];
+  const shapes: ArrayShape[] =
+    schema.items !== undefined || prefix.length > 0 || admitsType(schema, 'array')
+      ? [{ prefix, items: schema.items }]
+      : [];
+  if (depth > 32) return shapes;
+  for (const branch of ['allOf', 'anyOf', 'oneOf'] as const) {
+    const list = schema[branch];
+    if (Array.isArray(list))
+      for (const item of list) if (isRecord(item)) shapes.push(...arrayShapes(item, depth + 1));
+  }
+  return shapes;
+}
+
+/** The pruner of the element at `index`: the union of what every array shape says of it; none if one says nothing. */
+function elementPruner(shapes: readonly ArrayShape[], index: number, depth: number): Pruner | undefined {
+  const schemas: unknown[] = [];
+  for (const shape of shapes) {
+    const schema = index < shape.prefix.length ? shape.prefix[index] : shape.items;
+    if (schema === undefined || schema === true) return undefined; // this shape admits any element here
+    if (schema !== false) schemas.push(schema);
+  }
+  if (schemas.length === 0) return undefined;
+  return schemas.length === 1 ? pruner(schemas[0], depth + 1) : pruner({ anyOf: schemas }, depth + 1);
 }
 
 function pruner(schema: unknown, depth: number): Pruner | undefined {
   if (!isRecord(schema) || depth > 32) return undefined;
-  const items = schema.items !== undefined ? pruner(schema.items, depth + 1) : undefined;
+  const arrays = arrayShapes(schema, depth);
+  const width = Math.max(0, ...arrays.map((a) => a.prefix.length));
+  const byPosition = Array.from({ length: width }, (_, index) => elementPruner(arrays, index, depth));
+  const rest = arrays.length > 0 ? elementPruner(arrays, width, depth) : undefined;
+  const elements = rest !== undefined || byPosition.some((p) => p !== undefined);
   const shape = declared(schema, depth);
   const keys = shape.keys;
   // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
@@ -90,11 +136,13 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
       schemas.length === 1 ? pruner(schemas[0], depth + 1) : pruner({ anyOf: schemas }, depth + 1);
     if (inner) nested.set(key, inner);
   }
-  if (open && nested.size === 0 && !extra && !items) return undefined;
+  if (open && nested.size === 0 && !extra && !elements) return undefined;
   return (value) => {
     let dropped = false;
     if (Array.isArray(value)) {
-      if (items) for (const item of value) if (items(item)) dropped = true;
+      if (!elements) return false;
+      for (let i = 0; i < value.length; i++)
+        if ((i < width ? byPosition[i] : rest)?.(value[i])) dropped = true;
       return dropped;
     }
     if (!isRecord(value)) return false;
