@@ -189,6 +189,11 @@ export const RESPONSE_HEADERS: Readonly<Record<string, HeaderRule>> = {
     schema: { type: 'string' },
     on: (a) => (a.route === 'forwarded' && (a.passThrough || a.status === '200') ? 'optional' : undefined),
   },
+  'Content-Disposition': {
+    description: "The provider's, passed through: the file name of an export.",
+    schema: { type: 'string' },
+    on: (a) => (a.route === 'forwarded' && (a.passThrough || a.status === '200') ? 'optional' : undefined),
+  },
   Allow: {
     description: 'The methods the path takes.',
     schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$' },

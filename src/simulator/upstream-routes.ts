@@ -225,7 +225,11 @@ export function createUpstreamRouter(deps: UpstreamDependencies): Router {
       ]);
     stats.increment('statements');
     const size = kib * 1024;
-    res.status(200).set({ 'content-type': 'text/csv', 'content-length': String(size) });
+    res.status(200).set({
+      'content-type': 'text/csv',
+      'content-length': String(size),
+      'content-disposition': `attachment; filename="statement-${subscription.id}.csv"`,
+    });
     res.once('close', () => {
       if (!res.writableFinished) stats.increment('statementsCut');
     });

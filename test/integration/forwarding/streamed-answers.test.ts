@@ -78,6 +78,10 @@ test('a 3 MiB statement streams through byte for byte, with the allow-listed hea
   expect(answer.body.equals(subscriptionStatement(SEED_SUBSCRIPTION_ID))).toBe(true);
   expect(answer.headers.get('content-type')).toBe('text/csv; charset=utf-8');
   expect(answer.headers.get('content-length')).toBe(String(3 * 1024 * 1024));
+  // The export's file name reaches the caller, who saves it under that name.
+  expect(answer.headers.get('content-disposition')).toBe(
+    `attachment; filename="statement-${SEED_SUBSCRIPTION_ID}.csv"`,
+  );
   // The provider's session cookie and X-Powered-By stay behind; the gateway's own headers are there.
   expect(answer.headers.get('set-cookie')).toBeNull();
   expect(answer.headers.get('x-powered-by')).toBeNull();
@@ -92,6 +96,15 @@ test('a 3 MiB statement streams through byte for byte, with the allow-listed hea
   const [line] = requestLines(gw, 'statement');
   expect(line).toMatchObject({ status: 200, billable: true });
   expect(line?.upstreamMs).toBeGreaterThan(0);
+});
+
+test("a read answer (the same export read whole, 4 KiB) keeps the provider's Content-Disposition too", async () => {
+  const read = await get(`${STATEMENT}-read?kib=4`);
+  expect(read.status).toBe(200);
+  expect(read.body.equals(subscriptionStatement(SEED_SUBSCRIPTION_ID, 4))).toBe(true);
+  expect(read.headers.get('content-disposition')).toBe(
+    `attachment; filename="statement-${SEED_SUBSCRIPTION_ID}.csv"`,
+  );
 });
 
 test('the 1 MiB cap of read answers does not apply: the same provider path read whole is refused', async () => {
