@@ -38,9 +38,12 @@ export function planCachePrefix(
   return `${keyPrefix}cache:${shortHash(`${upstreamBaseUrl}\naccount:${account}\nuser:${username}`)}:`;
 }
 
-/** One read's answer under planCachePrefix: the operation and the exact upstream path (with its query). */
-export function answerKey(operation: string, upstreamPath: string): string {
-  return `${operation}:${upstreamPath}`;
+/**
+ * One read's answer under planCachePrefix: the operation, the version of its answer schemas (when the catalogue gives
+ * one) and the exact upstream path (with its query).
+ */
+export function answerKey(operation: string, upstreamPath: string, answerVersion?: string): string {
+  return answerVersion ? `${operation}@${answerVersion}:${upstreamPath}` : `${operation}:${upstreamPath}`;
 }
 
 /** Counters of the per-client rate limit, one set per window length. */

@@ -76,7 +76,7 @@ export function catalogueRoutes(catalogue: Catalogue, deps: CatalogueRouteDeps):
 }
 
 function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDeps): RequestHandler {
-  const { id: route, timeoutMs, request, filterAnswer } = operation;
+  const { id: route, timeoutMs, request, filterAnswer, answerVersion } = operation;
   if (operation.answer === 'stream') return streamHandler(operation, deps);
   if (operation.method === 'GET') {
     const ttlSeconds = operation.cacheTtlSeconds ?? (route === 'plan' ? deps.planCacheTtlSeconds : 0);
@@ -84,7 +84,15 @@ function operationHandler(operation: CatalogueOperation, deps: CatalogueRouteDep
     // here or the promise's rejection alike to the error handler.
     return (req, res) => {
       const { path } = request.validate(req.params, rawQueryOf(req), undefined);
-      const exchange = { route, method: 'GET' as const, path, ttlSeconds, filter: filterAnswer, timeoutMs };
+      const exchange = {
+        route,
+        method: 'GET' as const,
+        path,
+        ttlSeconds,
+        filter: filterAnswer,
+        answerVersion,
+        timeoutMs,
+      };
       return accountOf(req)
         .reads.read(req, res, exchange)
         .then((answer) => sendAnswer(res, answer));

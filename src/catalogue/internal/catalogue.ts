@@ -28,6 +28,12 @@ export interface CatalogueOperation {
   readonly request: RequestValidator;
   /** `answer: strict` with a documented 2xx schema: the filter of its answers. */
   readonly filterAnswer?: AnswerFilter;
+  /**
+   * What shapes the answers the gateway keeps (cache): a short hash of `answer` and the 2xx response schemas, the
+   * same on every replica that loads the same document. A reload that changes them changes it, so an answer kept
+   * under the old schema (a field since dropped) is never served again.
+   */
+  readonly answerVersion: string;
 }
 
 export interface Catalogue {

@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import type { ValidateFunction } from 'ajv';
 import Ajv2020 from 'ajv/dist/2020';
 import { parse as parseYaml } from 'yaml';
+import { sha256Hex } from '../../keys/hash';
 import { compileAnswerFilter } from './answer-filter';
 import type { Catalogue, CatalogueOperation, OperationMethod } from './catalogue';
 import { EXTENSION_SCHEMA, type GatewayExtension } from './extension-schema';
@@ -295,6 +296,7 @@ function compileOperation(
       hasBody: body !== undefined,
       request: compileRequestValidator({ pathParams, query, body, upstream }, compilers),
       filterAnswer: answer === 'strict' ? compileAnswerFilter(responses) : undefined,
+      answerVersion: sha256Hex(JSON.stringify([answer, [...responses]])).slice(0, 12),
     };
   } catch (error) {
     problems.push(`${where}: a schema does not compile: ${(error as Error).message}`);

@@ -16,7 +16,12 @@ export interface ReadExchange extends UpstreamExchange {
   readonly ttlSeconds: number;
   /** answer: strict — applied to each upstream answer before anyone sees, shares or keeps it. */
   readonly filter?: (answer: UpstreamAnswer) => UpstreamAnswer;
+  /** The operation's answer version (the catalogue's): part of the cache key, so a changed schema starts afresh. */
+  readonly answerVersion?: string;
 }
+
+/** The cache key of a read: its operation, the version of its answer schemas, its upstream path. */
+const keptAs = (exchange: ReadExchange) => answerKey(exchange.route, exchange.path, exchange.answerVersion);
 
 export interface AnswerReader {
   read(req: Request, res: Response, exchange: ReadExchange): Promise<UpstreamAnswer>;
@@ -84,8 +89,7 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
     if (!exchange.filter && !store) return reading;
     return reading.then((raw) => {
       const answer = exchange.filter ? exchange.filter(raw) : raw;
-      if (store && isCacheable(answer))
-        void store.set(answerKey(exchange.route, exchange.path), answer, exchange.ttlSeconds);
+      if (store && isCacheable(answer)) void store.set(keptAs(exchange), answer, exchange.ttlSeconds);
       return answer;
     });
   };
@@ -96,7 +100,7 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
   const fetchAnswer = async (req: Request, res: Response, exchange: ReadExchange) => {
     const store = pinned(exchange);
     if (!store) return upstreamRead(req, res, exchange);
-    const cached = await store.get(answerKey(exchange.route, exchange.path));
+    const cached = await store.get(keptAs(exchange));
     if (cached && isCacheable(cached)) {
       res.locals.cache = 'hit';
       return cached;

@@ -359,3 +359,29 @@ describe('the README walkthrough', () => {
     expect(JSON.parse(answer.body.toString())).toEqual({ id: 'sub_7Hq2Lm9X', planId: 'p', status: 'ACTIVE' });
   });
 });
+
+describe('the answer version (part of the cache key of an operation kept answers)', () => {
+  const versionOf = (doc: Doc, id = 'thing') =>
+    parseCatalogue(JSON.stringify(doc), 'json', OPTIONS).operations.find((op) => op.id === id)?.answerVersion;
+
+  test('is the same for the same document, and for a change outside the answer (summary, scope, parameters)', () => {
+    const base = versionOf(document());
+    expect(base).toMatch(/^[0-9a-f]{12}$/);
+    expect(versionOf(document())).toBe(base);
+    const other = document();
+    other.paths['/api/things/{thingId}'].get.summary = 'Read a thing.';
+    other.paths['/api/things/{thingId}'].get['x-gateway'].scope = 'things:list';
+    other.paths['/api/things/{thingId}'].get.parameters.pop();
+    expect(versionOf(other)).toBe(base);
+  });
+
+  test('changes when a 2xx schema changes (through a $ref too) or the answer mode does', () => {
+    const base = versionOf(document());
+    const narrower = document();
+    delete narrower.components.schemas.Thing.properties.inner;
+    expect(versionOf(narrower)).not.toBe(base);
+    const passthrough = document();
+    passthrough.paths['/api/things/{thingId}'].get['x-gateway'].answer = 'passthrough';
+    expect(versionOf(passthrough)).not.toBe(base);
+  });
+});

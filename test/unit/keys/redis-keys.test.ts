@@ -47,6 +47,10 @@ describe('Redis key layout', () => {
     expect(prefix + answerKey('plan', '/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992')).toBe(
       `${prefix}plan:/api/subscriptions/plan/b8546575-5d4f-4a56-9e21-522d01cf5992`,
     );
+    // With the catalogue's answer version: a reload that changes the answer schema reads under another key.
+    expect(answerKey('subscription', '/api/subscriptions/sub_1', '0123456789ab')).toBe(
+      'subscription@0123456789ab:/api/subscriptions/sub_1',
+    );
     expect(rateLimitPrefix('bff:', 60)).toBe('bff:rl:60:');
     expect(authFailurePrefix('bff:', 300)).toBe('bff:authfail:300:');
     expect(userRateLimitPrefix('bff:', 60)).toBe('bff:rl-user:60:');
