@@ -1,10 +1,12 @@
 // `answer: strict` (SPEC §12): a 2xx JSON answer keeps only the properties its documented response schema declares,
 // at every depth, so a field the provider adds tomorrow reaches no caller until someone documents it. Compiled once
-// per load into small functions; an answer with nothing to drop keeps its bytes (no re-serialization).
+// per load into small functions. A filtered answer is always written anew from what was kept (a duplicate key's
+// earlier copy never passes as the provider's bytes), its numbers as the provider wrote them.
+import { GatewayError } from '../../http/gateway-error';
 
 type Schema = Record<string, unknown>;
-/** Drops undeclared properties in place; true when it dropped any. */
-type Pruner = (value: unknown) => boolean;
+/** Drops undeclared properties in place. */
+type Pruner = (value: unknown) => void;
 
 /** The answer as the filter sees it (the forwarder's buffered UpstreamAnswer). */
 export interface FilterableAnswer {
@@ -15,9 +17,27 @@ export interface FilterableAnswer {
 
 export type AnswerFilter = <A extends FilterableAnswer>(answer: A) => A;
 
+/** How deep a response schema may nest (objects, arrays, branches): deeper is refused at load, never left open. */
+export const MAX_SCHEMA_DEPTH = 64;
+
+/** JSON.rawJSON / isRawJSON (V8 11.4, Node 21+): a number's text written back as the provider sent it. */
+const rawJson = JSON as unknown as {
+  rawJSON(text: string): unknown;
+  isRawJSON(value: unknown): boolean;
+};
+
 function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && !rawJson.isRawJSON(value);
 }
+
+/** A number whose text a double would change (a 64-bit id, `1.0`, `1e3`) keeps its text. */
+function keepNumberText(_key: string, value: unknown, context?: { source?: string }): unknown {
+  return typeof value === 'number' && context?.source !== undefined && String(value) !== context.source
+    ? rawJson.rawJSON(context.source)
+    : value;
+}
+
+const BOM = '\uFEFF';
 
 /** The filter of an operation's 2xx responses (status → inlined JSON schema); undefined when none is documented. */
 export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): AnswerFilter | undefined {
@@ -26,52 +46,104 @@ export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): Answ
   if (pruners.size === 0) return undefined;
   return (answer) => {
     if (answer.status < 200 || answer.status > 299 || answer.body.length === 0) return answer;
-    const prune = pruners.has(String(answer.status))
-      ? pruners.get(String(answer.status))
-      : pruners.get('2XX');
-    if (!prune || !/json/i.test(answer.headers['content-type'] ?? 'application/json')) return answer;
-    let value: unknown;
+    if (!/json/i.test(answer.headers['content-type'] ?? 'application/json')) return answer;
+    const status = String(answer.status);
+    // A success the operation does not document (a 201 where only 200 is): nothing says what it may carry.
+    if (!pruners.has(status) && !pruners.has('2XX'))
+      throw new GatewayError(
+        'UPSTREAM_UNAVAILABLE',
+        'The upstream answered a status the catalogue does not document.',
+      );
+    const prune = pruners.has(status) ? pruners.get(status) : pruners.get('2XX');
+    if (!prune) return answer;
+    let text = answer.body.toString('utf8');
+    if (text.startsWith(BOM)) text = text.slice(1); // RFC 8259 §8.1: a reader may ignore it, so may a caller
+    // Labelled JSON but not JSON (cut, trailing text a lenient reader would skip), or nested past what the stack
+    // holds: neither filtered nor passed on. A gateway error, so a keyed request keeps this answer for its retries
+    // (the provider did answer) instead of releasing its key.
     try {
-      value = JSON.parse(answer.body.toString('utf8'));
+      const value = JSON.parse(text, keepNumberText as (key: string, value: unknown) => unknown);
+      prune(value);
+      return { ...answer, body: Buffer.from(JSON.stringify(value)) };
     } catch {
-      return answer; // Not JSON after all: nothing the schema can speak for (documented in docs/catalogue.md).
+      throw new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream answer could not be filtered.');
     }
-    if (!prune(value)) return answer;
-    return { ...answer, body: Buffer.from(JSON.stringify(value)) };
   };
+}
+
+/** Past MAX_SCHEMA_DEPTH: the load fails (load-catalogue reports it as a schema that does not compile). */
+function tooDeep(depth: number): void {
+  if (depth > MAX_SCHEMA_DEPTH)
+    throw new Error(`a response schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
+}
+
+interface ObjectShape {
+  /** Every declared key, with the schemas that speak for it (several: a union of branches). */
+  readonly keys: Map<string, unknown[]>;
+  /** Keys outside `keys` are kept (additionalProperties, a branch that admits any object). */
+  open: boolean;
+  /** The schema (or a branch) declares its properties, even none (`properties: {}`, `additionalProperties: false`). */
+  any: boolean;
+  /** additionalProperties / unevaluatedProperties schemas, of the schema and its branches: for undeclared keys. */
+  readonly extras: unknown[];
+  /** patternProperties: a key matching one is declared, with that schema. */
+  readonly patterns: [RegExp, unknown][];
 }
 
 /**
  * The properties a schema declares, with those of its allOf/anyOf/oneOf branches (a union: any may apply). `open`
- * is explicit (additionalProperties, or a branch that admits any object); a branch that is not an object schema
- * (`{type: 'null'}` of a nullable object, a `description` beside a $ref) neither declares nor opens anything.
+ * is explicit (additionalProperties, or an anyOf/oneOf branch that admits any object: the value may be that one); a
+ * branch that is not an object schema (`{type: 'null'}` of a nullable object, a `description` beside a $ref)
+ * neither declares nor opens anything, nor does an allOf branch without properties (`{type: object, required}`: the
+ * other branches still apply).
  */
-function declared(
-  schema: Schema,
-  depth: number,
-): { keys: Map<string, unknown[]>; open: boolean; any: boolean } {
-  const keys = new Map<string, unknown[]>();
-  let open = schema.additionalProperties === true || isRecord(schema.additionalProperties);
-  let any = isRecord(schema.properties);
+function declared(schema: Schema, depth: number): ObjectShape {
+  tooDeep(depth);
+  const { additionalProperties: additional, unevaluatedProperties: unevaluated } = schema;
+  const shape: ObjectShape = {
+    keys: new Map(),
+    open: additional === true || isRecord(additional) || unevaluated === true || isRecord(unevaluated),
+    any: isRecord(schema.properties) || additional === false || unevaluated === false,
+    extras: [additional, unevaluated].filter(isRecord),
+    patterns: [],
+  };
   if (isRecord(schema.properties))
-    for (const [key, value] of Object.entries(schema.properties)) keys.set(key, [value]);
-  for (const branch of ['allOf', 'anyOf', 'oneOf'] as const) {
-    const list = schema[branch];
-    if (!Array.isArray(list) || depth > 32) continue;
-    for (const item of list) {
-      if (!isRecord(item)) continue;
-      const inner = declared(item, depth + 1);
-      if (inner.open) open = true;
-      if (inner.any) any = true;
-      else if (admitsObjects(item)) open = true; // `{type: object}` with no properties: keeps what comes.
-      for (const [key, values] of inner.keys) keys.set(key, [...(keys.get(key) ?? []), ...values]);
-    }
+    for (const [key, value] of Object.entries(schema.properties)) shape.keys.set(key, [value]);
+  if (isRecord(schema.patternProperties)) {
+    shape.any = true;
+    for (const [pattern, value] of Object.entries(schema.patternProperties))
+      shape.patterns.push([new RegExp(pattern, 'u'), value]);
   }
-  return { keys, open, any };
+  for (const [keyword, item] of branchesOf(schema)) {
+    const inner = declared(item, depth + 1);
+    if (inner.open) shape.open = true;
+    if (inner.any) shape.any = true;
+    else if (keyword !== 'allOf' && admitsType(item, 'object')) shape.open = true; // keeps what comes
+    shape.extras.push(...inner.extras);
+    shape.patterns.push(...inner.patterns);
+    for (const [key, values] of inner.keys) shape.keys.set(key, [...(shape.keys.get(key) ?? []), ...values]);
+  }
+  return shape;
 }
 
-function admitsObjects(schema: Schema): boolean {
-  return admitsType(schema, 'object');
+/**
+ * The sub-schemas that may declare an object's properties, with the keyword each comes from: allOf (all apply),
+ * anyOf / oneOf, and if/then/else and dependentSchemas (any may apply: read as a union, as anyOf is).
+ */
+function branchesOf(schema: Schema): [string, Schema][] {
+  const branches: [string, Schema][] = [];
+  for (const keyword of ['allOf', 'anyOf', 'oneOf'] as const) {
+    const list = schema[keyword];
+    if (Array.isArray(list)) for (const item of list) if (isRecord(item)) branches.push([keyword, item]);
+  }
+  for (const keyword of ['then', 'else'] as const) {
+    const item = schema[keyword];
+    if (isRecord(item)) branches.push([keyword, item]);
+  }
+  if (isRecord(schema.dependentSchemas))
+    for (const item of Object.values(schema.dependentSchemas))
+      if (isRecord(item)) branches.push(['dependentSchemas', item]);
+  return branches;
 }
 
 function admitsType(schema: Schema, type: string): boolean {
@@ -90,12 +162,12 @@ interface ArrayShape {
  * (`{type: 'null'}`, a `description`) has no say over elements.
  */
 function arrayShapes(schema: Schema, depth: number): ArrayShape[] {
+  tooDeep(depth);
   const prefix = Array.isArray(schema.prefixItems) ? schema.prefixItems : [];
   const shapes: ArrayShape[] =
     schema.items !== undefined || prefix.length > 0 || admitsType(schema, 'array')
       ? [{ prefix, items: schema.items }]
       : [];
-  if (depth > 32) return shapes;
   for (const branch of ['allOf', 'anyOf', 'oneOf'] as const) {
     const list = schema[branch];
     if (Array.isArray(list))
@@ -104,59 +176,101 @@ function arrayShapes(schema: Schema, depth: number): ArrayShape[] {
   return shapes;
 }
 
-/** The pruner of the element at `index`: the union of what every array shape says of it; none if one says nothing. */
-function elementPruner(shapes: readonly ArrayShape[], index: number, depth: number): Pruner | undefined {
+/** What becomes of an element at a position: filtered (a pruner), kept as it comes (undefined), or dropped. */
+type ElementRule = Pruner | undefined | 'drop';
+
+/**
+ * The rule of the element at `index`: the union of what every array shape says of it; kept as it comes when one
+ * shape says nothing; dropped when every shape refuses it (`items: false` past `prefixItems`).
+ */
+function elementRule(shapes: readonly ArrayShape[], index: number, depth: number): ElementRule {
   const schemas: unknown[] = [];
   for (const shape of shapes) {
     const schema = index < shape.prefix.length ? shape.prefix[index] : shape.items;
     if (schema === undefined || schema === true) return undefined; // this shape admits any element here
     if (schema !== false) schemas.push(schema);
   }
-  if (schemas.length === 0) return undefined;
-  return schemas.length === 1 ? pruner(schemas[0], depth + 1) : pruner({ anyOf: schemas }, depth + 1);
+  if (schemas.length === 0) return 'drop';
+  return union(schemas, depth + 1);
+}
+
+function union(schemas: readonly unknown[], depth: number): Pruner | undefined {
+  return schemas.length === 1 ? pruner(schemas[0], depth) : pruner({ anyOf: schemas }, depth);
+}
+
+/** Filters an array's elements by position; elements past the last one a shape admits are cut off. */
+function elementsPruner(schema: Schema, depth: number): Pruner | undefined {
+  const arrays = arrayShapes(schema, depth);
+  if (arrays.length === 0) return undefined;
+  const width = Math.max(0, ...arrays.map((a) => a.prefix.length));
+  const byPosition = Array.from({ length: width }, (_, index) => elementRule(arrays, index, depth));
+  const rest = elementRule(arrays, width, depth);
+  if (rest === undefined && byPosition.every((rule) => rule === undefined)) return undefined;
+  return (value) => {
+    const list = value as unknown[];
+    if (rest === 'drop' && list.length > width) list.length = width;
+    for (let i = 0; i < list.length; i++) {
+      const rule = i < width ? byPosition[i] : rest;
+      if (typeof rule === 'function') rule(list[i]);
+    }
+  };
 }
 
 function pruner(schema: unknown, depth: number): Pruner | undefined {
-  if (!isRecord(schema) || depth > 32) return undefined;
-  const arrays = arrayShapes(schema, depth);
-  const width = Math.max(0, ...arrays.map((a) => a.prefix.length));
-  const byPosition = Array.from({ length: width }, (_, index) => elementPruner(arrays, index, depth));
-  const rest = arrays.length > 0 ? elementPruner(arrays, width, depth) : undefined;
-  const elements = rest !== undefined || byPosition.some((p) => p !== undefined);
+  tooDeep(depth);
+  if (!isRecord(schema)) return undefined;
+  const elements = elementsPruner(schema, depth);
   const shape = declared(schema, depth);
-  const keys = shape.keys;
   // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
   const open = shape.open || !shape.any;
-  const extra = isRecord(schema.additionalProperties)
-    ? pruner(schema.additionalProperties, depth + 1)
-    : undefined;
+  const extra = shape.extras.length > 0 ? union(shape.extras, depth + 1) : undefined;
   const nested = new Map<string, Pruner>();
-  for (const [key, schemas] of keys) {
-    const inner =
-      schemas.length === 1 ? pruner(schemas[0], depth + 1) : pruner({ anyOf: schemas }, depth + 1);
+  // `pan: false` in every schema that names it: the document forbids it, so it never passes, open object or not.
+  const forbidden = new Set<string>();
+  for (const [key, schemas] of shape.keys) {
+    if (schemas.every((s) => s === false)) {
+      forbidden.add(key);
+      continue;
+    }
+    const inner = union(schemas, depth + 1);
     if (inner) nested.set(key, inner);
   }
-  if (open && nested.size === 0 && !extra && !elements) return undefined;
-  return (value) => {
-    let dropped = false;
+  for (const key of forbidden) shape.keys.delete(key);
+  const patterns = shape.patterns.map(([pattern, value]): [RegExp, Pruner | undefined] => [
+    pattern,
+    pruner(value, depth + 1),
+  ]);
+  if (open && nested.size === 0 && !extra && !elements && forbidden.size === 0 && patterns.length === 0)
+    return undefined;
+  const prune: Pruner = (value) => {
     if (Array.isArray(value)) {
-      if (!elements) return false;
-      for (let i = 0; i < value.length; i++)
-        if ((i < width ? byPosition[i] : rest)?.(value[i])) dropped = true;
-      return dropped;
+      // An array where the schema has no element rules (an object documented, a list answered): each element is
+      // held to the object's rules, never passed whole.
+      if (elements) elements(value);
+      else for (const item of value) prune(item);
+      return;
     }
-    if (!isRecord(value)) return false;
+    if (!isRecord(value)) return;
     for (const key of Object.keys(value)) {
       const inner = nested.get(key);
-      if (inner) {
-        if (inner(value[key])) dropped = true;
-      } else if (!keys.has(key)) {
-        if (!open) {
-          delete value[key];
-          dropped = true;
-        } else if (extra?.(value[key])) dropped = true;
+      if (inner) inner(value[key]);
+      else if (forbidden.has(key)) delete value[key];
+      else if (!shape.keys.has(key) && !byPattern(patterns, key, value[key])) {
+        if (open) extra?.(value[key]);
+        else delete value[key];
       }
     }
-    return dropped;
   };
+  return prune;
+}
+
+/** Whether `key` matches a patternProperties pattern; the value is filtered by each matching one's schema. */
+function byPattern(patterns: readonly [RegExp, Pruner | undefined][], key: string, value: unknown): boolean {
+  let matched = false;
+  for (const [pattern, prune] of patterns)
+    if (pattern.test(key)) {
+      matched = true;
+      prune?.(value);
+    }
+  return matched;
 }

@@ -63,7 +63,7 @@ export function parseCatalogue(
 ): Catalogue {
   let document: unknown;
   try {
-    document = format === 'yaml' ? parseYaml(text, { uniqueKeys: true }) : JSON.parse(text);
+    document = format === 'yaml' ? parseYaml(text, { uniqueKeys: true, merge: true }) : JSON.parse(text);
   } catch (error) {
     throw new CatalogueError(file, [`is not valid ${format.toUpperCase()}: ${(error as Error).message}`]);
   }
@@ -373,7 +373,10 @@ function successSchemas(operation: Json): Map<string, unknown> {
   if (!isRecord(operation.responses)) return schemas;
   for (const [status, response] of Object.entries(operation.responses)) {
     if (!/^2(\d\d|XX)$/i.test(status) || !isRecord(response) || !isRecord(response.content)) continue;
-    const json = Object.entries(response.content).find(([type]) => /json/i.test(type))?.[1];
+    // A JSON media type, else a wildcard one (`*/*`, as some generators write every response) that JSON falls under.
+    const content = Object.entries(response.content);
+    const json = (content.find(([type]) => /json/i.test(type)) ??
+      content.find(([type]) => type === '*/*' || type === 'application/*'))?.[1];
     if (isRecord(json) && isRecord(json.schema)) schemas.set(status, json.schema);
   }
   return schemas;

@@ -30,6 +30,9 @@ export function badReferences(document: Json): string[] {
       for (const [i, item] of node.entries()) walk(item, `${where}/${i}`, depth + 1);
     }
     if (!isObject(node)) return;
+    for (const dynamic of ['$dynamicRef', '$recursiveRef'])
+      if (node[dynamic] !== undefined)
+        problems.push(`${where}: ${dynamic} is not supported: write the schema with local $refs (#/…)`);
     const ref = node.$ref;
     if (ref !== undefined) {
       if (typeof ref !== 'string' || !ref.startsWith('#'))
@@ -47,18 +50,49 @@ export function badReferences(document: Json): string[] {
 
 export class RecursiveReferenceError extends Error {}
 
+/** Keywords that only describe: beside a `$ref` they are merged over its target (they change no instance). */
+const ANNOTATIONS = new Set([
+  'description',
+  'title',
+  'summary',
+  'example',
+  'examples',
+  'default',
+  'deprecated',
+  'readOnly',
+  'writeOnly',
+  '$comment',
+]);
+
 /**
- * A copy of `node` with each local `$ref` replaced by what it points at (its sibling keywords kept over it).
- * Call after badReferences found none; a reference cycle throws RecursiveReferenceError.
+ * A copy of `node` with each local `$ref` replaced by what it points at. Beside a `$ref`, annotations (description,
+ * example, ...) are merged over the target; any other keyword applies together with it, as OpenAPI 3.1 reads it:
+ * `{allOf: [target, siblings]}` (a sibling `properties` or `allOf` adds to the target's, never replaces them). Call
+ * after badReferences found none; a reference cycle, or an object that contains itself (a YAML alias), throws
+ * RecursiveReferenceError.
  */
-export function inlineReferences(document: Json, node: Json, trail: readonly string[] = []): Json {
-  if (Array.isArray(node)) return node.map((item) => inlineReferences(document, item, trail));
-  if (!isObject(node)) return node;
-  const { $ref: ref, ...rest } = node;
-  const own: Record<string, Json> = {};
-  for (const [key, value] of Object.entries(rest)) own[key] = inlineReferences(document, value, trail);
-  if (typeof ref !== 'string') return own;
-  if (trail.includes(ref)) throw new RecursiveReferenceError(`$ref ${ref} refers to itself`);
-  const target = inlineReferences(document, pointAt(document, ref), [...trail, ref]);
-  return isObject(target) ? { ...target, ...own } : target;
+export function inlineReferences(
+  document: Json,
+  node: Json,
+  trail: readonly string[] = [],
+  within: Set<object> = new Set(),
+): Json {
+  if (typeof node !== 'object' || node === null) return node;
+  if (within.has(node)) throw new RecursiveReferenceError('a schema contains itself (a YAML alias)');
+  within.add(node);
+  try {
+    if (Array.isArray(node)) return node.map((item) => inlineReferences(document, item, trail, within));
+    const { $ref: ref, ...rest } = node as Record<string, Json>;
+    const own: Record<string, Json> = {};
+    for (const [key, value] of Object.entries(rest))
+      own[key] = inlineReferences(document, value, trail, within);
+    if (typeof ref !== 'string') return own;
+    if (trail.includes(ref)) throw new RecursiveReferenceError(`$ref ${ref} refers to itself`);
+    const target = inlineReferences(document, pointAt(document, ref), [...trail, ref], within);
+    if (!isObject(target)) return target;
+    const applying = Object.keys(own).filter((key) => !ANNOTATIONS.has(key));
+    return applying.length === 0 ? { ...target, ...own } : { allOf: [target, own] };
+  } finally {
+    within.delete(node);
+  }
 }

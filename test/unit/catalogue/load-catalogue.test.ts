@@ -172,8 +172,9 @@ describe('requests validated by the document', () => {
     });
     const filtered = get.filterAnswer!(answer(200, { id: '1', leak: 'x', inner: { x: 1, leak: 2 } }));
     expect(JSON.parse(filtered.body.toString())).toEqual({ id: '1', inner: { x: 1 } });
+    // Written anew even with nothing to drop: a duplicate key's earlier copy never passes as the provider's bytes.
     const same = answer(200, { id: '1' });
-    expect(get.filterAnswer!(same)).toBe(same);
+    expect(get.filterAnswer!(same).body.toString()).toBe('{"id":"1"}');
     const error = answer(404, { status: { code: '404' }, extra: 1 });
     expect(get.filterAnswer!(error)).toBe(error);
   });
