@@ -38,32 +38,44 @@ function keepNumberText(_key: string, value: unknown, context?: { source?: strin
 }
 
 const BOM = '\uFEFF';
+/**
+ * Text that may hold a number a double would write back differently: 16 or more digits (a 64-bit id, a long
+ * decimal), an exponent, a trailing zero after the point (`1.50`), `-0`, or 6 zeros after `0.` (`String` writes those
+ * in exponent form). Only then is the answer parsed with keepNumberText, which costs ~5x a plain parse; a string that
+ * happens to match costs that, nothing more.
+ */
+const RISKY_NUMBER = /(?:\d\.?){16}|\d[eE]|\.\d*0(?!\d)|-0(?![\d.])|0\.0{6}/;
 
-/** The filter of an operation's 2xx responses (status → inlined JSON schema); undefined when none is documented. */
-export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): AnswerFilter | undefined {
-  const pruners = new Map<string, Pruner | undefined>();
-  for (const [status, schema] of schemas) pruners.set(status.toUpperCase(), pruner(schema, 0));
-  if (pruners.size === 0) return undefined;
+/** What a documented status says of its answers: filtered (a pruner), kept as they come (undefined), or nothing. */
+type AnswerRule = Pruner | undefined | 'nothing';
+/** The body of a success whose schema declares nothing: the status passes, none of the provider's body does. */
+const NOTHING_DECLARED = Buffer.from('{}');
+
+/**
+ * The filter of an operation's 2xx responses: status → inlined JSON schema, or null for a status documented without
+ * one (a `202` with a description only). A success documented without a schema, or not documented at all (a `201`
+ * where only `200` is, with no `2XX`), declares nothing: its JSON body becomes `{}`, the status passes (the provider
+ * did what was asked: a refusal would read as a failure and invite a retry of a payment).
+ */
+export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): AnswerFilter {
+  const rules = new Map<string, AnswerRule>();
+  for (const [status, schema] of schemas)
+    rules.set(status.toUpperCase(), schema === null ? 'nothing' : pruner(schema, 0));
   return (answer) => {
     if (answer.status < 200 || answer.status > 299 || answer.body.length === 0) return answer;
     if (!/json/i.test(answer.headers['content-type'] ?? 'application/json')) return answer;
     const status = String(answer.status);
-    // A success the operation does not document (a 201 where only 200 is): nothing says what it may carry.
-    if (!pruners.has(status) && !pruners.has('2XX'))
-      throw new GatewayError(
-        'UPSTREAM_UNAVAILABLE',
-        'The upstream answered a status the catalogue does not document.',
-      );
-    const prune = pruners.has(status) ? pruners.get(status) : pruners.get('2XX');
-    if (!prune) return answer;
+    const rule = rules.has(status) ? rules.get(status) : rules.has('2XX') ? rules.get('2XX') : 'nothing';
+    if (rule === 'nothing') return { ...answer, body: NOTHING_DECLARED };
+    if (!rule) return answer;
     let text = answer.body.toString('utf8');
     if (text.startsWith(BOM)) text = text.slice(1); // RFC 8259 §8.1: a reader may ignore it, so may a caller
     // Labelled JSON but not JSON (cut, trailing text a lenient reader would skip), or nested past what the stack
     // holds: neither filtered nor passed on. A gateway error, so a keyed request keeps this answer for its retries
     // (the provider did answer) instead of releasing its key.
     try {
-      const value = JSON.parse(text, keepNumberText as (key: string, value: unknown) => unknown);
-      prune(value);
+      const value = JSON.parse(text, RISKY_NUMBER.test(text) ? (keepNumberText as never) : undefined);
+      rule(value);
       return { ...answer, body: Buffer.from(JSON.stringify(value)) };
     } catch {
       throw new GatewayError('UPSTREAM_UNAVAILABLE', 'The upstream answer could not be filtered.');
@@ -112,7 +124,7 @@ function declared(schema: Schema, depth: number): ObjectShape {
   if (isRecord(schema.patternProperties)) {
     shape.any = true;
     for (const [pattern, value] of Object.entries(schema.patternProperties))
-      shape.patterns.push([new RegExp(pattern, 'u'), value]);
+      shape.patterns.push([patternOf(pattern), value]);
   }
   for (const [keyword, item] of branchesOf(schema)) {
     const inner = declared(item, depth + 1);
@@ -242,6 +254,8 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
   ]);
   if (open && nested.size === 0 && !extra && !elements && forbidden.size === 0 && patterns.length === 0)
     return undefined;
+  // Only an array is documented (`{type: array, items}`): an object in its place declares nothing.
+  const arrayOnly = elements !== undefined && !shape.any && !shape.open && !admitsType(schema, 'object');
   const prune: Pruner = (value) => {
     if (Array.isArray(value)) {
       // An array where the schema has no element rules (an object documented, a list answered): each element is
@@ -252,6 +266,10 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
     }
     if (!isRecord(value)) return;
     for (const key of Object.keys(value)) {
+      if (arrayOnly) {
+        delete value[key];
+        continue;
+      }
       const inner = nested.get(key);
       if (inner) inner(value[key]);
       else if (forbidden.has(key)) delete value[key];
@@ -264,8 +282,29 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
   return prune;
 }
 
+/**
+ * A group with `+` or `*` inside, itself repeated by `+`, `*` or `{n,}` (`(a+)+`, `([a-z0-9]+-?)+`): the shape that
+ * backtracks exponentially on a key that almost matches. The provider writes the keys, so such a pattern is refused.
+ */
+const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,\d*\})/;
+/** Keys longer than this never match a pattern (undeclared): a pattern's work on a provider's key stays bounded. */
+export const MAX_PATTERN_KEY_LENGTH = 256;
+
+function patternOf(pattern: string): RegExp {
+  if (NESTED_QUANTIFIER.test(pattern))
+    throw new Error(
+      `patternProperties ${JSON.stringify(pattern)}: a repeated group with + or * inside is refused (it backtracks exponentially on a provider's key)`,
+    );
+  try {
+    return new RegExp(pattern, 'u');
+  } catch (error) {
+    throw new Error(`patternProperties ${JSON.stringify(pattern)}: ${(error as Error).message}`);
+  }
+}
+
 /** Whether `key` matches a patternProperties pattern; the value is filtered by each matching one's schema. */
 function byPattern(patterns: readonly [RegExp, Pruner | undefined][], key: string, value: unknown): boolean {
+  if (key.length > MAX_PATTERN_KEY_LENGTH) return false;
   let matched = false;
   for (const [pattern, prune] of patterns)
     if (pattern.test(key)) {

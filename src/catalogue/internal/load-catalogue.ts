@@ -367,17 +367,20 @@ function requestBodySchema(operation: Json, where: string, problems: string[]): 
   return schema;
 }
 
-/** The JSON schemas of the documented 2xx answers, by status (`200`, `2XX`). */
+/**
+ * The operation's 2xx responses: status → the JSON schema its answers are filtered by, or null when the status is
+ * documented without one (a `202` with a description only: its answers declare nothing).
+ */
 function successSchemas(operation: Json): Map<string, unknown> {
   const schemas = new Map<string, unknown>();
   if (!isRecord(operation.responses)) return schemas;
   for (const [status, response] of Object.entries(operation.responses)) {
-    if (!/^2(\d\d|XX)$/i.test(status) || !isRecord(response) || !isRecord(response.content)) continue;
+    if (!/^2(\d\d|XX)$/i.test(status) || !isRecord(response)) continue;
     // A JSON media type, else a wildcard one (`*/*`, as some generators write every response) that JSON falls under.
-    const content = Object.entries(response.content);
+    const content = isRecord(response.content) ? Object.entries(response.content) : [];
     const json = (content.find(([type]) => /json/i.test(type)) ??
       content.find(([type]) => type === '*/*' || type === 'application/*'))?.[1];
-    if (isRecord(json) && isRecord(json.schema)) schemas.set(status, json.schema);
+    schemas.set(status, isRecord(json) && isRecord(json.schema) ? json.schema : null);
   }
   return schemas;
 }

@@ -50,25 +50,26 @@ export function badReferences(document: Json): string[] {
 
 export class RecursiveReferenceError extends Error {}
 
-/** Keywords that only describe: beside a `$ref` they are merged over its target (they change no instance). */
-const ANNOTATIONS = new Set([
-  'description',
-  'title',
-  'summary',
-  'example',
-  'examples',
-  'default',
-  'deprecated',
-  'readOnly',
-  'writeOnly',
-  '$comment',
-]);
+/**
+ * What a `$ref` and its siblings become: the target with the siblings merged over it, as before OpenAPI 3.1 gave
+ * siblings a meaning, except where both name the same list of constraints, which the sibling adds to instead of
+ * replacing (its `allOf` joins the target's, its `properties` and `required` join the target's): a sibling can
+ * refine what the target declares, never wipe it. Parameters, request bodies and responses keep their fields as they
+ * were (a `required: true` or a `description` beside their `$ref`).
+ */
+function mergedOver(target: Record<string, Json>, own: Record<string, Json>): Record<string, Json> {
+  const merged = { ...target, ...own };
+  if (Array.isArray(target.allOf) && Array.isArray(own.allOf)) merged.allOf = [...target.allOf, ...own.allOf];
+  if (isObject(target.properties) && isObject(own.properties))
+    merged.properties = { ...target.properties, ...own.properties };
+  if (Array.isArray(target.required) && Array.isArray(own.required))
+    merged.required = [...new Set([...target.required, ...own.required])];
+  return merged;
+}
 
 /**
- * A copy of `node` with each local `$ref` replaced by what it points at. Beside a `$ref`, annotations (description,
- * example, ...) are merged over the target; any other keyword applies together with it, as OpenAPI 3.1 reads it:
- * `{allOf: [target, siblings]}` (a sibling `properties` or `allOf` adds to the target's, never replaces them). Call
- * after badReferences found none; a reference cycle, or an object that contains itself (a YAML alias), throws
+ * A copy of `node` with each local `$ref` replaced by what it points at, its siblings merged over it (mergedOver).
+ * Call after badReferences found none; a reference cycle, or an object that contains itself (a YAML alias), throws
  * RecursiveReferenceError.
  */
 export function inlineReferences(
@@ -89,9 +90,7 @@ export function inlineReferences(
     if (typeof ref !== 'string') return own;
     if (trail.includes(ref)) throw new RecursiveReferenceError(`$ref ${ref} refers to itself`);
     const target = inlineReferences(document, pointAt(document, ref), [...trail, ref], within);
-    if (!isObject(target)) return target;
-    const applying = Object.keys(own).filter((key) => !ANNOTATIONS.has(key));
-    return applying.length === 0 ? { ...target, ...own } : { allOf: [target, own] };
+    return isObject(target) ? mergedOver(target, own) : target;
   } finally {
     within.delete(node);
   }
