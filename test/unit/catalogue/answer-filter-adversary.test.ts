@@ -391,6 +391,15 @@ describe('answer: strict alters declared data or throws', () => {
     expect(out).not.toContain(PAN);
   });
 
+  test.each(['1.50', '-0', '1e3', '1E+21', '0.0000001', '123456789.123456789', '-9007199254740993'])(
+    'the number %s keeps the text the provider wrote, beside a long digit string and a dropped field',
+    (text) => {
+      const schema = { type: 'object', properties: { n: { type: 'number' }, cbu: { type: 'string' } } };
+      const out = filteredBytes(schema, `{"cbu":"0170099220000067797370","n": ${text},"pan":"${PAN}"}`);
+      expect(out).toBe(`{"cbu":"0170099220000067797370","n":${text}}`);
+    },
+  );
+
   test('a deeply nested value under an open property does not make the filter throw a RangeError', () => {
     const schema = { type: 'object', properties: { id: { type: 'string' }, metadata: { type: 'object' } } };
     const depth = 20_000; // 40 kB, far under the 1 MiB a read answer may be
