@@ -20,11 +20,13 @@ export type AnswerFilter = <A extends FilterableAnswer>(answer: A) => A;
 /** How deep a response schema may nest (objects, arrays, branches): deeper is refused at load, never left open. */
 export const MAX_SCHEMA_DEPTH = 64;
 
-/** JSON.rawJSON / isRawJSON (V8 11.4, Node 21+): a number's text written back as the provider sent it. */
+/** JSON.rawJSON / isRawJSON (V8 11.4, Node 21+; the project runs Node 24): a number's text written back as sent. */
 const rawJson = JSON as unknown as {
   rawJSON(text: string): unknown;
   isRawJSON(value: unknown): boolean;
 };
+if (typeof rawJson.rawJSON !== 'function' || typeof rawJson.isRawJSON !== 'function')
+  throw new Error(`answer: strict needs JSON.rawJSON (Node 21 or later; this is ${process.version})`);
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !rawJson.isRawJSON(value);
@@ -42,9 +44,8 @@ const BOM = '\uFEFF';
  * Text that may hold a number a double would write back differently: a number value (after `:`, `[`, `,` or at the
  * start) with 16 or more digits (a 64-bit id, a long decimal), an exponent, a trailing zero after the point (`1.50`),
  * `-0`, or 6 zeros after `0.` (`String` writes those in exponent form). Only then is the answer parsed with
- * keepNumberText, which costs ~3-5x a plain parse. Digits inside strings (a card number, a CBU) do not count; a
- * string that happens to look like one costs the slower parse, nothing more. (2 million random number literals: every
- * one that a double rewrites was matched.)
+ * keepNumberText, which is slower (bench/README.md, Figures behind code choices). Digits inside strings (a card
+ * number, a CBU) do not count; a string that happens to look like one costs the slower parse, nothing more.
  */
 const RISKY_NUMBER =
   /(?:^|[:[,])\s*(?:-?(?:\d\.?){16}|-?[\d.]*\d[eE]|-?\d*\.\d*0(?!\d)|-0(?![\d.])|-?0\.0{6})/;
@@ -172,8 +173,8 @@ interface ArrayShape {
 }
 
 /**
- * The array schemas among a schema and its allOf/anyOf/oneOf branches (a union, as for objects): a nullable array
- * written `anyOf: [{type: array, items}, {type: null}]` is filtered like a plain one. A branch that is no array schema
+ * The array schemas among a schema and its branches (branchesOf: a union, as for objects): a nullable array written
+ * `anyOf: [{type: array, items}, {type: null}]` is filtered like a plain one. A branch that is no array schema
  * (`{type: 'null'}`, a `description`) has no say over elements.
  */
 function arrayShapes(schema: Schema, depth: number): ArrayShape[] {
@@ -183,11 +184,7 @@ function arrayShapes(schema: Schema, depth: number): ArrayShape[] {
     schema.items !== undefined || prefix.length > 0 || admitsType(schema, 'array')
       ? [{ prefix, items: schema.items }]
       : [];
-  for (const branch of ['allOf', 'anyOf', 'oneOf'] as const) {
-    const list = schema[branch];
-    if (Array.isArray(list))
-      for (const item of list) if (isRecord(item)) shapes.push(...arrayShapes(item, depth + 1));
-  }
+  for (const [, item] of branchesOf(schema)) shapes.push(...arrayShapes(item, depth + 1));
   return shapes;
 }
 
@@ -214,8 +211,7 @@ function union(schemas: readonly unknown[], depth: number): Pruner | undefined {
 }
 
 /** Filters an array's elements by position; elements past the last one a shape admits are cut off. */
-function elementsPruner(schema: Schema, depth: number): Pruner | undefined {
-  const arrays = arrayShapes(schema, depth);
+function elementsPruner(arrays: readonly ArrayShape[], depth: number): Pruner | undefined {
   if (arrays.length === 0) return undefined;
   const width = Math.max(0, ...arrays.map((a) => a.prefix.length));
   const byPosition = Array.from({ length: width }, (_, index) => elementRule(arrays, index, depth));
@@ -234,8 +230,11 @@ function elementsPruner(schema: Schema, depth: number): Pruner | undefined {
 function pruner(schema: unknown, depth: number): Pruner | undefined {
   tooDeep(depth);
   if (!isRecord(schema)) return undefined;
-  const elements = elementsPruner(schema, depth);
+  const arrays = arrayShapes(schema, depth);
+  const elements = elementsPruner(arrays, depth);
   const shape = declared(schema, depth);
+  // Only an array is documented (`{type: array, items}`, a list of strings): an object in its place declares nothing.
+  const arrayOnly = arrays.length > 0 && !shape.any && !shape.open && !admitsType(schema, 'object');
   // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
   const open = shape.open || !shape.any;
   const extra = shape.extras.length > 0 ? union(shape.extras, depth + 1) : undefined;
@@ -255,16 +254,14 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
     pattern,
     pruner(value, depth + 1),
   ]);
-  if (open && nested.size === 0 && !extra && !elements && forbidden.size === 0 && patterns.length === 0)
-    return undefined;
-  // Only an array is documented (`{type: array, items}`): an object in its place declares nothing.
-  const arrayOnly = elements !== undefined && !shape.any && !shape.open && !admitsType(schema, 'object');
+  const filters = nested.size > 0 || extra || elements || forbidden.size > 0 || patterns.length > 0;
+  if (open && !filters && !arrayOnly) return undefined;
   const prune: Pruner = (value) => {
     if (Array.isArray(value)) {
-      // An array where the schema has no element rules (an object documented, a list answered): each element is
-      // held to the object's rules, never passed whole.
+      // An array where the schema documents no array (an object documented, a list answered): each element is held
+      // to the object's rules, never passed whole. Where it documents one, its element rules (none: kept as they come).
       if (elements) elements(value);
-      else for (const item of value) prune(item);
+      else if (arrays.length === 0) for (const item of value) prune(item);
       return;
     }
     if (!isRecord(value)) return;
@@ -286,17 +283,42 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
 }
 
 /**
- * A group with `+` or `*` inside, itself repeated by `+`, `*` or `{n,}` (`(a+)+`, `([a-z0-9]+-?)+`): the shape that
- * backtracks exponentially on a key that almost matches. The provider writes the keys, so such a pattern is refused.
+ * Whether a pattern repeats (`+`, `*`, `{n,}`) a group that itself holds a quantifier, an alternation or another group
+ * (`(a+)+`, `(a|aa)+`, `((a+)b?)+`, `([a-z0-9]+-?)+`): the shapes that backtrack exponentially on a key that almost
+ * matches. The provider writes the keys, so such a pattern is refused. A scan, not a parse: escapes and character
+ * classes are skipped, so `[(+]` or `\(` are no group.
  */
-const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*[+*](?:[^()\\]|\\.)*\)(?:[+*]|\{\d+,\d*\})/;
+function repeatsAComplexGroup(pattern: string): boolean {
+  const open: boolean[] = []; // per open group: whether it holds a quantifier, `|` or a group
+  const markTop = () => {
+    if (open.length > 0) open[open.length - 1] = true;
+  };
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') i++;
+    else if (c === '[') {
+      for (i++; i < pattern.length && pattern[i] !== ']'; i++) if (pattern[i] === '\\') i++;
+    } else if (c === '(') {
+      markTop();
+      open.push(false);
+      // `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!`, `(?<name>`: group syntax, not a quantifier.
+      const syntax = /^\?(?::|=|!|<=|<!|<[^>]*>)/.exec(pattern.slice(i + 1));
+      if (syntax) i += syntax[0].length;
+    } else if (c === ')') {
+      const complex = open.pop() ?? false;
+      if (complex && /^(?:[+*]|\{\d+,)/.test(pattern.slice(i + 1))) return true;
+    } else if (c === '|' || c === '+' || c === '*' || c === '?' || c === '{') markTop();
+  }
+  return false;
+}
+
 /** Keys longer than this never match a pattern (undeclared): a pattern's work on a provider's key stays bounded. */
 export const MAX_PATTERN_KEY_LENGTH = 256;
 
 function patternOf(pattern: string): RegExp {
-  if (NESTED_QUANTIFIER.test(pattern))
+  if (repeatsAComplexGroup(pattern))
     throw new Error(
-      `patternProperties ${JSON.stringify(pattern)}: a repeated group with + or * inside is refused (it backtracks exponentially on a provider's key)`,
+      `patternProperties ${JSON.stringify(pattern)}: a repeated group holding a quantifier, an alternation or a group is refused (it backtracks exponentially on a provider's key)`,
     );
   try {
     return new RegExp(pattern, 'u');

@@ -26,7 +26,7 @@ export interface CatalogueOperation {
   /** The operation takes a JSON body (its requestBody). */
   readonly hasBody: boolean;
   readonly request: RequestValidator;
-  /** `answer: strict` with a documented 2xx schema: the filter of its answers. */
+  /** `answer: strict`: the filter of its answers (every strict operation has one; docs/catalogue.md, Answers). */
   readonly filterAnswer?: AnswerFilter;
   /**
    * What shapes the answers the gateway keeps (cache): a short hash of `answer` and the 2xx response schemas, the

@@ -35,7 +35,7 @@ export const EXTENSION_SCHEMA = {
     },
     answer: {
       description:
-        'strict (default): a 2xx JSON answer keeps only the properties its documented response schema declares, at every depth; passthrough: as the provider sent it; stream: piped to the caller as it arrives, never buffered (large answers: exports, documents), no cache, no coalescing, no idempotency.',
+        'strict (default): a 2xx JSON answer keeps only the properties its documented response schema declares, at every depth (a 2xx documented without a schema, or not at all, answers {}; JSON that does not parse is refused, 502); passthrough: as the provider sent it; stream: piped to the caller as it arrives, never buffered (large answers: exports, documents), no cache, no coalescing, no idempotency.',
       enum: ['strict', 'passthrough', 'stream'],
     },
     cache: {

@@ -369,20 +369,26 @@ function requestBodySchema(operation: Json, where: string, problems: string[]): 
 
 /**
  * The operation's 2xx responses: status → the JSON schema its answers are filtered by, or null when the status is
- * documented without one (a `202` with a description only: its answers declare nothing).
+ * documented without one (a `202` with a description only: its answers declare nothing). `default` speaks for the
+ * statuses the document does not list (OpenAPI), so for a 2xx too unless `2XX` does.
  */
 function successSchemas(operation: Json): Map<string, unknown> {
   const schemas = new Map<string, unknown>();
   if (!isRecord(operation.responses)) return schemas;
-  for (const [status, response] of Object.entries(operation.responses)) {
-    if (!/^2(\d\d|XX)$/i.test(status) || !isRecord(response)) continue;
-    // A JSON media type, else a wildcard one (`*/*`, as some generators write every response) that JSON falls under.
-    const content = isRecord(response.content) ? Object.entries(response.content) : [];
-    const json = (content.find(([type]) => /json/i.test(type)) ??
-      content.find(([type]) => type === '*/*' || type === 'application/*'))?.[1];
-    schemas.set(status, isRecord(json) && isRecord(json.schema) ? json.schema : null);
-  }
+  for (const [status, response] of Object.entries(operation.responses))
+    if (/^2(\d\d|XX)$/i.test(status) && isRecord(response)) schemas.set(status, jsonSchemaOf(response));
+  const fallback = operation.responses.default;
+  if (![...schemas.keys()].some((status) => /^2XX$/i.test(status)) && isRecord(fallback))
+    schemas.set('2XX', jsonSchemaOf(fallback));
   return schemas;
+}
+
+/** A response's JSON schema: of a JSON media type, else of a wildcard one (all types, as some generators write); or null. */
+function jsonSchemaOf(response: Json): unknown {
+  const content = isRecord(response.content) ? Object.entries(response.content) : [];
+  const json = (content.find(([type]) => /json/i.test(type)) ??
+    content.find(([type]) => type === '*/*' || type === 'application/*'))?.[1];
+  return isRecord(json) && isRecord(json.schema) ? json.schema : null;
 }
 
 function withoutGatewayKeys(value: unknown, depth = 0): Json {

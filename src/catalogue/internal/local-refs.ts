@@ -24,8 +24,12 @@ function pointAt(document: Json, ref: string): Json {
 /** Every `$ref` of the document that leaves it or points nowhere, as a sentence naming where it is. */
 export function badReferences(document: Json): string[] {
   const problems: string[] = [];
+  // Deeper than any schema the filter compiles (MAX_SCHEMA_DEPTH levels of schema are several more of JSON). Each
+  // object is read once: a YAML alias shared by two places, or one that contains itself (inlineReferences names it).
+  const within = new Set<object>();
   const walk = (node: Json, where: string, depth: number) => {
-    if (depth > 64) return;
+    if (depth > 512 || (typeof node === 'object' && node !== null && within.has(node))) return;
+    if (typeof node === 'object' && node !== null) within.add(node);
     if (Array.isArray(node)) {
       for (const [i, item] of node.entries()) walk(item, `${where}/${i}`, depth + 1);
     }

@@ -140,8 +140,9 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
 
   const reader: AnswerReader = {
     read(req, res, exchange) {
-      // One key per operation and upstream path: the path is built from validated parameters (UUIDs lower-cased).
-      const key = `${exchange.route}\n${exchange.path}`;
+      // One key per operation, answer version and upstream path: the path is built from validated parameters (UUIDs
+      // lower-cased); a read that started under a schema since reloaded is not shared with those under the new one.
+      const key = `${exchange.route}\n${exchange.answerVersion ?? ''}\n${exchange.path}`;
       const pending = inFlight.get(key);
       if (pending) {
         res.locals.coalesced = true;

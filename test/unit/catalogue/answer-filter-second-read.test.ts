@@ -209,7 +209,7 @@ describe('answer: strict and the 2xx statuses an operation documents', () => {
 
   test('an object answered where only an array is documented is not passed whole (the mirror of the array case)', () => {
     const list = { type: 'array', items: SCHEMAS.Card };
-    const filter = compileAnswerFilter(new Map([['200', list]]))!;
+    const filter = compileAnswerFilter(new Map([['200', list]]));
     const answer = {
       status: 200,
       headers: { 'content-type': 'application/json' },
@@ -228,6 +228,48 @@ describe('answer: strict and the 2xx statuses an operation documents', () => {
 // ---------------------------------------------------------------------------------------------------------------
 // patternProperties: the operator writes the pattern, the provider writes the keys
 // ---------------------------------------------------------------------------------------------------------------
+
+describe('a final read of the strict filter', () => {
+  test('an object answered where only a list of strings is documented keeps nothing', () => {
+    const filter = compileAnswerFilter(new Map([['200', SCHEMAS.Ids]]));
+    const answer = filter({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ pan: PAN })),
+    });
+    expect(answer.body.toString('utf8')).toBe('{}');
+  });
+
+  test('an array written under then (if/then/else) filters its elements', () => {
+    const schema = {
+      if: { type: 'array' },
+      // biome-ignore lint/suspicious/noThenProperty: the JSON Schema keyword, not a thenable
+      then: { type: 'array', items: SCHEMAS.Card },
+    };
+    const filter = compileAnswerFilter(new Map([['200', schema]]));
+    const answer = filter({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify([{ id: 'c', pan: PAN }])),
+    });
+    expect(JSON.parse(answer.body.toString('utf8'))).toEqual([{ id: 'c' }]);
+  });
+
+  test('a success documented only under default is filtered by it, not answered {}', () => {
+    const operation = operationOf(
+      {
+        responses: {
+          default: { description: 'a card', content: { 'application/json': { schema: SCHEMAS.Card } } },
+        },
+      },
+      {},
+      'get',
+    );
+    expect(JSON.parse(callerGets(operation, 200, JSON.stringify({ id: 'c', pan: PAN })))).toEqual({
+      id: 'c',
+    });
+  });
+});
 
 describe('answer: strict patternProperties', () => {
   test('a pattern valid in ECMA-262 but not in unicode mode: the catalogue loads, or the problem names patternProperties', () => {
@@ -252,6 +294,20 @@ describe('answer: strict patternProperties', () => {
     patternProperties: { [pattern]: { type: 'string' } },
     additionalProperties: false,
   });
+
+  test.each(['(a|aa)+$', '^((a+))+$', '^((a+)b?)+$', '^(?:[a-z]+-?)*$'])(
+    'the backtracking pattern %s is refused at load',
+    (pattern) => {
+      expect(() => compileAnswerFilter(new Map([['200', closedMap(pattern)]]))).toThrow(/a repeated group/);
+    },
+  );
+
+  test.each(['^[A-Z]{3}$', '^(?:ab)+$', '^(?<code>[A-Z]{3})$', '^x-[a-z-]+$', '[(+]+'])(
+    'the pattern %s loads',
+    (pattern) => {
+      expect(() => compileAnswerFilter(new Map([['200', closedMap(pattern)]]))).not.toThrow();
+    },
+  );
 
   test('a nested-quantifier pattern (exponential backtracking on a key the provider writes) is refused at load', () => {
     expect(() => compileAnswerFilter(new Map([['200', closedMap('^([a-z0-9]+-?)+$')]]))).toThrow(
