@@ -3,6 +3,8 @@
 // per load into small functions. A filtered answer is always written anew from what was kept (a duplicate key's
 // earlier copy never passes as the provider's bytes), its numbers as the provider wrote them.
 import { GatewayError } from '../../http/gateway-error';
+import { compileKeyPattern, keyMatches } from './key-patterns';
+import { isJsonRecord, parseProviderJson } from './provider-json';
 
 type Schema = Record<string, unknown>;
 /** Drops undeclared properties in place. */
@@ -19,36 +21,6 @@ export type AnswerFilter = <A extends FilterableAnswer>(answer: A) => A;
 
 /** How deep a response schema may nest (objects, arrays, branches): deeper is refused at load, never left open. */
 export const MAX_SCHEMA_DEPTH = 64;
-
-/** JSON.rawJSON / isRawJSON (V8 11.4, Node 21+; the project runs Node 24): a number's text written back as sent. */
-const rawJson = JSON as unknown as {
-  rawJSON(text: string): unknown;
-  isRawJSON(value: unknown): boolean;
-};
-if (typeof rawJson.rawJSON !== 'function' || typeof rawJson.isRawJSON !== 'function')
-  throw new Error(`answer: strict needs JSON.rawJSON (Node 21 or later; this is ${process.version})`);
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && !rawJson.isRawJSON(value);
-}
-
-/** A number whose text a double would change (a 64-bit id, `1.0`, `1e3`) keeps its text. */
-function keepNumberText(_key: string, value: unknown, context?: { source?: string }): unknown {
-  return typeof value === 'number' && context?.source !== undefined && String(value) !== context.source
-    ? rawJson.rawJSON(context.source)
-    : value;
-}
-
-const BOM = '\uFEFF';
-/**
- * Text that may hold a number a double would write back differently: a number value (after `:`, `[`, `,` or at the
- * start) with 16 or more digits (a 64-bit id, a long decimal), an exponent, a trailing zero after the point (`1.50`),
- * `-0`, or 6 zeros after `0.` (`String` writes those in exponent form). Only then is the answer parsed with
- * keepNumberText, which is slower (bench/README.md, Figures behind code choices). Digits inside strings (a card
- * number, a CBU) do not count; a string that happens to look like one costs the slower parse, nothing more.
- */
-const RISKY_NUMBER =
-  /(?:^|[:[,])\s*(?:-?(?:\d\.?){16}|-?[\d.]*\d[eE]|-?\d*\.\d*0(?!\d)|-0(?![\d.])|-?0\.0{6})/;
 
 /** What a documented status says of its answers: filtered (a pruner), kept as they come (undefined), or nothing. */
 type AnswerRule = Pruner | undefined | 'nothing';
@@ -72,13 +44,11 @@ export function compileAnswerFilter(schemas: ReadonlyMap<string, unknown>): Answ
     const rule = rules.has(status) ? rules.get(status) : rules.has('2XX') ? rules.get('2XX') : 'nothing';
     if (rule === 'nothing') return { ...answer, body: NOTHING_DECLARED };
     if (!rule) return answer;
-    let text = answer.body.toString('utf8');
-    if (text.startsWith(BOM)) text = text.slice(1); // RFC 8259 §8.1: a reader may ignore it, so may a caller
     // Labelled JSON but not JSON (cut, trailing text a lenient reader would skip), or nested past what the stack
     // holds: neither filtered nor passed on. A gateway error, so a keyed request keeps this answer for its retries
     // (the provider did answer) instead of releasing its key.
     try {
-      const value = JSON.parse(text, RISKY_NUMBER.test(text) ? (keepNumberText as never) : undefined);
+      const value = parseProviderJson(answer.body);
       rule(value);
       return { ...answer, body: Buffer.from(JSON.stringify(value)) };
     } catch {
@@ -118,17 +88,18 @@ function declared(schema: Schema, depth: number): ObjectShape {
   const { additionalProperties: additional, unevaluatedProperties: unevaluated } = schema;
   const shape: ObjectShape = {
     keys: new Map(),
-    open: additional === true || isRecord(additional) || unevaluated === true || isRecord(unevaluated),
-    any: isRecord(schema.properties) || additional === false || unevaluated === false,
-    extras: [additional, unevaluated].filter(isRecord),
+    open:
+      additional === true || isJsonRecord(additional) || unevaluated === true || isJsonRecord(unevaluated),
+    any: isJsonRecord(schema.properties) || additional === false || unevaluated === false,
+    extras: [additional, unevaluated].filter(isJsonRecord),
     patterns: [],
   };
-  if (isRecord(schema.properties))
+  if (isJsonRecord(schema.properties))
     for (const [key, value] of Object.entries(schema.properties)) shape.keys.set(key, [value]);
-  if (isRecord(schema.patternProperties)) {
+  if (isJsonRecord(schema.patternProperties)) {
     shape.any = true;
     for (const [pattern, value] of Object.entries(schema.patternProperties))
-      shape.patterns.push([patternOf(pattern), value]);
+      shape.patterns.push([compileKeyPattern(pattern), value]);
   }
   for (const [keyword, item] of branchesOf(schema)) {
     const inner = declared(item, depth + 1);
@@ -150,15 +121,15 @@ function branchesOf(schema: Schema): [string, Schema][] {
   const branches: [string, Schema][] = [];
   for (const keyword of ['allOf', 'anyOf', 'oneOf'] as const) {
     const list = schema[keyword];
-    if (Array.isArray(list)) for (const item of list) if (isRecord(item)) branches.push([keyword, item]);
+    if (Array.isArray(list)) for (const item of list) if (isJsonRecord(item)) branches.push([keyword, item]);
   }
   for (const keyword of ['then', 'else'] as const) {
     const item = schema[keyword];
-    if (isRecord(item)) branches.push([keyword, item]);
+    if (isJsonRecord(item)) branches.push([keyword, item]);
   }
-  if (isRecord(schema.dependentSchemas))
+  if (isJsonRecord(schema.dependentSchemas))
     for (const item of Object.values(schema.dependentSchemas))
-      if (isRecord(item)) branches.push(['dependentSchemas', item]);
+      if (isJsonRecord(item)) branches.push(['dependentSchemas', item]);
   return branches;
 }
 
@@ -229,7 +200,7 @@ function elementsPruner(arrays: readonly ArrayShape[], depth: number): Pruner | 
 
 function pruner(schema: unknown, depth: number): Pruner | undefined {
   tooDeep(depth);
-  if (!isRecord(schema)) return undefined;
+  if (!isJsonRecord(schema)) return undefined;
   const arrays = arrayShapes(schema, depth);
   const elements = elementsPruner(arrays, depth);
   const shape = declared(schema, depth);
@@ -264,7 +235,7 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
       else if (arrays.length === 0) for (const item of value) prune(item);
       return;
     }
-    if (!isRecord(value)) return;
+    if (!isJsonRecord(value)) return;
     for (const key of Object.keys(value)) {
       if (arrayOnly) {
         delete value[key];
@@ -282,57 +253,11 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
   return prune;
 }
 
-/**
- * Whether a pattern repeats (`+`, `*`, `{n,}`) a group that itself holds a quantifier, an alternation or another group
- * (`(a+)+`, `(a|aa)+`, `((a+)b?)+`, `([a-z0-9]+-?)+`): the shapes that backtrack exponentially on a key that almost
- * matches. The provider writes the keys, so such a pattern is refused. A scan, not a parse: escapes and character
- * classes are skipped, so `[(+]` or `\(` are no group.
- */
-function repeatsAComplexGroup(pattern: string): boolean {
-  const open: boolean[] = []; // per open group: whether it holds a quantifier, `|` or a group
-  const markTop = () => {
-    if (open.length > 0) open[open.length - 1] = true;
-  };
-  for (let i = 0; i < pattern.length; i++) {
-    const c = pattern[i];
-    if (c === '\\') i++;
-    else if (c === '[') {
-      for (i++; i < pattern.length && pattern[i] !== ']'; i++) if (pattern[i] === '\\') i++;
-    } else if (c === '(') {
-      markTop();
-      open.push(false);
-      // `(?:`, `(?=`, `(?!`, `(?<=`, `(?<!`, `(?<name>`: group syntax, not a quantifier.
-      const syntax = /^\?(?::|=|!|<=|<!|<[^>]*>)/.exec(pattern.slice(i + 1));
-      if (syntax) i += syntax[0].length;
-    } else if (c === ')') {
-      const complex = open.pop() ?? false;
-      if (complex && /^(?:[+*]|\{\d+,)/.test(pattern.slice(i + 1))) return true;
-    } else if (c === '|' || c === '+' || c === '*' || c === '?' || c === '{') markTop();
-  }
-  return false;
-}
-
-/** Keys longer than this never match a pattern (undeclared): a pattern's work on a provider's key stays bounded. */
-export const MAX_PATTERN_KEY_LENGTH = 256;
-
-function patternOf(pattern: string): RegExp {
-  if (repeatsAComplexGroup(pattern))
-    throw new Error(
-      `patternProperties ${JSON.stringify(pattern)}: a repeated group holding a quantifier, an alternation or a group is refused (it backtracks exponentially on a provider's key)`,
-    );
-  try {
-    return new RegExp(pattern, 'u');
-  } catch (error) {
-    throw new Error(`patternProperties ${JSON.stringify(pattern)}: ${(error as Error).message}`);
-  }
-}
-
 /** Whether `key` matches a patternProperties pattern; the value is filtered by each matching one's schema. */
 function byPattern(patterns: readonly [RegExp, Pruner | undefined][], key: string, value: unknown): boolean {
-  if (key.length > MAX_PATTERN_KEY_LENGTH) return false;
   let matched = false;
   for (const [pattern, prune] of patterns)
-    if (pattern.test(key)) {
+    if (keyMatches(pattern, key)) {
       matched = true;
       prune?.(value);
     }

@@ -296,7 +296,7 @@ function compileOperation(
       hasBody: body !== undefined,
       request: compileRequestValidator({ pathParams, query, body, upstream }, compilers),
       filterAnswer: answer === 'strict' ? compileAnswerFilter(responses) : undefined,
-      answerVersion: sha256Hex(JSON.stringify([answer, [...responses]])).slice(0, 12),
+      answerVersion: sha256Hex(JSON.stringify([ANSWER_RULES_REVISION, answer, [...responses]])).slice(0, 12),
     };
   } catch (error) {
     problems.push(`${where}: a schema does not compile: ${(error as Error).message}`);
@@ -366,6 +366,12 @@ function requestBodySchema(operation: Json, where: string, problems: string[]): 
   }
   return schema;
 }
+
+/**
+ * The revision of what the gateway does with a strict answer (answer-filter.ts): part of every answer version, so a
+ * gateway whose filter reads the same schema differently keeps its answers apart. Raise it with such a change.
+ */
+const ANSWER_RULES_REVISION = 2;
 
 /**
  * The operation's 2xx responses: status → the JSON schema its answers are filtered by, or null when the status is

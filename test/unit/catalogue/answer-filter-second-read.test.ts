@@ -4,7 +4,8 @@
 // at all; an object where only an array is documented; patternProperties run against keys the provider chooses.
 
 import { CatalogueError, type CatalogueOperation, parseCatalogue } from '../../../src/catalogue';
-import { compileAnswerFilter, MAX_PATTERN_KEY_LENGTH } from '../../../src/catalogue/internal/answer-filter';
+import { compileAnswerFilter } from '../../../src/catalogue/internal/answer-filter';
+import { MAX_PATTERN_KEY_LENGTH } from '../../../src/catalogue/internal/key-patterns';
 import { GatewayError } from '../../../src/http/gateway-error';
 
 const OPTIONS = { maxTimeoutMs: 10_000 };
