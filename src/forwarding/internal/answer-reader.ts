@@ -20,7 +20,7 @@ export interface ReadExchange extends UpstreamExchange {
   readonly answerVersion?: string;
 }
 
-/** The cache key of a read: its operation, the version of its answer schemas, its upstream path. */
+/** The key of a read, in the cache and among reads in flight: its operation, its answer version, its upstream path. */
 const keptAs = (exchange: ReadExchange) => answerKey(exchange.route, exchange.path, exchange.answerVersion);
 
 export interface AnswerReader {
@@ -140,9 +140,9 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
 
   const reader: AnswerReader = {
     read(req, res, exchange) {
-      // One key per operation, answer version and upstream path: the path is built from validated parameters (UUIDs
-      // lower-cased); a read that started under a schema since reloaded is not shared with those under the new one.
-      const key = `${exchange.route}\n${exchange.answerVersion ?? ''}\n${exchange.path}`;
+      // The cache's own key (operation, answer version, upstream path built from validated parameters): a read that
+      // started under a schema since reloaded is not shared with those under the new one.
+      const key = keptAs(exchange);
       const pending = inFlight.get(key);
       if (pending) {
         res.locals.coalesced = true;
