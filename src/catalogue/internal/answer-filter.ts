@@ -206,6 +206,15 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
   const shape = declared(schema, depth);
   // Only an array is documented (`{type: array, items}`, a list of strings): an object in its place declares nothing.
   const arrayOnly = arrays.length > 0 && !shape.any && !shape.open && !admitsType(schema, 'object');
+  // Only a scalar is documented (`{type: string}`): an object or a list in its place declares nothing either.
+  const scalarOnly =
+    schema.type !== undefined &&
+    arrays.length === 0 &&
+    !shape.any &&
+    !shape.open &&
+    !admitsType(schema, 'object') &&
+    !admitsType(schema, 'array');
+  const keepsNoKeys = arrayOnly || scalarOnly;
   // An object schema that declares no properties at all documents nothing to filter by: it keeps what comes.
   const open = shape.open || !shape.any;
   const extra = shape.extras.length > 0 ? union(shape.extras, depth + 1) : undefined;
@@ -226,9 +235,13 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
     pruner(value, depth + 1),
   ]);
   const filters = nested.size > 0 || extra || elements || forbidden.size > 0 || patterns.length > 0;
-  if (open && !filters && !arrayOnly) return undefined;
+  if (open && !filters && !keepsNoKeys) return undefined;
   const prune: Pruner = (value) => {
     if (Array.isArray(value)) {
+      if (scalarOnly) {
+        value.length = 0;
+        return;
+      }
       // An array where the schema documents no array (an object documented, a list answered): each element is held
       // to the object's rules, never passed whole. Where it documents one, its element rules (none: kept as they come).
       if (elements) elements(value);
@@ -237,7 +250,7 @@ function pruner(schema: unknown, depth: number): Pruner | undefined {
     }
     if (!isJsonRecord(value)) return;
     for (const key of Object.keys(value)) {
-      if (arrayOnly) {
+      if (keepsNoKeys) {
         delete value[key];
         continue;
       }

@@ -1,13 +1,18 @@
 // patternProperties of a response schema, run against keys a provider writes: a pattern that backtracks exponentially
 // is refused when the catalogue loads, and a key too long never reaches a pattern.
 
+/** More unbounded quantifiers than this (`+`, `*`, `{n,}`) in one pattern: `^.*.*.*$` is cubic in the key's length. */
+const MAX_UNBOUNDED_QUANTIFIERS = 2;
+
 /**
- * Whether a pattern repeats (`+`, `*`, `{n,}`) a group that itself holds a quantifier, an alternation or another group
- * (`(a+)+`, `(a|aa)+`, `((a+)b?)+`, `([a-z0-9]+-?)+`): the shapes that backtrack exponentially on a key that almost
- * matches. The provider writes the keys, so such a pattern is refused. A scan, not a parse: escapes and character
- * classes are skipped, so `[(+]` or `\(` are no group.
+ * Why a pattern backtracks badly on a key that almost matches (undefined: it does not): it repeats (`+`, `*`, `{n}`,
+ * `{n,}`) a group that itself holds a quantifier, an alternation or another group (`(a+)+`, `(a|aa){40}`, `((a+)b?)+`,
+ * `([a-z0-9]+-?)+`: exponential), or it has more than MAX_UNBOUNDED_QUANTIFIERS unbounded quantifiers (polynomial of
+ * a higher degree). The provider writes the keys, so such a pattern is refused. A scan, not a parse: escapes and
+ * character classes are skipped, so `[(+]` or `\(` are no group.
  */
-function repeatsAComplexGroup(pattern: string): boolean {
+function backtracksBadly(pattern: string): string | undefined {
+  let unbounded = 0;
   const open: boolean[] = []; // per open group: whether it holds a quantifier, `|` or a group
   const markTop = () => {
     if (open.length > 0) open[open.length - 1] = true;
@@ -25,10 +30,16 @@ function repeatsAComplexGroup(pattern: string): boolean {
       if (syntax) i += syntax[0].length;
     } else if (c === ')') {
       const complex = open.pop() ?? false;
-      if (complex && /^(?:[+*]|\{\d+,)/.test(pattern.slice(i + 1))) return true;
-    } else if (c === '|' || c === '+' || c === '*' || c === '?' || c === '{') markTop();
+      if (complex && /^(?:[+*]|\{\d+)/.test(pattern.slice(i + 1)))
+        return 'a repeated group holding a quantifier, an alternation or a group (exponential on a near-match)';
+    } else if (c === '|' || c === '+' || c === '*' || c === '?' || c === '{') {
+      markTop();
+      if (c === '+' || c === '*' || (c === '{' && /^\{\d+,\}/.test(pattern.slice(i)))) unbounded++;
+    }
   }
-  return false;
+  return unbounded > MAX_UNBOUNDED_QUANTIFIERS
+    ? `more than ${MAX_UNBOUNDED_QUANTIFIERS} unbounded quantifiers (polynomial of a higher degree)`
+    : undefined;
 }
 
 /** Keys longer than this never match a pattern (undeclared): a pattern's work on a provider's key stays bounded. */
@@ -36,9 +47,10 @@ export const MAX_PATTERN_KEY_LENGTH = 256;
 
 /** The pattern as a RegExp (unicode mode, as JSON Schema reads it); throws, naming it, when it is refused. */
 export function compileKeyPattern(pattern: string): RegExp {
-  if (repeatsAComplexGroup(pattern))
+  const backtracking = backtracksBadly(pattern);
+  if (backtracking)
     throw new Error(
-      `patternProperties ${JSON.stringify(pattern)}: a repeated group holding a quantifier, an alternation or a group is refused (it backtracks exponentially on a provider's key)`,
+      `patternProperties ${JSON.stringify(pattern)}: ${backtracking} is refused (it backtracks on a provider's key)`,
     );
   try {
     return new RegExp(pattern, 'u');

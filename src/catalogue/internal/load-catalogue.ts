@@ -371,12 +371,13 @@ function requestBodySchema(operation: Json, where: string, problems: string[]): 
  * The revision of what the gateway does with a strict answer (answer-filter.ts): part of every answer version, so a
  * gateway whose filter reads the same schema differently keeps its answers apart. Raise it with such a change.
  */
-const ANSWER_RULES_REVISION = 2;
+const ANSWER_RULES_REVISION = 3;
 
 /**
  * The operation's 2xx responses: status → the JSON schema its answers are filtered by, or null when the status is
  * documented without one (a `202` with a description only: its answers declare nothing). `default` speaks for the
- * statuses the document does not list (OpenAPI), so for a 2xx too unless `2XX` does.
+ * 2xx of an operation that documents none (OpenAPI reads it so for every unlisted status; where a 2xx is listed,
+ * `default` is mostly the error schema, often open, and an unlisted 2xx answers `{}` instead).
  */
 function successSchemas(operation: Json): Map<string, unknown> {
   const schemas = new Map<string, unknown>();
@@ -384,8 +385,7 @@ function successSchemas(operation: Json): Map<string, unknown> {
   for (const [status, response] of Object.entries(operation.responses))
     if (/^2(\d\d|XX)$/i.test(status) && isRecord(response)) schemas.set(status, jsonSchemaOf(response));
   const fallback = operation.responses.default;
-  if (![...schemas.keys()].some((status) => /^2XX$/i.test(status)) && isRecord(fallback))
-    schemas.set('2XX', jsonSchemaOf(fallback));
+  if (schemas.size === 0 && isRecord(fallback)) schemas.set('2XX', jsonSchemaOf(fallback));
   return schemas;
 }
 

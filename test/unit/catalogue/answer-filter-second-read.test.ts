@@ -198,7 +198,7 @@ describe('answer: strict and the 2xx statuses an operation documents', () => {
   });
 
   test("an open schema (nothing to filter) passes the provider's bytes as they come, unparsed (docs/catalogue.md)", () => {
-    const open = { type: 'object', properties: { id: { type: 'string' } }, additionalProperties: true };
+    const open = { type: 'object', additionalProperties: true };
     const filter = compileAnswerFilter(new Map([['200', open]]));
     const cut = {
       status: 200,
@@ -256,6 +256,45 @@ describe('a final read of the strict filter', () => {
     expect(JSON.parse(answer.body.toString('utf8'))).toEqual([{ id: 'c' }]);
   });
 
+  test('a property documented as a string and answered as an object keeps nothing of it', () => {
+    const schema = { type: 'object', properties: { card: { type: 'string' } } };
+    const filter = compileAnswerFilter(new Map([['200', schema]]));
+    const answer = filter({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ card: { pan: PAN, cvv: '123' } })),
+    });
+    expect(JSON.parse(answer.body.toString('utf8'))).toEqual({ card: {} });
+  });
+
+  test('a list of strings answered with an object among them, and a string answer given as an object, keep nothing', () => {
+    const list = compileAnswerFilter(new Map([['200', SCHEMAS.Ids]]));
+    const json = (value: unknown) => ({
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify(value)),
+    });
+    expect(list(json(['a', { pan: PAN }])).body.toString('utf8')).toBe('["a",{}]');
+    const text = compileAnswerFilter(new Map([['200', { type: 'string' }]]));
+    expect(text(json({ pan: PAN })).body.toString('utf8')).toBe('{}');
+    expect(text(json('ok')).body.toString('utf8')).toBe('"ok"');
+  });
+
+  test('where a 2xx is documented, default (often an open error schema) does not speak for an unlisted 2xx', () => {
+    const open = { type: 'object', additionalProperties: true };
+    const operation = operationOf(
+      {
+        responses: {
+          '200': { description: 'a card', content: { 'application/json': { schema: SCHEMAS.Card } } },
+          default: { description: 'an error', content: { 'application/json': { schema: open } } },
+        },
+      },
+      {},
+      'get',
+    );
+    expect(callerGets(operation, 201, JSON.stringify({ id: 'c', pan: PAN }))).toBe('{}');
+  });
+
   test('a success documented only under default is filtered by it, not answered {}', () => {
     const operation = operationOf(
       {
@@ -296,7 +335,7 @@ describe('answer: strict patternProperties', () => {
     additionalProperties: false,
   });
 
-  test.each(['(a|aa)+$', '^((a+))+$', '^((a+)b?)+$', '^(?:[a-z]+-?)*$'])(
+  test.each(['(a|aa)+$', '^((a+))+$', '^((a+)b?)+$', '^(?:[a-z]+-?)*$', '^(?:a|a){40}$', '^(a?){40}a{40}$'])(
     'the backtracking pattern %s is refused at load',
     (pattern) => {
       expect(() => compileAnswerFilter(new Map([['200', closedMap(pattern)]]))).toThrow(/a repeated group/);
@@ -309,6 +348,12 @@ describe('answer: strict patternProperties', () => {
       expect(() => compileAnswerFilter(new Map([['200', closedMap(pattern)]]))).not.toThrow();
     },
   );
+
+  test('a pattern with three unbounded quantifiers (cubic in the key) is refused at load', () => {
+    expect(() => compileAnswerFilter(new Map([['200', closedMap('^.*.*.*$')]]))).toThrow(
+      /more than 2 unbounded quantifiers/,
+    );
+  });
 
   test('a nested-quantifier pattern (exponential backtracking on a key the provider writes) is refused at load', () => {
     expect(() => compileAnswerFilter(new Map([['200', closedMap('^([a-z0-9]+-?)+$')]]))).toThrow(
