@@ -1,9 +1,11 @@
 // The gateway's HTTP servers: hardening against slow clients, listening, draining, and the separate metrics server.
-import { createServer, type RequestListener, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
+import { expressMessageClasses } from './http/express-messages';
 import { answerProtocolErrors } from './http/protocol-errors';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 
@@ -19,14 +21,18 @@ export interface GatewayServers {
 
 export async function startServers(
   config: GatewayConfig,
-  app: RequestListener,
+  app: Express,
   metrics: Metrics,
   logger: Logger,
 ): Promise<Built<GatewayServers>> {
   return building(async (closers) => {
     // Node enforces headersTimeout/requestTimeout only when it checks its connections (every 30 s by default):
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
-    const server = hardenServer(createServer({ connectionsCheckingInterval: 1_000 }, app), config);
+    // Requests and responses are built on the app's Express prototypes (expressMessageClasses).
+    const server = hardenServer(
+      createServer({ connectionsCheckingInterval: 1_000, ...expressMessageClasses(app) }, app),
+      config,
+    );
     answerProtocolErrors(server, logger);
     const { url, address: listenAddress } = await listen(
       server,
