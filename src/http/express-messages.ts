@@ -7,19 +7,37 @@ export interface ExpressMessageClasses {
   readonly ServerResponse: typeof ServerResponse;
 }
 
+/** One pair per app: a second server on the same app shares it (a second pair would undo the first's saving). */
+const classesOfApp = new WeakMap<Express, ExpressMessageClasses>();
+
 /**
  * The classes to give `http.createServer` for `app`. Express's `app.handle` moves every request and response onto the
  * app's prototypes (`Object.setPrototypeOf`, twice per request), which costs ~3 µs per request in the bench's
  * profile, more than the rest of Express and its router together (bench/README.md, "Figures behind code choices").
- * Each class here extends Node's own and inherits from the app's prototype (itself built on Express's, built on
- * Node's), and the app's prototype becomes the class's: Node then builds each message where Express would move it,
- * and `Object.setPrototypeOf` finds it there and does nothing. Call once, before the app serves.
+ * Each class extends Node's own, and its prototype takes the place of the app's: the app's own properties (`app`,
+ * getters set on it) copied over, the same parent (Express's, built on Node's), and `app.request` / `app.response`
+ * pointing at it. Node then builds each message where Express would move it, and `Object.setPrototypeOf` finds it
+ * there and does nothing. Call after everything that defines properties on `app.request` / `app.response` and mounts
+ * sub-apps (a sub-app mounted before keeps the old prototype as its parent), before the app serves.
  */
 export function expressMessageClasses(app: Express): ExpressMessageClasses {
+  const known = classesOfApp.get(app);
+  if (known) return known;
   class ExpressRequest extends IncomingMessage {}
   class ExpressResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {}
-  Object.setPrototypeOf(ExpressRequest.prototype, app.request);
-  Object.setPrototypeOf(ExpressResponse.prototype, app.response);
+  standIn(ExpressRequest.prototype, app.request);
+  standIn(ExpressResponse.prototype, app.response);
   Object.assign(app, { request: ExpressRequest.prototype, response: ExpressResponse.prototype });
-  return { IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse };
+  const classes = { IncomingMessage: ExpressRequest, ServerResponse: ExpressResponse };
+  classesOfApp.set(app, classes);
+  return classes;
+}
+
+/**
+ * `prototype` becomes what `appPrototype` is: its own properties, its parent. Not chained under it: Express re-parents
+ * `app.request` when the app is mounted into another, which would cut the app's own prototype out of the chain.
+ */
+function standIn(prototype: object, appPrototype: object): void {
+  Object.defineProperties(prototype, Object.getOwnPropertyDescriptors(appPrototype));
+  Object.setPrototypeOf(prototype, Object.getPrototypeOf(appPrototype));
 }
