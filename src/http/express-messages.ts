@@ -12,17 +12,23 @@ const classesOfApp = new WeakMap<Express, ExpressMessageClasses>();
 
 /**
  * The classes to give `http.createServer` for `app`. Express's `app.handle` moves every request and response onto the
- * app's prototypes (`Object.setPrototypeOf`, twice per request), which costs ~3 µs per request in the bench's
- * profile, more than the rest of Express and its router together (bench/README.md, "Figures behind code choices").
- * Each class extends Node's own, and its prototype takes the place of the app's: the app's own properties (`app`,
- * getters set on it) copied over, the same parent (Express's, built on Node's), and `app.request` / `app.response`
- * pointing at it. Node then builds each message where Express would move it, and `Object.setPrototypeOf` finds it
- * there and does nothing. Call after everything that defines properties on `app.request` / `app.response` and mounts
- * sub-apps (a sub-app mounted before keeps the old prototype as its parent), before the app serves.
+ * app's prototypes (`Object.setPrototypeOf`, twice per request): what that cost is in bench/README.md, "Figures
+ * behind code choices". Each class extends Node's own, and its prototype takes the place of the app's: the app's own
+ * properties (`app`, getters set on it) copied over, the same parent (Express's, built on Node's), and `app.request` /
+ * `app.response` pointing at it. Node then builds each message where Express would move it, and
+ * `Object.setPrototypeOf` finds it there and does nothing. Call before sub-apps are mounted: one mounted before keeps
+ * the old prototype as its parent, so what is defined on `app.request` afterwards does not reach it (the gateway mounts
+ * none; one mounted after is re-parented by Express onto the new prototype).
  */
 export function expressMessageClasses(app: Express): ExpressMessageClasses {
   const known = classesOfApp.get(app);
-  if (known) return known;
+  // The same pair while the app's prototypes are still theirs (replaced since: a new pair stands in for the new ones).
+  if (
+    known &&
+    known.IncomingMessage.prototype === app.request &&
+    known.ServerResponse.prototype === app.response
+  )
+    return known;
   class ExpressRequest extends IncomingMessage {}
   class ExpressResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {}
   standIn(ExpressRequest.prototype, app.request);
@@ -38,6 +44,8 @@ export function expressMessageClasses(app: Express): ExpressMessageClasses {
  * `app.request` when the app is mounted into another, which would cut the app's own prototype out of the chain.
  */
 function standIn(prototype: object, appPrototype: object): void {
-  Object.defineProperties(prototype, Object.getOwnPropertyDescriptors(appPrototype));
+  // The class keeps its own `constructor` (a class prototype standing in for the app's would carry one).
+  const { constructor: _ownConstructor, ...own } = Object.getOwnPropertyDescriptors(appPrototype);
+  Object.defineProperties(prototype, own);
   Object.setPrototypeOf(prototype, Object.getPrototypeOf(appPrototype));
 }

@@ -1,6 +1,6 @@
 // Adversarial review of expressMessageClasses (commit 4e42cdd): paths checked and found to behave as without the
 // classes, then the defects the review found in that first version (mounting, repeated calls), fixed since, and the
-// one rule the caller keeps (call after sub-apps are mounted).
+// one rule the caller keeps (call before sub-apps are mounted).
 import { writeFileSync } from 'node:fs';
 import {
   createServer,
@@ -200,7 +200,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
 });
 
 describe('expressMessageClasses, Express features on class-built messages', () => {
-  it('sendFile, static, redirect, cookie, format, protocol/hostname behind a trusted proxy, early hints, flushHeaders', async () => {
+  it('sendFile, static, redirect, cookie, format, protocol/hostname behind a trusted proxy, an answer after early hints and flushHeaders', async () => {
     const dir = tempDir('express-messages-adv-');
     writeFileSync(join(dir, 'a.txt'), 'file body');
     const app = gatewayLikeApp();
@@ -310,13 +310,18 @@ describe('expressMessageClasses, the app mounted, served twice, or with a sub-ap
     const outer = express(); // e.g. a test or a dev wrapper serving the gateway under a prefix
     outer.set('json spaces', 2);
     outer.use(app);
-    await serve(outer, false);
+    const outerServed = await serve(outer, false);
     const answer = await request(server).get('/inner').set('x-forwarded-for', '203.0.113.9:555');
     expect(answer.text).toBe('{"sameApp":true,"resApp":true,"ip":"203.0.113.9"}');
+    // Through the outer app too: Express's mounted_app moves the messages onto the inner app's prototypes and back.
+    const viaOuter = await request(outerServed.server)
+      .get('/inner')
+      .set('x-forwarded-for', '203.0.113.9:555');
+    expect(viaOuter.text).toBe('{"sameApp":true,"resApp":true,"ip":"203.0.113.9"}');
   });
 
   // A second pair of classes on the same app would leave the first server's messages where Express no longer wants
-  // them (the saving lost there, silently) and grow the chain per call: the app keeps one pair.
+  // them (the saving lost there, silently): the app keeps one pair.
   it('a second server on the same app keeps the first one built on app.request', async () => {
     const app = gatewayLikeApp();
     let builtOnApp: boolean | undefined;
@@ -330,22 +335,36 @@ describe('expressMessageClasses, the app mounted, served twice, or with a sub-ap
     expect(builtOnApp).toBe(true);
   });
 
-  it('repeated calls on one app do not lengthen the prototype chain', () => {
+  it('repeated calls on one app return the same pair and do not lengthen the prototype chain', () => {
     const app = gatewayLikeApp();
     const depth = (proto: object | null) => {
       let n = 0;
       for (let p = proto; p !== null; p = Object.getPrototypeOf(p)) n++;
       return n;
     };
-    expressMessageClasses(app);
+    const first = expressMessageClasses(app);
     const once = depth(app.request);
-    for (let i = 0; i < 100; i++) expressMessageClasses(app);
+    for (let i = 0; i < 100; i++) expect(expressMessageClasses(app)).toBe(first);
     expect(depth(app.request)).toBe(once);
+  });
+
+  it('an app.request replaced since gets a new pair standing in for it, each class keeping its own constructor', () => {
+    const app = gatewayLikeApp();
+    const first = expressMessageClasses(app);
+    class Replacement extends first.IncomingMessage {}
+    Object.defineProperty(Replacement.prototype, 'marker', { value: 'replaced' });
+    Object.assign(app, { request: Replacement.prototype });
+    const second = expressMessageClasses(app);
+    expect(second).not.toBe(first);
+    expect(app.request).toBe(second.IncomingMessage.prototype);
+    expect(app.response).toBe(second.ServerResponse.prototype);
+    expect(second.IncomingMessage.prototype.constructor).toBe(second.IncomingMessage);
+    expect((app.request as unknown as { marker?: string }).marker).toBe('replaced');
   });
 
   // A sub-app mounted before the call inherits from the app's original request prototype, not from the class one
   // that app.request is afterwards: what is defined on app.request after the call never reaches its routes. The
-  // documented rule (express-messages.ts): call after mounting; the gateway mounts no sub-app.
+  // documented rule (express-messages.ts): call before mounting; the gateway mounts no sub-app.
   it('a sub-app mounted before the classes keeps the old prototype: a later definition does not reach it', async () => {
     const app = gatewayLikeApp();
     const sub = express();
