@@ -161,7 +161,11 @@ async function assemble(
     retryAfterMaxSeconds: shared.config.upstream.budget.retryAfterMaxSeconds,
   });
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
-  const reads = createAnswerReader({ forwarder, cache: answerCache(spec, shared, credentials) });
+  const reads = createAnswerReader({
+    forwarder,
+    cache: answerCache(spec, shared, credentials),
+    readsAs: () => credentials.current().username,
+  });
   return {
     id: spec.id,
     spec,

@@ -31,6 +31,12 @@ export interface AnswerReaderDeps {
   readonly forwarder: Forwarder;
   /** Where the operations with a TTL keep their answers (per account and merchant). */
   readonly cache?: AnswerCache;
+  /**
+   * Whom the account reads as now (the username it logs in with: its merchant). Reads in flight are shared only among
+   * callers who arrived while it was the same, as the cache is kept per merchant: credentials rotated to another
+   * merchant while a read was out never hand that read's answer to a caller who came after. Absent: one merchant.
+   */
+  readonly readsAs?: () => string;
 }
 
 /**
@@ -77,8 +83,21 @@ function closedWhenSettled<A>(
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
  * and one reaction when the forward settles. Answers are buffered by the forwarder, so sharing costs nothing more.
  */
-export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): AnswerReader {
-  const inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
+export function createAnswerReader({ forwarder, cache, readsAs }: AnswerReaderDeps): AnswerReader {
+  // The reads in flight of the merchant read as now: a new table when it changes (the old one's reads close in it
+  // as they settle, and it goes with them).
+  let inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
+  let inFlightAs = readsAs?.();
+  const inFlightNow = (): InFlightReads<Promise<UpstreamAnswer>> => {
+    if (readsAs) {
+      const who = readsAs();
+      if (who !== inFlightAs) {
+        inFlightAs = who;
+        inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
+      }
+    }
+    return inFlight;
+  };
 
   /**
    * The upstream call, its answer filtered; kept in `store` when the operation caches and it is complete. Promise
@@ -110,8 +129,14 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
 
   /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
   type Entry = InFlightRead<Promise<UpstreamAnswer>>;
-  function lead(req: Request, res: Response, exchange: ReadExchange, entry: Entry): Promise<UpstreamAnswer> {
-    return closedWhenSettled(inFlight, entry, fetchAnswer(req, res, exchange));
+  function lead(
+    req: Request,
+    res: Response,
+    exchange: ReadExchange,
+    reads: InFlightReads<Promise<UpstreamAnswer>>,
+    entry: Entry,
+  ): Promise<UpstreamAnswer> {
+    return closedWhenSettled(reads, entry, fetchAnswer(req, res, exchange));
   }
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
@@ -143,13 +168,14 @@ export function createAnswerReader({ forwarder, cache }: AnswerReaderDeps): Answ
       // The cache's own key (operation, answer version, upstream path built from validated parameters): a read that
       // started under a schema since reloaded is not shared with those under the new one.
       const key = keptAs(exchange);
-      const pending = inFlight.get(key);
+      const reads = inFlightNow();
+      const pending = reads.get(key);
       if (pending) {
         res.locals.coalesced = true;
         return follow(pending, req, res, exchange);
       }
-      const entry = inFlight.open(key);
-      const leader = lead(req, res, exchange, entry);
+      const entry = reads.open(key);
+      const leader = lead(req, res, exchange, reads, entry);
       entry.value = leader;
       return leader;
     },

@@ -1,7 +1,7 @@
 // The plan cache is one merchant's own: an account id that now logs in as another merchant (its accounts file entry
 // or its credential files changed) never serves the previous merchant's cached plan answers. Real Redis, the real
 // simulator holding three merchants, the real gateway.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
@@ -87,6 +87,32 @@ describe('the plan cache across a change of merchant under one account id', () =
     expect((await readPlan()).status).toBe(200);
     expect(calls('ar')).toBe(1);
     expect(calls('br')).toBe(1);
+  });
+
+  test('a read out when the credentials rotate is not shared with one made after: each merchant its own call', async () => {
+    // A plan id nobody cached (its 404 is shareable among reads in flight, never cached): both reads reach the provider
+    // only if the second does not join the first. The provider holds each call 800 ms.
+    const unseen = `${PLAN.slice(0, PLAN.lastIndexOf('/'))}/${randomUUID()}`;
+    const read = () => fetch(gateway.url + unseen, { headers: { 'X-API-Key': KEY } });
+    secrets('ar', 'ar');
+    await gateway.gateway.reload();
+    expect((await readPlan()).status).toBe(200); // logged in as ar, outside the latency
+    const [arBefore, brBefore] = [calls('ar'), calls('br')];
+    simulator.setFaults({ latencyMs: 800 });
+    try {
+      const first = read();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      secrets('ar', 'br');
+      await gateway.gateway.reload();
+      const second = read();
+      const [a, b] = await Promise.all([first, second]);
+      await Promise.all([a.arrayBuffer(), b.arrayBuffer()]);
+      expect([a.status, b.status]).toEqual([404, 404]);
+      expect(calls('ar') - arBefore).toBe(1);
+      expect(calls('br') - brBefore).toBe(1);
+    } finally {
+      simulator.setFaults({});
+    }
   });
 
   test("the account's credential files rotated to another merchant: that merchant's own answer", async () => {

@@ -149,6 +149,52 @@ describe('answer reader', () => {
     expect(await merchants.b.get(`plan:/api/subscriptions/plan/${ID}`)).toBeUndefined();
   });
 
+  it('shares a read in flight only among callers who came while the account read as the same merchant', async () => {
+    const merchantA: UpstreamAnswer = { ...plan, body: Buffer.from('{"merchant":"a"}') };
+    const merchantB: UpstreamAnswer = { ...plan, body: Buffer.from('{"merchant":"b"}') };
+    let readsAs = 'merchant-a';
+    const upstream = scriptedForwarder([merchantA, merchantB]);
+    const reader = planReader({ forwarder: upstream.forwarder, readsAs: () => readsAs });
+    const beforeRes = response();
+    const before = reader.read(request(), beforeRes, ID);
+    const alongsideRes = response();
+    const alongside = reader.read(request(), alongsideRes, ID);
+    await tick();
+    readsAs = 'merchant-b'; // the credentials rotated to another merchant while the first read was out
+    const afterRes = response();
+    const after = reader.read(request(), afterRes, ID);
+    const afterAlongsideRes = response();
+    const afterAlongside = reader.read(request(), afterAlongsideRes, ID);
+    expect(await settle(before, upstream)).toBe(merchantA);
+    expect(await alongside).toBe(merchantA);
+    expect(await after).toBe(merchantB);
+    expect(await afterAlongside).toBe(merchantB);
+    expect(upstream.calls()).toBe(2);
+    expect([beforeRes, alongsideRes, afterRes, afterAlongsideRes].map((r) => r.locals.coalesced)).toEqual([
+      undefined,
+      true,
+      undefined,
+      true,
+    ]);
+  });
+
+  it('goes back to sharing once the merchant is the same again, each read closed in its own table', async () => {
+    let readsAs = 'merchant-a';
+    const upstream = scriptedForwarder([plan, plan, plan]);
+    const reader = planReader({ forwarder: upstream.forwarder, readsAs: () => readsAs });
+    const first = reader.read(request(), response(), ID);
+    readsAs = 'merchant-b';
+    const second = reader.read(request(), response(), ID);
+    await settle(Promise.all([first, second]), upstream);
+    readsAs = 'merchant-a';
+    const third = reader.read(request(), response(), ID);
+    const joinedRes = response();
+    const joined = reader.read(request(), joinedRes, ID);
+    await settle(Promise.all([third, joined]), upstream);
+    expect(upstream.calls()).toBe(3);
+    expect(joinedRes.locals.coalesced).toBe(true);
+  });
+
   it('ignores an empty cache entry left by an older version: reads upstream instead', async () => {
     const cache = createMemoryAnswerCache();
     await cache.set(`plan:/api/subscriptions/plan/${ID}`, empty, 30);
