@@ -380,11 +380,16 @@ class FleetTokenManager implements TokenProvider {
     return tokenKeys(this.settings.keyPrefix, this.settings.upstreamBaseUrl, credentials.username);
   }
 
-  /** Tokens of the old credentials are dropped; the backoff of the old credentials ends. */
+  /**
+   * Tokens of the old credentials are dropped; the backoff of the old credentials ends. A flight still out under the
+   * old ones is left to its callers: those who ask from now on start one of their own, so nobody after the change is
+   * handed the previous merchant's token (the old flight's own end leaves the new one in place: join()).
+   */
   private onCredentialsChange(next: Credentials): void {
     const previous = this.keys;
     this.credentials = next;
     this.keys = this.keysFor(next);
+    this.flight = undefined;
     this.dropMemory();
     this.backoff.credentialsChanged(next.fingerprint);
     if (this.unsubscribeChannel && previous.channel !== this.keys.channel) {

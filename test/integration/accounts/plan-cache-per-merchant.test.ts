@@ -91,19 +91,23 @@ describe('the plan cache across a change of merchant under one account id', () =
 
   test('a read out when the credentials rotate is not shared with one made after: each merchant its own call', async () => {
     // A plan id nobody cached (its 404 is shareable among reads in flight, never cached): both reads reach the provider
-    // only if the second does not join the first. The provider holds each call 800 ms.
+    // only if the second does not join the first. The provider holds each call 2 s.
     const unseen = `${PLAN.slice(0, PLAN.lastIndexOf('/'))}/${randomUUID()}`;
     const read = () => fetch(gateway.url + unseen, { headers: { 'X-API-Key': KEY } });
-    secrets('ar', 'ar');
+    writeAccount(secrets('ar', 'ar'));
     await gateway.gateway.reload();
     expect((await readPlan()).status).toBe(200); // logged in as ar, outside the latency
     const [arBefore, brBefore] = [calls('ar'), calls('br')];
-    simulator.setFaults({ latencyMs: 800 });
+    simulator.setFaults({ latencyMs: 2_000 });
     try {
-      const first = read();
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      let firstOut = true;
+      const first = read().finally(() => {
+        firstOut = false;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
       secrets('ar', 'br');
       await gateway.gateway.reload();
+      expect(firstOut).toBe(true); // else the second read could not have joined it: the test would prove nothing
       const second = read();
       const [a, b] = await Promise.all([first, second]);
       await Promise.all([a.arrayBuffer(), b.arrayBuffer()]);

@@ -178,7 +178,7 @@ describe('answer reader', () => {
     ]);
   });
 
-  it('goes back to sharing once the merchant is the same again, each read closed in its own table', async () => {
+  it('shares again among the callers who come once the merchant has changed back', async () => {
     let readsAs = 'merchant-a';
     const upstream = scriptedForwarder([plan, plan, plan]);
     const reader = planReader({ forwarder: upstream.forwarder, readsAs: () => readsAs });

@@ -316,6 +316,31 @@ describe('token manager: refusals back off fleet-wide', () => {
   });
 });
 
+describe('token manager: a credential change during a login', () => {
+  it('a login out when the credentials change is not handed to callers after it: they log in as the new merchant', async () => {
+    const f = fakeFleet();
+    const manager = f.replica();
+    f.client.hold();
+    const before = manager.getAccessToken();
+    await settle();
+    // The provider retired the first merchant's credentials; the account's files now hold the second's.
+    f.client.options.username = 'merchant-2';
+    f.credentials.change('merchant-2', 'secret');
+    const after = manager.getAccessToken();
+    await settle();
+    f.client.release();
+    await expect(before).rejects.toMatchObject({ reason: 'UPSTREAM_AUTH_FAILED' });
+    await expect(after).resolves.toMatchObject({ source: 'upstream' });
+    expect(f.client.loginUsers).toEqual(['merchant', 'merchant-2']);
+    // The old flight's end did not clear the new one's pair: memory answers now, as merchant-2.
+    await expect(manager.getAccessToken()).resolves.toMatchObject({
+      source: 'memory',
+      value: (await after).value,
+    });
+    expect(await f.store.get(tokenKeys('bff:', BASE_URL, 'merchant-2').pair)).toBeDefined();
+  });
+});
+
 describe('token manager: the store may fail', () => {
   it('store errors fall through to memory and the replica’s own login, counted and reported to the health owner', async () => {
     const f = fakeFleet();
