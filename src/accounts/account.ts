@@ -125,6 +125,15 @@ async function assemble(
     fingerprintKey: shared.fingerprintKey,
   });
   closers.push(() => credentials.close());
+  // Every change of the credentials, counted: what reads in flight and kept answers compare (the username alone would
+  // not tell credentials that changed and changed back while a read was out).
+  let credentialsVersion = 0;
+  closers.push(
+    credentials.onChange(() => {
+      credentialsVersion += 1;
+    }),
+  );
+  const versionNow = () => credentialsVersion;
   const tokens = await startTokens(spec, shared, { credentials, logger, metrics }, closers);
 
   const operations = shared.operations();
@@ -163,8 +172,8 @@ async function assemble(
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
   const reads = createAnswerReader({
     forwarder,
-    cache: answerCache(spec, shared, credentials),
-    readsAs: () => credentials.current().username,
+    cache: answerCache(spec, shared, credentials, versionNow),
+    credentialsVersion: versionNow,
   });
   return {
     id: spec.id,
@@ -435,10 +444,15 @@ function quotaExceeded(refusal: { period: string; limit: number; retryAfterSecon
  * with now: credential files rotated to another merchant (or an accounts file that points the id at another's) never
  * read the previous merchant's answers. Made on first use: an account whose operations cache nothing makes none.
  */
-function answerCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource): AnswerCache {
+function answerCache(
+  spec: AccountSpec,
+  shared: AccountShared,
+  credentials: CredentialSource,
+  version: () => number,
+): AnswerCache {
   const { redis, seal } = shared;
   const keyPrefix = shared.config.redis.keyPrefix;
-  const store = merchantAnswerCache(credentials, (username) => {
+  const store = merchantAnswerCache(credentials, version, (username) => {
     const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
     return redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache();
   });
@@ -447,11 +461,13 @@ function answerCache(spec: AccountSpec, shared: AccountShared, credentials: Cred
 
 /**
  * An answer cache per merchant: the one of the username the account logs in with now. A read pins the store it looks
- * up, and keeps its answer there only if the username is still the same when the answer is in: credentials rotated
- * to another merchant while the call was out (whichever token it then carried) never mix two merchants' plans.
+ * up, and keeps its answer there only if the credentials did not change while the call was out (`version`, which
+ * counts their changes; the username alone would miss a change and a change back): credentials rotated to another
+ * merchant while the call was out (whichever token it then carried) never mix two merchants' plans.
  */
 export function merchantAnswerCache(
   credentials: Pick<CredentialSource, 'current'>,
+  version: () => number,
   storeOf: (username: string) => AnswerCache,
 ): AnswerCache {
   let current: { readonly username: string; readonly store: AnswerCache } | undefined;
@@ -465,12 +481,11 @@ export function merchantAnswerCache(
     set: (key, answer, seconds) => storeNow().store.set(key, answer, seconds),
     pin() {
       const pinned = storeNow();
+      const pinnedVersion = version();
       return {
         get: (key) => pinned.store.get(key),
         set: (key, answer, seconds) =>
-          credentials.current().username === pinned.username
-            ? pinned.store.set(key, answer, seconds)
-            : Promise.resolve(),
+          version() === pinnedVersion ? pinned.store.set(key, answer, seconds) : Promise.resolve(),
       };
     },
   };

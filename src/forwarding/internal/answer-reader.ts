@@ -32,11 +32,11 @@ export interface AnswerReaderDeps {
   /** Where the operations with a TTL keep their answers (per account and merchant). */
   readonly cache?: AnswerCache;
   /**
-   * Whom the account reads as now (the username it logs in with: its merchant). Reads in flight are shared only among
-   * callers who arrived while it was the same, as the cache is kept per merchant: credentials rotated to another
-   * merchant while a read was out never hand that read's answer to a caller who came after. Absent: one merchant.
+   * Counts the changes of the account's credentials (a rotation to another merchant among them). Reads in flight are
+   * shared only among callers who arrived under the same count, as the cache is kept per merchant: credentials
+   * rotated while a read was out never hand that read's answer to a caller who came after. Absent: they never change.
    */
-  readonly readsAs?: () => string;
+  readonly credentialsVersion?: () => number;
 }
 
 /**
@@ -83,16 +83,16 @@ function closedWhenSettled<A>(
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
  * and one reaction when the forward settles. Answers are buffered by the forwarder, so sharing costs nothing more.
  */
-export function createAnswerReader({ forwarder, cache, readsAs }: AnswerReaderDeps): AnswerReader {
-  // The reads in flight of the merchant read as now: a new table when it changes (the old one's reads close in it
-  // as they settle, and it goes with them).
+export function createAnswerReader({ forwarder, cache, credentialsVersion }: AnswerReaderDeps): AnswerReader {
+  // The reads in flight under the credentials as they are now: a new table when they change (the old one's reads
+  // close in it as they settle, and it goes with them).
   let inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
-  let inFlightAs = readsAs?.();
+  let inFlightVersion = credentialsVersion?.();
   const inFlightNow = (): InFlightReads<Promise<UpstreamAnswer>> => {
-    if (readsAs) {
-      const who = readsAs();
-      if (who !== inFlightAs) {
-        inFlightAs = who;
+    if (credentialsVersion) {
+      const version = credentialsVersion();
+      if (version !== inFlightVersion) {
+        inFlightVersion = version;
         inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
       }
     }

@@ -11,16 +11,25 @@ const plan = (merchant: string): UpstreamAnswer => ({
 
 function setUp() {
   let username = 'merchant-a';
+  let version = 0;
   const stores = { 'merchant-a': createMemoryAnswerCache(), 'merchant-b': createMemoryAnswerCache() };
   const cache = merchantAnswerCache(
     { current: () => ({ username, password: 'x', fingerprint: 'f' }) },
+    () => version,
     (name) => {
       const store = stores[name as keyof typeof stores];
       if (!store) throw new Error(`no store for ${name}`);
       return store;
     },
   );
-  return { cache, stores, rotateTo: (name: string) => (username = name) };
+  return {
+    cache,
+    stores,
+    rotateTo: (name: string) => {
+      username = name;
+      version += 1;
+    },
+  };
 }
 
 describe('merchant answer cache', () => {
@@ -40,6 +49,17 @@ describe('merchant answer cache', () => {
     if (!pinned) throw new Error('the merchant cache pins');
     expect(await pinned.get('plan:1')).toBeUndefined();
     rotateTo('merchant-b'); // the call then went out with B's token (or A's 401 was renewed as B)
+    await pinned.set('plan:1', plan('b'), 30);
+    expect(await stores['merchant-a'].get('plan:1')).toBeUndefined();
+    expect(await stores['merchant-b'].get('plan:1')).toBeUndefined();
+  });
+
+  test('a read pinned before the credentials changed and changed back keeps nothing: its token may have been the other merchant', async () => {
+    const { cache, stores, rotateTo } = setUp();
+    const pinned = cache.pin?.();
+    if (!pinned) throw new Error('the merchant cache pins');
+    rotateTo('merchant-b');
+    rotateTo('merchant-a');
     await pinned.set('plan:1', plan('b'), 30);
     expect(await stores['merchant-a'].get('plan:1')).toBeUndefined();
     expect(await stores['merchant-b'].get('plan:1')).toBeUndefined();
