@@ -16,7 +16,8 @@ export interface InFlightRead<T> {
  * dictionary object internalizes every key (a copy of each caller-chosen id in the old generation, freed only by a
  * full collection: ~70 bytes and ~1 µs per read), and a Map replaces its table as entries come and go and keeps the
  * old table pointing at the new one, so a promoted table keeps every later read alive through young-generation
- * collections (bench/README.md, "What was made lean"). This table is allocated once; an entry is one small object
+ * collections (bench/README.md, "What was made lean"). This table is allocated once (per change of the account's
+ * credentials: answer-reader.ts); an entry is one small object
  * that is unlinked when its read settles. The hash is seeded per process, so callers cannot aim their ids at one
  * bucket; a bucket never holds more entries than there are reads in flight (bounded by the upstream pool and its
  * queue) in any case.

@@ -390,6 +390,8 @@ class FleetTokenManager implements TokenProvider {
     this.credentials = next;
     this.keys = this.keysFor(next);
     this.flight = undefined;
+    // A token renewed under the old credentials says nothing of the new ones: its refusal is no streak of theirs.
+    this.renewedToken = undefined;
     this.dropMemory();
     this.backoff.credentialsChanged(next.fingerprint);
     if (this.unsubscribeChannel && previous.channel !== this.keys.channel) {

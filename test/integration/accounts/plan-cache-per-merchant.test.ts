@@ -119,6 +119,36 @@ describe('the plan cache across a change of merchant under one account id', () =
     }
   });
 
+  test('credentials rotated away and back while a read is out: a read after is not joined to it', async () => {
+    // With no read while the other merchant's credentials were in place, only a count of the changes tells the first
+    // read (whose token may have been either merchant's) from one made after.
+    const unseen = `${PLAN.slice(0, PLAN.lastIndexOf('/'))}/${randomUUID()}`;
+    const read = () => fetch(gateway.url + unseen, { headers: { 'X-API-Key': KEY } });
+    writeAccount(secrets('ar', 'ar'));
+    await gateway.gateway.reload();
+    expect((await readPlan()).status).toBe(200);
+    const arBefore = calls('ar');
+    simulator.setFaults({ latencyMs: 2_000 });
+    try {
+      let firstOut = true;
+      const first = read().finally(() => {
+        firstOut = false;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      secrets('ar', 'br');
+      await gateway.gateway.reload();
+      secrets('ar', 'ar');
+      await gateway.gateway.reload();
+      expect(firstOut).toBe(true);
+      const second = read();
+      const answers = await Promise.all([first, second]);
+      await Promise.all(answers.map((answer) => answer.arrayBuffer()));
+      expect(calls('ar') - arBefore).toBe(2);
+    } finally {
+      simulator.setFaults({});
+    }
+  });
+
   test("the account's credential files rotated to another merchant: that merchant's own answer", async () => {
     // The account reads ar-username and ar-password now; they are rewritten with the third merchant's pair.
     secrets('ar', 'cl');

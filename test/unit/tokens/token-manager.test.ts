@@ -339,6 +339,19 @@ describe('token manager: a credential change during a login', () => {
     });
     expect(await f.store.get(tokenKeys('bff:', BASE_URL, 'merchant-2').pair)).toBeDefined();
   });
+
+  it('a token renewed under the old credentials and refused after they changed is no refusal streak of the new ones', async () => {
+    const f = fakeFleet();
+    const manager = f.replica();
+    await manager.start();
+    const first = await manager.getAccessToken();
+    const renewed = await manager.renewAfterRejection(first.value);
+    f.client.options.username = 'merchant-2';
+    f.credentials.change('merchant-2', 'secret');
+    const next = await manager.renewAfterRejection(renewed.value);
+    expect(next.value).not.toBe(renewed.value);
+    expect(f.client.loginUsers.at(-1)).toBe('merchant-2');
+  });
 });
 
 describe('token manager: the store may fail', () => {
