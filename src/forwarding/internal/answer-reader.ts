@@ -80,24 +80,29 @@ function closedWhenSettled<A>(
 }
 
 /**
+ * The table of the reads in flight under the credentials as they are now: a new one when they change (the old one's
+ * reads close in it as they settle, and it goes with them). Without a count of changes: one table.
+ */
+function inFlightTables<T>(credentialsVersion: (() => number) | undefined): () => InFlightReads<T> {
+  let table = new InFlightReads<T>();
+  if (!credentialsVersion) return () => table;
+  let tableVersion = credentialsVersion();
+  return () => {
+    const version = credentialsVersion();
+    if (version !== tableVersion) {
+      tableVersion = version;
+      table = new InFlightReads<T>();
+    }
+    return table;
+  };
+}
+
+/**
  * A read nobody joins pays for the sharing only what it must: one entry in the in-flight table (in-flight-reads.ts)
  * and one reaction when the forward settles. Answers are buffered by the forwarder, so sharing costs nothing more.
  */
 export function createAnswerReader({ forwarder, cache, credentialsVersion }: AnswerReaderDeps): AnswerReader {
-  // The reads in flight under the credentials as they are now: a new table when they change (the old one's reads
-  // close in it as they settle, and it goes with them).
-  let inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
-  let inFlightVersion = credentialsVersion?.();
-  const inFlightNow = (): InFlightReads<Promise<UpstreamAnswer>> => {
-    if (credentialsVersion) {
-      const version = credentialsVersion();
-      if (version !== inFlightVersion) {
-        inFlightVersion = version;
-        inFlight = new InFlightReads<Promise<UpstreamAnswer>>();
-      }
-    }
-    return inFlight;
-  };
+  const inFlightNow = inFlightTables<Promise<UpstreamAnswer>>(credentialsVersion);
 
   /**
    * The upstream call, its answer filtered; kept in `store` when the operation caches and it is complete. Promise
@@ -126,18 +131,6 @@ export function createAnswerReader({ forwarder, cache, credentialsVersion }: Ans
     }
     return upstreamRead(req, res, exchange, store);
   };
-
-  /** Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes. */
-  type Entry = InFlightRead<Promise<UpstreamAnswer>>;
-  function lead(
-    req: Request,
-    res: Response,
-    exchange: ReadExchange,
-    reads: InFlightReads<Promise<UpstreamAnswer>>,
-    entry: Entry,
-  ): Promise<UpstreamAnswer> {
-    return closedWhenSettled(reads, entry, fetchAnswer(req, res, exchange));
-  }
 
   /** A follower takes the leader's answer only when it has a body; otherwise it reads on its own (rare). */
   async function follow(
@@ -174,8 +167,9 @@ export function createAnswerReader({ forwarder, cache, credentialsVersion }: Ans
         res.locals.coalesced = true;
         return follow(pending, req, res, exchange);
       }
+      // Reads for everyone who joins until the answer is in; the entry leaves before any follower resumes.
       const entry = reads.open(key);
-      const leader = lead(req, res, exchange, reads, entry);
+      const leader = closedWhenSettled(reads, entry, fetchAnswer(req, res, exchange));
       entry.value = leader;
       return leader;
     },
