@@ -89,15 +89,20 @@ describe('the plan cache across a change of merchant under one account id', () =
     expect(calls('br')).toBe(1);
   });
 
-  test('a read out when the credentials rotate is not shared with one made after: each merchant its own call', async () => {
-    // A plan id nobody cached (its 404 is shareable among reads in flight, never cached): both reads reach the provider
-    // only if the second does not join the first. The provider holds each call 2 s.
+  /**
+   * A read of a plan id nobody cached (its 404 is shared among reads in flight, never cached) sent as merchant ar
+   * while the provider holds each call 2 s; `rotate` changes the credential files while it is out, then a second
+   * read is sent. Resolves with both answers, drained, and each merchant's calls since just before the first read.
+   */
+  async function readAcrossRotation(
+    rotate: () => Promise<void>,
+  ): Promise<{ answers: Response[]; since: (merchant: Merchant) => number }> {
     const unseen = `${PLAN.slice(0, PLAN.lastIndexOf('/'))}/${randomUUID()}`;
     const read = () => fetch(gateway.url + unseen, { headers: { 'X-API-Key': KEY } });
     writeAccount(secrets('ar', 'ar'));
     await gateway.gateway.reload();
     expect((await readPlan()).status).toBe(200); // logged in as ar, outside the latency
-    const [arBefore, brBefore] = [calls('ar'), calls('br')];
+    const before = { ar: calls('ar'), br: calls('br'), cl: calls('cl') };
     simulator.setFaults({ latencyMs: 2_000 });
     try {
       let firstOut = true;
@@ -105,48 +110,36 @@ describe('the plan cache across a change of merchant under one account id', () =
         firstOut = false;
       });
       await new Promise((resolve) => setTimeout(resolve, 300));
-      secrets('ar', 'br');
-      await gateway.gateway.reload();
+      await rotate();
       expect(firstOut).toBe(true); // else the second read could not have joined it: the test would prove nothing
-      const second = read();
-      const [a, b] = await Promise.all([first, second]);
-      await Promise.all([a.arrayBuffer(), b.arrayBuffer()]);
-      expect([a.status, b.status]).toEqual([404, 404]);
-      expect(calls('ar') - arBefore).toBe(1);
-      expect(calls('br') - brBefore).toBe(1);
+      const answers = await Promise.all([first, read()]);
+      await Promise.all(answers.map((answer) => answer.arrayBuffer()));
+      return { answers, since: (merchant) => calls(merchant) - before[merchant] };
     } finally {
       simulator.setFaults({});
     }
+  }
+
+  test('a read out when the credentials rotate is not shared with one made after: each merchant its own call', async () => {
+    const { answers, since } = await readAcrossRotation(async () => {
+      secrets('ar', 'br');
+      await gateway.gateway.reload();
+    });
+    expect(answers.map((answer) => answer.status)).toEqual([404, 404]);
+    expect(since('ar')).toBe(1);
+    expect(since('br')).toBe(1);
   });
 
   test('credentials rotated away and back while a read is out: a read after is not joined to it', async () => {
     // With no read while the other merchant's credentials were in place, only a count of the changes tells the first
     // read (whose token may have been either merchant's) from one made after.
-    const unseen = `${PLAN.slice(0, PLAN.lastIndexOf('/'))}/${randomUUID()}`;
-    const read = () => fetch(gateway.url + unseen, { headers: { 'X-API-Key': KEY } });
-    writeAccount(secrets('ar', 'ar'));
-    await gateway.gateway.reload();
-    expect((await readPlan()).status).toBe(200);
-    const arBefore = calls('ar');
-    simulator.setFaults({ latencyMs: 2_000 });
-    try {
-      let firstOut = true;
-      const first = read().finally(() => {
-        firstOut = false;
-      });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+    const { since } = await readAcrossRotation(async () => {
       secrets('ar', 'br');
       await gateway.gateway.reload();
       secrets('ar', 'ar');
       await gateway.gateway.reload();
-      expect(firstOut).toBe(true);
-      const second = read();
-      const answers = await Promise.all([first, second]);
-      await Promise.all(answers.map((answer) => answer.arrayBuffer()));
-      expect(calls('ar') - arBefore).toBe(2);
-    } finally {
-      simulator.setFaults({});
-    }
+    });
+    expect(since('ar')).toBe(2);
   });
 
   test("the account's credential files rotated to another merchant: that merchant's own answer", async () => {
