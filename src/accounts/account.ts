@@ -125,15 +125,6 @@ async function assemble(
     fingerprintKey: shared.fingerprintKey,
   });
   closers.push(() => credentials.close());
-  // Every change of the credentials, counted: what reads in flight and kept answers compare (the username alone would
-  // not tell credentials that changed and changed back while a read was out).
-  let credentialsVersion = 0;
-  closers.push(
-    credentials.onChange(() => {
-      credentialsVersion += 1;
-    }),
-  );
-  const versionNow = () => credentialsVersion;
   const tokens = await startTokens(spec, shared, { credentials, logger, metrics }, closers);
 
   const operations = shared.operations();
@@ -172,8 +163,8 @@ async function assemble(
   const { forwarder, inFlight, hold } = quotaGuarded(inner, spec, shared.quotas);
   const reads = createAnswerReader({
     forwarder,
-    cache: answerCache(spec, shared, credentials, versionNow),
-    credentialsVersion: versionNow,
+    cache: answerCache(spec, shared, credentials),
+    credentialsVersion: credentials.changes,
   });
   return {
     id: spec.id,
@@ -444,15 +435,10 @@ function quotaExceeded(refusal: { period: string; limit: number; retryAfterSecon
  * with now: credential files rotated to another merchant (or an accounts file that points the id at another's) never
  * read the previous merchant's answers. Made on first use: an account whose operations cache nothing makes none.
  */
-function answerCache(
-  spec: AccountSpec,
-  shared: AccountShared,
-  credentials: CredentialSource,
-  version: () => number,
-): AnswerCache {
+function answerCache(spec: AccountSpec, shared: AccountShared, credentials: CredentialSource): AnswerCache {
   const { redis, seal } = shared;
   const keyPrefix = shared.config.redis.keyPrefix;
-  const store = merchantAnswerCache(credentials, version, (username) => {
+  const store = merchantAnswerCache(credentials, (username) => {
     const prefix = planCachePrefix(keyPrefix, spec.baseUrl, spec.id, username);
     return redis ? createRedisAnswerCache(redis, prefix, seal) : createMemoryAnswerCache();
   });
@@ -461,13 +447,12 @@ function answerCache(
 
 /**
  * An answer cache per merchant: the one of the username the account logs in with now. A read pins the store it looks
- * up, and keeps its answer there only if the credentials did not change while the call was out (`version`, which
- * counts their changes; the username alone would miss a change and a change back): credentials rotated to another
+ * up, and keeps its answer there only if the credentials did not change while the call was out (their count of
+ * changes; the username alone would miss a change and a change back): credentials rotated to another
  * merchant while the call was out (whichever token it then carried) never mix two merchants' plans.
  */
 export function merchantAnswerCache(
-  credentials: Pick<CredentialSource, 'current'>,
-  version: () => number,
+  credentials: Pick<CredentialSource, 'current' | 'changes'>,
   storeOf: (username: string) => AnswerCache,
 ): AnswerCache {
   let current: { readonly username: string; readonly store: AnswerCache } | undefined;
@@ -481,11 +466,13 @@ export function merchantAnswerCache(
     set: (key, answer, seconds) => storeNow().store.set(key, answer, seconds),
     pin() {
       const pinned = storeNow();
-      const pinnedVersion = version();
+      const pinnedChanges = credentials.changes();
       return {
         get: (key) => pinned.store.get(key),
         set: (key, answer, seconds) =>
-          version() === pinnedVersion ? pinned.store.set(key, answer, seconds) : Promise.resolve(),
+          credentials.changes() === pinnedChanges
+            ? pinned.store.set(key, answer, seconds)
+            : Promise.resolve(),
       };
     },
   };

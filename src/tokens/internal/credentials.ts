@@ -20,6 +20,11 @@ export type CredentialsListener = (credentials: Credentials) => void;
 
 export interface CredentialSource {
   current(): Credentials;
+  /**
+   * How many times the credentials changed: what a read compares to know they did not change while it was out (the
+   * username alone misses a change and a change back). Counted before the listeners are told.
+   */
+  changes(): number;
   /** Re-reads the files; resolves true when the credentials changed (listeners have then been told). */
   reload(): Promise<boolean>;
   /** Calls `listener` after every change; returns the function that stops it. */
@@ -72,6 +77,7 @@ export async function createCredentialSource(
   let current = first && credentialsOf(first.username, first.password, options.fingerprintKey);
   if (!current) throw new Error('upstream credentials are missing (UPSTREAM_USERNAME / UPSTREAM_PASSWORD)');
 
+  let changes = 0;
   let reading: Promise<boolean> | undefined;
   const reload = (): Promise<boolean> => {
     if (!usesFiles) return Promise.resolve(false);
@@ -89,6 +95,7 @@ export async function createCredentialSource(
         if (next.username === current?.username && next.password === current.password) return false;
         const changed = credentialsOf(next.username, next.password, options.fingerprintKey);
         current = changed;
+        changes += 1;
         logger.info({ event: 'credentials.reload', result: 'changed' }, 'upstream credentials changed');
         for (const listener of listeners) listener(changed);
         return true;
@@ -111,6 +118,7 @@ export async function createCredentialSource(
 
   return {
     current: () => current as Credentials,
+    changes: () => changes,
     reload,
     onChange(listener) {
       listeners.add(listener);
@@ -169,6 +177,7 @@ export function staticCredentialSource(
   const credentials = credentialsOf(username, password, fingerprintKey);
   return {
     current: () => credentials,
+    changes: () => 0,
     reload: async () => false,
     onChange: () => () => undefined,
     close: () => undefined,

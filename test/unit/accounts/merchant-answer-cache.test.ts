@@ -14,8 +14,7 @@ function setUp() {
   let version = 0;
   const stores = { 'merchant-a': createMemoryAnswerCache(), 'merchant-b': createMemoryAnswerCache() };
   const cache = merchantAnswerCache(
-    { current: () => ({ username, password: 'x', fingerprint: 'f' }) },
-    () => version,
+    { current: () => ({ username, password: 'x', fingerprint: 'f' }), changes: () => version },
     (name) => {
       const store = stores[name as keyof typeof stores];
       if (!store) throw new Error(`no store for ${name}`);

@@ -186,12 +186,15 @@ export class FakeCredentialSource implements CredentialSource {
   constructor(username = 'merchant', password = 'secret') {
     this.value = credentialsOf(username, password, FINGERPRINT_KEY);
   }
+  private changed = 0;
   current = () => this.value;
+  changes = () => this.changed;
   async reload() {
     return false;
   }
   change(username: string, password: string): void {
     this.value = credentialsOf(username, password, FINGERPRINT_KEY);
+    this.changed += 1;
     for (const listener of this.listeners) listener(this.value);
   }
   onChange(listener: CredentialsListener) {
