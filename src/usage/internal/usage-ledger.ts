@@ -68,6 +68,14 @@ const DAY_MS = 86_400_000;
 /** The rate written with each count is the peak of this many flush windows. */
 const RATE_WINDOWS = 10;
 /**
+ * A replica writes early once it has counted this many flush intervals' worth at the rate it last wrote: a replica
+ * whose traffic climbs (a start, a surge) writes again before the bound its store holds (two intervals at that rate)
+ * falls short, and the half left covers the write in flight and the calls in flight.
+ */
+const WRITE_EARLY_INTERVALS = 1.5;
+/** A window shorter than this share of the flush interval (an early write) is measured as this long. */
+const SHORTEST_WINDOW_SHARE = 0.1;
+/**
  * A count written this long ago and now missing means a reset; younger, it may be the last second an append-only
  * store loses in a crash (appendfsync everysec), which is not a reset of the ledger.
  */
@@ -93,6 +101,9 @@ export class UsageLedger {
   private flushing: Promise<void> | undefined;
   /** Requests counted since the last flush window began, and the rates of the last windows. */
   private countedInWindow = 0;
+  /** Requests counted since the start (every column but `billable`), and the count at which to write early. */
+  private counted = 0;
+  private writeEarlyAt = 1;
   private windowStartedAt: number;
   private readonly rates: number[] = [];
   private readonly windows: number[] = [];
@@ -121,8 +132,11 @@ export class UsageLedger {
       this.todayRows.set(name, row);
     }
     row[column] = (row[column] ?? 0) + count;
-    if (column !== 'billable') this.countedInWindow += count;
     this.dirty.add(this.today);
+    if (column === 'billable') return;
+    this.countedInWindow += count;
+    this.counted += count;
+    if (this.counted >= this.writeEarlyAt && this.flushing === undefined) void this.flush();
   }
 
   /** Starts the periodic flush (unref'd: it never keeps the process alive). */
@@ -166,6 +180,12 @@ export class UsageLedger {
     };
   }
 
+  /** How many more counts this replica may hold unwritten before it writes early, after `snapshot` is stored. */
+  private earlyWriteAllowance(snapshot: LedgerSnapshot): number {
+    const perInterval = ((snapshot.rate ?? 0) * (snapshot.every ?? 0)) / 1000;
+    return Math.max(1, Math.floor(WRITE_EARLY_INTERVALS * perInterval));
+  }
+
   /** The flush interval as it ran: the longest of the last windows, at least the configured one. */
   private every(): number {
     return Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows));
@@ -187,7 +207,8 @@ export class UsageLedger {
     if (elapsed <= 0) return;
     // An idle window leaves the peak as it was: a replica that resumes after a lull (its count written again while
     // idle) may be cut before its next write, at the rate it had before.
-    if (this.countedInWindow > 0) this.rates.push((this.countedInWindow * 1000) / elapsed);
+    const measured = Math.max(elapsed, SHORTEST_WINDOW_SHARE * (this.options.flushIntervalMs ?? 1000));
+    if (this.countedInWindow > 0) this.rates.push((this.countedInWindow * 1000) / measured);
     this.windows.push(elapsed);
     if (this.rates.length > RATE_WINDOWS) this.rates.shift();
     if (this.windows.length > RATE_WINDOWS) this.windows.shift();
@@ -213,6 +234,7 @@ export class UsageLedger {
     if (now >= this.todayEndsAt && this.today) this.turnDay(now);
     this.measureRate(now);
     this.keepAlive(now);
+    const countedAtSnapshot = this.counted;
     const days = [...this.dirty];
     this.dirty.clear();
     for (const day of days) {
@@ -232,8 +254,11 @@ export class UsageLedger {
         this.lastWrittenAt.set(day, now);
         await this.noticeStore(day, created, now, expiry, previous);
         this.report(day, snapshot);
+        if (day === this.today) this.writeEarlyAt = countedAtSnapshot + this.earlyWriteAllowance(snapshot);
         this.options.onFlush?.('ok');
       } catch (error) {
+        // No early write against a failing store (one per request): the timer's next flush tries again.
+        this.writeEarlyAt = Number.POSITIVE_INFINITY;
         this.dirty.add(day);
         this.options.onFlush?.('failed', error);
       }

@@ -19,14 +19,25 @@ function ledgerOn(store: ReturnType<typeof memoryLedgerStore>, clock: { now: num
   });
 }
 
+/**
+ * `calls` requests spread over `ms` milliseconds, one at a time: a write in flight ends between two of them, as it
+ * does between requests (a replica writes early when its count climbs past the rate it last wrote).
+ */
+async function spread(ledger: UsageLedger, clock: { now: number }, calls: number, ms: number) {
+  const start = clock.now;
+  for (let i = 0; i < calls; i += 1) {
+    clock.now = start + Math.floor((i * ms) / calls);
+    ledger.record('shop', 'alpha', 'getPlan', 'answers2xx');
+    ledger.record('shop', 'alpha', 'getPlan', 'billable');
+    await new Promise(setImmediate);
+  }
+  clock.now = start + ms;
+}
+
 /** `calls` requests a second for `seconds` seconds, flushed every second. */
 async function load(ledger: UsageLedger, clock: { now: number }, calls: number, seconds: number) {
   for (let s = 0; s < seconds; s += 1) {
-    for (let i = 0; i < calls; i += 1) {
-      ledger.record('shop', 'alpha', 'getPlan', 'answers2xx');
-      ledger.record('shop', 'alpha', 'getPlan', 'billable');
-    }
-    clock.now += 1000;
+    await spread(ledger, clock, calls, 1000);
     await ledger.flush();
   }
 }
@@ -53,17 +64,74 @@ describe('what the ledger may have lost', () => {
     expect(notes[1]).toContain("the provider's count lies within the ledger's count + 80");
   });
 
+  test('a replica whose traffic climbs after its last write writes early: killed mid-climb, what it held is within the bound', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const climbing = ledgerOn(store, clock, 'climbing');
+    await load(climbing, clock, 20, 3);
+    // A surge to 300 requests/s, and a SIGKILL 900 ms in, before the timer's next flush: at the rate it last wrote
+    // (20/s) the stated bound would be 40 for 270 unwritten calls.
+    await spread(climbing, clock, 270, 900);
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    const written = report.totals[0]?.counts.answers2xx ?? 0;
+    expect(report.gaps).toHaveLength(1);
+    expect(written).toBeGreaterThan(60);
+    expect(60 + 270 - written).toBeLessThanOrEqual(report.gaps[0]?.bound ?? 0);
+  });
+
+  test('a replica killed in its first second, before any timer flush, is a gap within its bound (never unseen)', async () => {
+    const store = memoryLedgerStore();
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const young = ledgerOn(store, clock, 'young');
+    clock.now += 400; // started, idle, then its first callers: 150 requests in 500 ms
+    await spread(young, clock, 150, 500);
+    const report = await readUsage(store, DAY, clock.now + 60_000);
+    const written = report.totals[0]?.counts.answers2xx ?? 0;
+    expect(report.gaps.map((gap) => gap.replica)).toEqual(['young']);
+    expect(150 - written).toBeLessThanOrEqual(report.gaps[0]?.bound ?? 0);
+  });
+
+  test('a store that refuses writes gets none early (not one per request): the timer alone tries again', async () => {
+    const store = memoryLedgerStore();
+    let down = true;
+    let writes = 0;
+    const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
+    const ledger = new UsageLedger({
+      store: {
+        ...store,
+        write: (...args: Parameters<typeof store.write>) => {
+          writes += 1;
+          return down ? Promise.reject(new Error('connect ECONNREFUSED')) : store.write(...args);
+        },
+      },
+      retentionDays: 400,
+      now: () => clock.now,
+      replicaId: 'a',
+      flushIntervalMs: 1000,
+    });
+    await load(ledger, clock, 200, 3);
+    expect(writes).toBe(1 + 3); // the first count's write, then one per timer flush
+    down = false;
+    await load(ledger, clock, 200, 2);
+    expect(writes).toBe(4 + 2); // the store answers: the timer's flushes write again, whole
+    expect((await readUsage(store, DAY, clock.now)).totals[0]?.counts.answers2xx).toBe(1000);
+    await spread(ledger, clock, 600, 500); // a surge past the rate it wrote: early writes are back
+    expect(writes).toBeGreaterThan(6);
+  });
+
   test('a busy CPU that stretches the flush windows widens the bound with them', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
     const slow = ledgerOn(store, clock, 'slow');
     for (let s = 0; s < 4; s += 1) {
-      for (let i = 0; i < 60; i += 1) slow.record('shop', 'alpha', 'getPlan', 'answers2xx');
-      clock.now += 1500; // the timer fired late: 1.5 s windows at 40 requests/s
+      await spread(slow, clock, 60, 1500); // the timer fired late: 1.5 s windows at 40 requests/s
       await slow.flush();
     }
     const report = await readUsage(store, DAY, clock.now + 60_000);
-    expect(report.gaps.map((gap) => gap.bound)).toEqual([120]);
+    // Two 1.5 s windows at 40 requests/s (the configured second would say 80); the spread's rounding adds a few.
+    const [bound] = report.gaps.map((gap) => gap.bound);
+    expect(bound).toBeGreaterThanOrEqual(120);
+    expect(bound).toBeLessThan(130);
   });
 
   test('a replica still writing is no gap, nor is a day it wrote after it ended', async () => {
@@ -178,8 +246,9 @@ describe('what the ledger may have lost', () => {
     await load(ledgerOn(store, clock, 'a'), clock, 1, 1);
     const report = await readUsage(store, { from: '2026-11-20', to: '2026-11-24' }, clock.now);
     expect(report.rows).toEqual([]);
-    expect(report.missing).toEqual({ before: '2026-11-25T10:00:01.000Z', reason: 'new-store' });
-    expect(usageNotes(report)[0]).toContain('this store holds the ledger since 2026-11-25T10:00:01.000Z');
+    // A replica's first count is written at once (so one killed in its first second is a gap, never unseen).
+    expect(report.missing).toEqual({ before: '2026-11-25T10:00:00.000Z', reason: 'new-store' });
+    expect(usageNotes(report)[0]).toContain('this store holds the ledger since 2026-11-25T10:00:00.000Z');
   });
 
   test('a single gateway idle for a minute reports no gap of its own on /metrics (the gap alert stays quiet)', async () => {
