@@ -105,6 +105,8 @@ export class UsageLedger {
   private counted = 0;
   private writeEarlyAt = 1;
   private windowStartedAt: number;
+  /** When the window's first request was counted: a window idle at first is measured from it. */
+  private windowFirstCountAt = 0;
   private readonly rates: number[] = [];
   private readonly windows: number[] = [];
   /** When this replica's count of each day first reached the store (a missing count later means a reset). */
@@ -114,6 +116,7 @@ export class UsageLedger {
   private storeNoted = false;
   private pendingReset: { at: number; day: string; expiry: number } | undefined;
   private final = false;
+  private closing = false;
 
   constructor(private readonly options: UsageLedgerOptions) {
     this.now = options.now ?? Date.now;
@@ -134,6 +137,7 @@ export class UsageLedger {
     row[column] = (row[column] ?? 0) + count;
     this.dirty.add(this.today);
     if (column === 'billable') return;
+    if (this.countedInWindow === 0) this.windowFirstCountAt = now;
     this.countedInWindow += count;
     this.counted += count;
     if (this.counted >= this.writeEarlyAt && this.flushing === undefined) void this.flush();
@@ -158,7 +162,12 @@ export class UsageLedger {
   async close(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    await this.flushing;
+    // No early write from here on: one started while the last flush ends would stand in for the final write.
+    this.closing = true;
+    this.writeEarlyAt = Number.POSITIVE_INFINITY;
+    // A turn at least (a request that ends with it is still counted), then until no flush is left in flight.
+    do await this.flushing;
+    while (this.flushing);
     this.final = true;
     for (const day of this.days.keys()) this.dirty.add(day);
     await this.flush();
@@ -206,9 +215,13 @@ export class UsageLedger {
     const elapsed = now - this.windowStartedAt;
     if (elapsed <= 0) return;
     // An idle window leaves the peak as it was: a replica that resumes after a lull (its count written again while
-    // idle) may be cut before its next write, at the rate it had before.
-    const measured = Math.max(elapsed, SHORTEST_WINDOW_SHARE * (this.options.flushIntervalMs ?? 1000));
-    if (this.countedInWindow > 0) this.rates.push((this.countedInWindow * 1000) / measured);
+    // idle) may be cut before its next write, at the rate it had before. A window that was idle at first (a start,
+    // the end of a lull) is measured from its first request, not diluted by the quiet before it.
+    if (this.countedInWindow > 0) {
+      const busy = now - Math.max(this.windowStartedAt, this.windowFirstCountAt);
+      const measured = Math.max(busy, SHORTEST_WINDOW_SHARE * (this.options.flushIntervalMs ?? 1000));
+      this.rates.push((this.countedInWindow * 1000) / measured);
+    }
     this.windows.push(elapsed);
     if (this.rates.length > RATE_WINDOWS) this.rates.shift();
     if (this.windows.length > RATE_WINDOWS) this.windows.shift();
@@ -221,6 +234,8 @@ export class UsageLedger {
     if (this.today && this.days.get(this.today)?.size) this.dirty.add(this.today);
     this.today = utcDay(now);
     this.todayEndsAt = Date.parse(`${this.today}T00:00:00Z`) + DAY_MS;
+    // The new day's first count is written at once, as a start's is (unless the store refuses writes, or closing).
+    if (Number.isFinite(this.writeEarlyAt)) this.writeEarlyAt = Math.min(this.writeEarlyAt, this.counted + 1);
     let rows = this.days.get(this.today);
     if (!rows) {
       rows = new Map();
@@ -254,11 +269,13 @@ export class UsageLedger {
         this.lastWrittenAt.set(day, now);
         await this.noticeStore(day, created, now, expiry, previous);
         this.report(day, snapshot);
-        if (day === this.today) this.writeEarlyAt = countedAtSnapshot + this.earlyWriteAllowance(snapshot);
+        if (day === this.today && !this.closing)
+          this.writeEarlyAt = countedAtSnapshot + this.earlyWriteAllowance(snapshot);
         this.options.onFlush?.('ok');
       } catch (error) {
-        // No early write against a failing store (one per request): the timer's next flush tries again.
-        this.writeEarlyAt = Number.POSITIVE_INFINITY;
+        // No early write against a failing store (one per request): the timer's next flush tries again. A past
+        // day's key failing alone (another shard) leaves today's early writes as they are.
+        if (day === this.today) this.writeEarlyAt = Number.POSITIVE_INFINITY;
         this.dirty.add(day);
         this.options.onFlush?.('failed', error);
       }
