@@ -4,9 +4,9 @@ import type { Logger } from 'pino';
 import type { CallerGuards } from './callers/caller-guards';
 import type { Catalogue, CatalogueSource } from './catalogue';
 import type { GatewayConfig } from './config/gateway-config';
+import { headersOnEveryAnswer } from './http/answer-head';
 import { errorEnvelopeHandler } from './http/error-envelope';
-import { rememberClientIp, requestContext } from './http/request-context';
-import { securityHeaders } from './http/security-headers';
+import { fixedAnswerHeaders, rememberClientIp, requestContext } from './http/request-context';
 import { methodNotAllowed, notFound } from './http/unmatched';
 import type { Idempotency } from './idempotency';
 import type { DocumentReference } from './observability/document-reference';
@@ -52,6 +52,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('query parser', false);
   app.set('trust proxy', config.server.trustProxy);
   rememberClientIp(app);
+  headersOnEveryAnswer(app, fixedAnswerHeaders({ localMode: config.mode === 'local' }));
 
   const routeDeps = {
     guards,
@@ -76,12 +77,10 @@ export function createApp(deps: AppDeps): Express {
       logger: deps.logger,
       metrics: deps.metrics,
       readiness,
-      localMode: config.mode === 'local',
       tracing,
       onFinished: deps.onFinished,
     }),
   );
-  app.use(securityHeaders());
   if (config.server.inboundAllowCidrs.length > 0) app.use(guards.inboundAllowList);
   app.use(guards.cors);
 

@@ -5,15 +5,15 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
+import type { FixedHeader } from './answer-head';
 import { assignRequestId } from './request-id';
+import { SECURITY_HEADERS } from './security-headers';
 
 export interface RequestContextOptions {
   readonly logger: Logger;
   readonly metrics: Metrics;
   /** Readiness, as far as a request needs it: a draining replica asks keep-alive callers to reconnect elsewhere. */
   readonly readiness: { readonly draining: boolean };
-  /** Local mode: answers come from the bundled simulator. */
-  readonly localMode: boolean;
   /** Starts the request's server span (NO_TRACING: none). */
   readonly tracing?: Tracing;
   /** Told of every finished request (the usage ledger's hook). */
@@ -22,34 +22,35 @@ export interface RequestContextOptions {
 
 /**
  * One middleware for the per-request concerns that always run and never answer (one router layer instead of
- * five on the hot path), in this order: the request id, `Cache-Control: no-store`, the request log and metrics,
- * the local-mode marker, the draining marker.
+ * five on the hot path), in this order: the request id, the request log and metrics, the draining marker. The
+ * headers every answer carries are added as its head is written ({@link fixedAnswerHeaders}).
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics, options.onFinished);
-  const { readiness, localMode } = options;
+  const { readiness } = options;
   const tracing = options.tracing ?? NO_TRACING;
   return (req, res, next) => {
     assignRequestId(req, res);
-    noStore(res);
     observe(req, res);
-    if (localMode) markLocalMode(res);
     if (readiness.draining) markDraining(res);
     tracing.serve(req, res, next);
   };
 }
 
 /**
- * No answer may be kept by a browser, proxy or CDN: plans and verdicts are one caller's data, and errors must not
- * outlive their cause. Set first, so gateway-made answers carry it too; upstream caching headers never pass.
+ * What every answer of the gateway carries (src/http/answer-head.ts adds them as the head is written, unless the
+ * route set its own):
+ * - the security headers (helmet, JSON-API profile);
+ * - `Cache-Control: no-store`: no answer may be kept by a browser, proxy or CDN. Plans and verdicts are one
+ *   caller's data, and errors must not outlive their cause; upstream caching headers never pass;
+ * - in local mode, `X-Upstream: simulator`, so nobody mistakes an answer of the bundled simulator for the provider's.
  */
-function noStore(res: Response): void {
-  res.setHeader('cache-control', 'no-store');
-}
-
-/** Local mode: every answer says it came from the bundled simulator, so nobody mistakes it for the provider. */
-function markLocalMode(res: Response): void {
-  res.setHeader('x-upstream', 'simulator');
+export function fixedAnswerHeaders(options: { readonly localMode: boolean }): FixedHeader[] {
+  return [
+    ...SECURITY_HEADERS,
+    ['cache-control', 'no-store'],
+    ...(options.localMode ? [['x-upstream', 'simulator'] as const] : []),
+  ];
 }
 
 /** While draining, answers close their connection so load balancers move callers to other replicas. */

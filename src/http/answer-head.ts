@@ -1,0 +1,46 @@
+// Headers that every answer of an app carries, whatever its route, added as its head is written.
+import type { ServerResponse } from 'node:http';
+import type { Express } from 'express';
+
+/** A header name (lower case) and its value. */
+export type FixedHeader = readonly [name: string, value: string];
+
+type WriteHead = ServerResponse['writeHead'];
+
+/**
+ * Every answer of `app` carries `headers`, unless something on the way set its own value: the same outcome as a first
+ * middleware that sets them (later setters win), but written as the answer's head goes out, not when the request
+ * arrives. A call waiting on the provider then holds no copy of them: a response's header map is built per request
+ * and lives as long as it does, and with 1,000 calls in flight each header held is copied by every scavenge of the
+ * young generation that the call lives through (bench/README.md, "Figures behind code choices"). An answer that is
+ * never written (the caller hung up) never builds them.
+ *
+ * Installed on `app.response`, the prototype of every response of the app (Express's own, or the class
+ * expressMessageClasses gives the server, which copies it); Node's `end()`, `write()` and `flushHeaders()` all go
+ * through `writeHead`. Nothing here is for a header whose value depends on the request.
+ */
+export function headersOnEveryAnswer(app: Express, headers: readonly FixedHeader[]): void {
+  const response = app.response as unknown as ServerResponse;
+  const writeHead: WriteHead = response.writeHead;
+  const withFixedHeaders = function (
+    this: ServerResponse,
+    statusCode: number,
+    reason?: unknown,
+    given?: unknown,
+  ): ServerResponse {
+    // A second writeHead throws in Node's own, as before (nothing set here first).
+    if (!this.headersSent)
+      for (const [name, value] of headers) if (!this.hasHeader(name)) this.setHeader(name, value);
+    return (writeHead as (this: ServerResponse, ...args: unknown[]) => ServerResponse).call(
+      this,
+      statusCode,
+      reason,
+      given,
+    );
+  };
+  Object.defineProperty(response, 'writeHead', {
+    configurable: true,
+    writable: true,
+    value: withFixedHeaders,
+  });
+}
