@@ -39,6 +39,8 @@ export interface FleetTurn<T> {
 export class FleetLock {
   private held?: { readonly key: string; readonly owner: string };
   private readonly wakers = new Set<() => void>();
+  /** Locks this replica has let go of: a wait here for a pair it did not share tries the lock again at once. */
+  private releases = 0;
 
   constructor(private readonly deps: FleetLockDeps) {}
 
@@ -82,6 +84,9 @@ export class FleetLock {
       lease.stop();
       if (this.held?.owner === owner) this.held = undefined;
       await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(key, owner));
+      // Another flight of this replica waits on this lock only when a credential change superseded the holder's.
+      this.releases++;
+      this.wake();
     }
   }
 
@@ -118,6 +123,7 @@ export class FleetLock {
   private async waitForPair(turn: FleetTurn<unknown>): Promise<TokenPair | undefined | Down> {
     const { cache, backoff, clock, lockWaitMs, pollMs, stopped } = this.deps;
     const deadline = clock.now() + lockWaitMs;
+    const releases = this.releases;
     while (!stopped()) {
       const left = deadline - clock.now();
       if (left <= 0) return undefined;
@@ -126,6 +132,7 @@ export class FleetLock {
       if (shared === DOWN) return DOWN;
       if (turn.accept(shared.pair)) return shared.pair;
       backoff.throwIfBlocked(shared);
+      if (this.releases !== releases) return undefined;
     }
     return undefined;
   }

@@ -72,6 +72,9 @@ export interface TokenManagerDeps {
   readonly tracing?: Tracing;
 }
 
+/** Thrown inside a flight whose credentials were replaced before it called the token endpoint (never to a caller). */
+const SUPERSEDED = Symbol('flight superseded by a credential change');
+
 /** Span attributes of a read of the shared store: whether it answered and held a pair (never the pair itself). */
 function storeReadAttributes(shared: SharedState | Down) {
   return {
@@ -253,12 +256,20 @@ class FleetTokenManager implements TokenProvider {
 
   // --- the single flight -------------------------------------------------------------------------------------
 
-  /** Concurrent needs inside this replica share one promise. */
+  /**
+   * Concurrent needs inside this replica share one promise. A flight the credentials changed under before it called
+   * the token endpoint hands its callers to the current credentials' flight (after it let go of the fleet lock).
+   */
   private join(kind: FlightKind, rejected?: string): Promise<AccessToken> {
     if (!this.flight) {
-      const flight = this.fly(kind, rejected).finally(() => {
-        if (this.flight === flight) this.flight = undefined;
-      });
+      const flight = this.fly(kind, rejected)
+        .catch((error: unknown) => {
+          if (error !== SUPERSEDED) throw error;
+          return this.join('need');
+        })
+        .finally(() => {
+          if (this.flight === flight) this.flight = undefined;
+        });
       this.flight = flight;
     }
     return this.flight;
@@ -315,9 +326,14 @@ class FleetTokenManager implements TokenProvider {
     base?: TokenPair,
     seen?: SharedState,
   ): Promise<AccessToken> {
+    // Never a login or refresh with credentials retired while the flight waited (the store, the lock): the provider
+    // may refuse them already, and their pair would serve nobody.
+    if (credentials !== this.credentials) throw SUPERSEDED;
     const pair = await this.endpoint.fetch(keys, credentials, base);
     const token = this.adopt(pair, 'upstream');
-    await this.cache.write(keys, pair, seen);
+    // A pair of credentials retired while the call was out is its own callers' alone: after a password change (the
+    // same key) it would take the new pair's place in the store, and every replica would log in again.
+    if (credentials === this.credentials) await this.cache.write(keys, pair, seen);
     return token;
   }
 

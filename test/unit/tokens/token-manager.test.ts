@@ -340,6 +340,47 @@ describe('token manager: a credential change during a login', () => {
     expect(await f.store.get(tokenKeys('bff:', BASE_URL, 'merchant-2').pair)).toBeDefined();
   });
 
+  it('a flight the credentials change under before it logs in never logs in with the retired ones: its callers get the new token', async () => {
+    const f = fakeFleet();
+    const manager = f.replica();
+    await manager.start();
+    // The flight starts (its first step is the store read); the password is rotated before it reaches the provider,
+    // which already refuses the old one.
+    const before = manager.getAccessToken();
+    f.client.options.password = 'secret-2';
+    f.credentials.change('merchant', 'secret-2');
+    const after = manager.getAccessToken();
+    await expect(before).resolves.toMatchObject({ source: 'upstream' });
+    expect((await before).value).toBe((await after).value);
+    expect(f.client.loginFailures).toBe(0);
+    expect(f.client.logins).toBe(1);
+  });
+
+  it('a pair that comes back for credentials retired while the login was out is not shared: the store never holds it', async () => {
+    const key = randomBytes(32);
+    const f = fakeFleet({ encryptionKey: key });
+    const manager = f.replica();
+    await manager.start();
+    f.client.hold();
+    const before = manager.getAccessToken();
+    await settle();
+    expect(f.client.loginUsers).toEqual(['merchant']);
+    // A password change (the same store key): the provider still takes the old one for a while.
+    f.credentials.change('merchant', 'secret-2');
+    f.client.release();
+    const retired = await before;
+    const pairKey = tokenKeys('bff:', BASE_URL, 'merchant').pair;
+    const raw = (await f.store.get(pairKey)) as string | undefined;
+    const shared = raw === undefined ? undefined : createTokenCipher(key).open(raw, pairKey);
+    expect(shared ?? '').not.toContain(retired.value);
+    // Callers from now on log in with the new password, and that pair is the one the fleet shares.
+    f.client.options.password = 'secret-2';
+    const next = await manager.getAccessToken();
+    expect(next.value).not.toBe(retired.value);
+    const stored = createTokenCipher(key).open((await f.store.get(pairKey)) as string, pairKey);
+    expect(JSON.parse(stored as string).access).toBe(next.value);
+  });
+
   it('a token renewed under the old credentials and refused after they changed is no refusal streak of the new ones', async () => {
     const f = fakeFleet();
     const manager = f.replica();
