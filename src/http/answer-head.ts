@@ -18,6 +18,11 @@ type WriteHead = ServerResponse['writeHead'];
  * Installed on `app.response`, the prototype of every response of the app (Express's own, or the class
  * expressMessageClasses gives the server, which copies it); Node's `end()`, `write()` and `flushHeaders()` all go
  * through `writeHead`. Nothing here is for a header whose value depends on the request.
+ *
+ * Until the head is written these headers are not on the response: a route that removes one (`removeHeader`) gets it
+ * back, one that appends to one (`res.append`) replaces it, and `res.getHeader` does not see it (so `res.sendFile`
+ * and `express.static` would set their own `Cache-Control`). The gateway does none of these
+ * (test/unit/http/answer-head-adv.test.ts holds its answers to the headers); a route that must, sets its own value.
  */
 export function headersOnEveryAnswer(app: Express, headers: readonly FixedHeader[]): void {
   const response = app.response as unknown as ServerResponse;
