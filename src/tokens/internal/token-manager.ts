@@ -213,10 +213,13 @@ class FleetTokenManager implements TokenProvider {
     }
     const blocked = this.backoff.blocked();
     if (blocked) throw blocked;
+    const credentials = this.credentials;
     const renewed = await this.join('renew', rejected);
     // Only a token the endpoint just issued is evidence when refused in turn; one adopted from the store may be as
-    // old as the refused one (a missed notification) and gets a renewal of its own.
-    this.renewedToken = renewed.source === 'upstream' ? renewed.value : undefined;
+    // old as the refused one (a missed notification) and gets a renewal of its own. One renewed while the credentials
+    // changed is no evidence of the new ones' (their refusal would start a fleet-wide backoff on a correct rotation).
+    this.renewedToken =
+      renewed.source === 'upstream' && credentials === this.credentials ? renewed.value : undefined;
     return this.counted(renewed);
   }
 
@@ -297,6 +300,7 @@ class FleetTokenManager implements TokenProvider {
       const token = await this.lock.withFleetLock({
         keys,
         credentials,
+        current: () => credentials === this.credentials,
         accept,
         adopt: (pair) => this.adopt(pair, 'redis'),
         asHolder: async () => {
@@ -410,6 +414,8 @@ class FleetTokenManager implements TokenProvider {
     this.renewedToken = undefined;
     this.dropMemory();
     this.backoff.credentialsChanged(next.fingerprint);
+    // A flight waiting on the fleet lock under the old credentials ends its wait now and hands over.
+    this.lock.wake();
     if (this.unsubscribeChannel && previous.channel !== this.keys.channel) {
       this.unsubscribeChannel();
       this.unsubscribeChannel = this.store.subscribe(this.keys.channel, this.onNotification);
