@@ -79,6 +79,17 @@ export async function createCredentialSource(
 
   let changes = 0;
   let reading: Promise<boolean> | undefined;
+  // Every listener hears of the change: one that throws is logged, and never keeps the others in the old credentials.
+  const tell = (listener: CredentialsListener, changed: Credentials) => {
+    try {
+      listener(changed);
+    } catch (error) {
+      logger.error(
+        { event: 'credentials.listener_failed', error: (error as Error)?.name ?? typeof error },
+        'a component failed to take the new upstream credentials',
+      );
+    }
+  };
   const reload = (): Promise<boolean> => {
     if (!usesFiles) return Promise.resolve(false);
     reading ??= (async () => {
@@ -97,7 +108,7 @@ export async function createCredentialSource(
         current = changed;
         changes += 1;
         logger.info({ event: 'credentials.reload', result: 'changed' }, 'upstream credentials changed');
-        for (const listener of listeners) listener(changed);
+        for (const listener of listeners) tell(listener, changed);
         return true;
       } catch (error) {
         logger.warn(

@@ -59,6 +59,30 @@ describe('credential source', () => {
     source.close();
   });
 
+  it('a listener that throws is logged and never keeps the later ones in the old credentials', async () => {
+    const dir = tempDir('bff-cred-');
+    writeFileSync(join(dir, 'username'), 'alice\n');
+    writeFileSync(join(dir, 'password'), 'first-pw\n');
+    const { logger, lines } = captureLogger();
+    const source = await createCredentialSource(
+      { usernameFile: join(dir, 'username'), passwordFile: join(dir, 'password') },
+      { logger, pollIntervalMs: 0, debounceMs: 10_000 },
+    );
+    const seen: string[] = [];
+    source.onChange(() => {
+      throw new TypeError('a broken component');
+    });
+    source.onChange((c) => seen.push(c.password));
+    writeFileSync(join(dir, 'password'), 'second-pw');
+    expect(await source.reload()).toBe(true);
+    expect(seen).toEqual(['second-pw']);
+    expect(source.current().password).toBe('second-pw');
+    expect(lines()).toContain('credentials.listener_failed');
+    expect(lines()).not.toContain('cannot be read');
+    expect(lines()).not.toMatch(/alice|first-pw|second-pw/);
+    source.close();
+  });
+
   it('notices a Kubernetes-style symlink swap by watching the directory', async () => {
     const dir = tempDir('bff-cred-');
     const write = (version: string, username: string) => {
