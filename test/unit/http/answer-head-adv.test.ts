@@ -5,8 +5,8 @@
 // in answer-head.ts's own comment.
 
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import express, { type Express, type RequestHandler } from 'express';
 import { headersOnEveryAnswer } from '../../../src/http/answer-head';
@@ -15,24 +15,13 @@ import { answerProtocolErrors } from '../../../src/http/protocol-errors';
 import { fixedAnswerHeaders } from '../../../src/http/request-context';
 import { writeClientsFile } from '../../support/clients-file';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
+import { rawExchange, serversClosedAfterEach } from '../../support/raw-http';
 import { catalogueWithStatement } from '../../support/statement-operation';
 import { tempDir } from '../../support/temp-dir';
 
 const LOCAL = fixedAnswerHeaders({ localMode: true });
 const QUIET = { info: () => undefined };
-const servers: Server[] = [];
-
-afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    ),
-  );
-});
+const servers = serversClosedAfterEach();
 
 /** The app's server as src/server.ts makes it: the classes made after createApp installed the override. */
 async function serve(app: Express): Promise<number> {
@@ -41,27 +30,6 @@ async function serve(app: Express): Promise<number> {
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as AddressInfo).port;
-}
-
-/** Raw bytes in, the raw answer(s) out (until the server closes or goes quiet). */
-function exchange(port: number, text: string, quietMs = 300): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(text));
-    let out = '';
-    let timer: NodeJS.Timeout | undefined;
-    const done = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(out);
-    };
-    socket.on('data', (chunk) => {
-      out += chunk;
-      clearTimeout(timer);
-      timer = setTimeout(done, quietMs);
-    });
-    socket.on('close', done);
-    socket.on('error', done);
-  });
 }
 
 /** Each header line of one raw head, lower-cased names, as [name, value] pairs in order. */
@@ -166,7 +134,7 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
       const heads = await Promise.all(
         [beforePort, nowPort].map(async (port) =>
           headLines(
-            (await exchange(port, ask))
+            (await rawExchange(port, ask))
               .split('\r\n\r\n')
               .filter((part) => part.startsWith('HTTP/1.1 ') && !part.startsWith('HTTP/1.1 103'))[0] ?? '',
           )
@@ -184,9 +152,9 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
     const app = express();
     headersOnEveryAnswer(app, LOCAL);
     const port = await serve(routes(app));
-    const raw = await exchange(port, 'GET /raw-array HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const raw = await rawExchange(port, 'GET /raw-array HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expectFixed(headLines(raw.split('\r\n\r\n')[0] as string), { 'cache-control': 'private' });
-    const object = await exchange(port, 'GET /object HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const object = await rawExchange(port, 'GET /object HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expectFixed(headLines(object.split('\r\n\r\n')[0] as string), { 'x-frame-options': 'SAMEORIGIN' });
   });
 
@@ -195,7 +163,7 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
     headersOnEveryAnswer(app, LOCAL);
     const port = await serve(routes(app));
     const [early, final] = (
-      await exchange(port, 'GET /hints HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+      await rawExchange(port, 'GET /hints HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
     ).split('\r\n\r\n');
     expect(early).toMatch(/^HTTP\/1\.1 103 /);
     expect(headLines(early as string).map(([name]) => name)).toEqual(['link']);
@@ -217,11 +185,11 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
     late.get('/late', (_req, res) => res.json({ sub: 'late' }));
     app.use(late); // mounted after
     for (const path of ['/early', '/router', '/late']) {
-      const answer = await exchange(port, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      const answer = await rawExchange(port, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
       expect(answer).toMatch(/^HTTP\/1\.1 200 /);
       expectFixed(headLines(answer.split('\r\n\r\n')[0] as string));
     }
-    const fresh = await exchange(
+    const fresh = await rawExchange(
       port,
       'GET /json HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n',
     );
@@ -233,7 +201,7 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
     const app = express();
     headersOnEveryAnswer(app, LOCAL);
     const port = await serve(routes(app));
-    const answer = await exchange(port, 'GET /json HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n');
+    const answer = await rawExchange(port, 'GET /json HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n');
     expect(answer).toMatch(/^HTTP\/1\.1 417 /);
     // x-upstream is new on it (it never was before 8f35047): an addition, not a loss.
     expectFixed(headLines(answer.split('\r\n\r\n')[0] as string));
@@ -294,7 +262,7 @@ describe('the real gateway in local mode: every kind of answer carries them', ()
 
   test('a 304 (If-None-Match: *, which fetch would turn into a revalidation) carries them', async () => {
     const port = Number(new URL(gw.url).port);
-    const answer = await exchange(
+    const answer = await rawExchange(
       port,
       'GET /healthz HTTP/1.1\r\nHost: x\r\nIf-None-Match: *\r\nConnection: close\r\n\r\n',
     );

@@ -9,7 +9,7 @@ import {
   type Server,
   type ServerResponse,
 } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
@@ -17,22 +17,11 @@ import request from 'supertest';
 import { expressMessageClasses } from '../../../src/http/express-messages';
 import { answerProtocolErrors } from '../../../src/http/protocol-errors';
 import { rememberClientIp } from '../../../src/http/request-context';
+import { rawExchange, serversClosedAfterEach } from '../../support/raw-http';
 import { tempDir } from '../../support/temp-dir';
 
 const QUIET = { info: () => undefined };
-const servers: Server[] = [];
-
-afterEach(async () => {
-  await Promise.all(
-    servers.splice(0).map(
-      (server) =>
-        new Promise<void>((resolve) => {
-          server.closeAllConnections();
-          server.close(() => resolve());
-        }),
-    ),
-  );
-});
+const servers = serversClosedAfterEach();
 
 /** A server for `app` as src/server.ts makes it (classes, protocol-error answers), or a plain one. */
 async function serve(
@@ -46,37 +35,6 @@ async function serve(
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, port: (server.address() as AddressInfo).port };
-}
-
-/** Writes raw bytes, reads until the server closes or goes quiet for `quietMs`. */
-function exchange(port: number, chunks: string[], quietMs = 300): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let text = '';
-    let timer: NodeJS.Timeout | undefined;
-    const done = () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(text);
-    };
-    const arm = () => {
-      clearTimeout(timer);
-      timer = setTimeout(done, quietMs);
-    };
-    socket.setEncoding('latin1');
-    socket.on('data', (data: string) => {
-      text += data;
-      arm();
-    });
-    socket.on('close', done);
-    socket.on('error', (error: NodeJS.ErrnoException) =>
-      error.code === 'ECONNRESET' ? done() : reject(error),
-    );
-    socket.on('connect', () => {
-      for (const chunk of chunks) socket.write(chunk);
-      arm();
-    });
-  });
 }
 
 /** A raw answer without the lines that change per run. */
@@ -103,7 +61,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
     server.prependListener('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
       seen = Object.getPrototypeOf(res) === app.response;
     });
-    const raw = await exchange(port, [
+    const raw = await rawExchange(port, [
       'GET /x HTTP/1.1\r\nHost: a\r\nExpect: bogus\r\nX-Request-Id: abc-1\r\n\r\n',
     ]);
     expect(seen).toBe(true);
@@ -119,7 +77,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
     });
     const { port } = await serve(app);
     const body = '{"a":1}';
-    const raw = await exchange(port, [
+    const raw = await rawExchange(port, [
       `POST /echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
       body,
     ]);
@@ -133,7 +91,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
       res.json({ a: 'x'.repeat(20) });
     });
     const { port } = await serve(app);
-    const raw = await exchange(port, ['HEAD /thing HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n']);
+    const raw = await rawExchange(port, ['HEAD /thing HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n']);
     expect(raw).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
     expect(raw).toMatch(/content-length: 28\r\n/i);
     expect(raw.endsWith('\r\n\r\n')).toBe(true);
@@ -149,7 +107,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
     const { port } = await serve(app);
     const one = (ip: string, last = false) =>
       `GET /ip HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: ${ip}\r\n${last ? 'Connection: close\r\n' : ''}\r\n`;
-    const raw = await exchange(port, [
+    const raw = await rawExchange(port, [
       one('203.0.113.1') + one('203.0.113.2:4444') + one('[2001:db8::3]:1', true),
     ]);
     expect(raw.match(/\{"ip":"[^"]*","onApp":true\}/g)).toEqual([
@@ -169,7 +127,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
       });
       const { port } = await serve(app, withClasses);
       answers.push(
-        stable(await exchange(port, ['GET /slow HTTP/1.1\r\nHost: a\r\n\r\n', 'NOT HTTP AT ALL\r\n\r\n'])),
+        stable(await rawExchange(port, ['GET /slow HTTP/1.1\r\nHost: a\r\n\r\n', 'NOT HTTP AT ALL\r\n\r\n'])),
       );
     }
     expect(answers[0]).toContain('{"slow":true}');
@@ -191,7 +149,7 @@ describe('expressMessageClasses, paths before Express runs (Node internals)', ()
       });
       const { port } = await serve(app, withClasses);
       const these: string[] = [];
-      for (const raw of cases) these.push(stable(await exchange(port, [raw], 150)));
+      for (const raw of cases) these.push(stable(await rawExchange(port, [raw], 150)));
       answers.push(these);
     }
     expect(answers[0]?.[0]).toContain('{"plain":true}');

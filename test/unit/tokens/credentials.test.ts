@@ -18,6 +18,19 @@ const waitUntil = async (check: () => boolean, ms = 3000) => {
   }
 };
 
+/** Credential files of `alice` (first-pw) read by a source that only re-reads them on reload(). */
+async function aliceFromFiles() {
+  const dir = tempDir('bff-cred-');
+  writeFileSync(join(dir, 'username'), 'alice\n');
+  writeFileSync(join(dir, 'password'), 'first-pw\n');
+  const { logger, lines } = captureLogger();
+  const source = await createCredentialSource(
+    { usernameFile: join(dir, 'username'), passwordFile: join(dir, 'password') },
+    { logger, pollIntervalMs: 0, debounceMs: 10_000 },
+  );
+  return { dir, source, lines };
+}
+
 describe('credential source', () => {
   it('uses inline values', async () => {
     const { logger } = captureLogger();
@@ -33,14 +46,7 @@ describe('credential source', () => {
   });
 
   it('re-reads files on reload() and tells listeners; an unchanged or empty file changes nothing', async () => {
-    const dir = tempDir('bff-cred-');
-    writeFileSync(join(dir, 'username'), 'alice\n');
-    writeFileSync(join(dir, 'password'), 'first-pw\n');
-    const { logger, lines } = captureLogger();
-    const source = await createCredentialSource(
-      { usernameFile: join(dir, 'username'), passwordFile: join(dir, 'password') },
-      { logger, pollIntervalMs: 0, debounceMs: 10_000 },
-    );
+    const { dir, source, lines } = await aliceFromFiles();
     const seen: Credentials[] = [];
     source.onChange((c) => seen.push(c));
     expect(source.current()).toMatchObject({ username: 'alice', password: 'first-pw' });
@@ -60,14 +66,7 @@ describe('credential source', () => {
   });
 
   it('a listener that throws is logged and never keeps the later ones in the old credentials', async () => {
-    const dir = tempDir('bff-cred-');
-    writeFileSync(join(dir, 'username'), 'alice\n');
-    writeFileSync(join(dir, 'password'), 'first-pw\n');
-    const { logger, lines } = captureLogger();
-    const source = await createCredentialSource(
-      { usernameFile: join(dir, 'username'), passwordFile: join(dir, 'password') },
-      { logger, pollIntervalMs: 0, debounceMs: 10_000 },
-    );
+    const { dir, source, lines } = await aliceFromFiles();
     const seen: string[] = [];
     source.onChange(() => {
       throw new TypeError('a broken component');

@@ -3,6 +3,7 @@
 import { type LedgerStore, memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
 import { UsageLedger } from '../../../src/usage/internal/usage-ledger';
 import { readUsage } from '../../../src/usage/internal/usage-report';
+import { ledgerOn } from '../../support/usage-ledgers';
 
 const tick = () => new Promise(setImmediate);
 
@@ -103,13 +104,7 @@ describe('early writes, adversarially', () => {
     const T = Date.parse('2026-11-25T10:00:00Z');
     const clock = { now: T };
     const { store, inner, pump } = latentStore(clock, 2);
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 'young',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 'young');
     let recorded = 0;
     let worst = { unwritten: 0, bound: 0, at: 0 };
     // Idle since the last timer flush (T), then its first callers 900 ms in: 2,000 requests a second.
@@ -138,13 +133,7 @@ describe('early writes, adversarially', () => {
   test('a replica killed just after midnight leaves the new day within its bound (its first count of the day written at once)', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T23:59:57.500Z') };
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 'night',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 'night');
     const spread = async (calls: number, ms: number) => {
       const start = clock.now;
       for (let i = 0; i < calls; i += 1) {
@@ -168,13 +157,7 @@ describe('early writes, adversarially', () => {
   test('close() racing an early write still makes the final write (a graceful stop is no gap)', async () => {
     const store = memoryLedgerStore();
     const clock = { now: Date.parse('2026-11-25T10:00:00Z') };
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 'stopping',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 'stopping');
     for (let s = 0; s < 3; s += 1) {
       for (let i = 0; i < 20; i += 1) {
         clock.now += 50;
@@ -203,13 +186,7 @@ describe('early writes, adversarially', () => {
       4,
       (day) => day === '2026-11-25' && clock.now >= midnight,
     );
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 'r',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 'r');
     let recorded26 = 0;
     let surgeStart: number | undefined;
     let worst = { unwritten: 0, bound: 0 };
@@ -280,13 +257,7 @@ describe('early writes, adversarially', () => {
     const T = Date.parse('2026-11-25T10:00:00Z');
     const clock = { now: T };
     const { store, inner, pump } = latentStore(clock, 0);
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 'b',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 'b');
     let recorded = 0;
     let worst = { unwritten: 0, bound: 0 };
     await drive(ledger, clock, pump, {
@@ -313,13 +284,7 @@ describe('early writes, adversarially', () => {
     const T = Date.parse('2026-11-25T10:00:00Z');
     const clock = { now: T };
     const { store, pump, writes } = latentStore(clock, 1);
-    const ledger = new UsageLedger({
-      store,
-      retentionDays: 400,
-      now: () => clock.now,
-      replicaId: 's',
-      flushIntervalMs: 1000,
-    });
+    const ledger = ledgerOn(store, clock, 's');
     let seed = 42;
     const random = () => {
       seed = (seed * 1103515245 + 12345) % 2 ** 31;

@@ -6,18 +6,9 @@ import { memoryLedgerStore } from '../../../src/usage/internal/ledger-store';
 import { usageNotes } from '../../../src/usage/internal/usage-format';
 import { UsageLedger } from '../../../src/usage/internal/usage-ledger';
 import { readUsage } from '../../../src/usage/internal/usage-report';
+import { ledgerOn } from '../../support/usage-ledgers';
 
 const DAY = { from: '2026-11-25', to: '2026-11-25' };
-
-function ledgerOn(store: ReturnType<typeof memoryLedgerStore>, clock: { now: number }, replicaId: string) {
-  return new UsageLedger({
-    store,
-    retentionDays: 400,
-    now: () => clock.now,
-    replicaId,
-    flushIntervalMs: 1000,
-  });
-}
 
 /**
  * `calls` requests spread over `ms` milliseconds, one at a time: a write in flight ends between two of them, as it
