@@ -52,6 +52,22 @@ export function credentialsOf(username: string, password: string, fingerprintKey
  * symlink in the directory, so the directory is watched, and a periodic re-read catches what watching misses.
  * A file that is momentarily missing or empty (mid-rotation) keeps the previous credentials.
  */
+/** Every listener hears of a change: one that throws is logged, and never keeps the others in the old credentials. */
+function tell(
+  listener: CredentialsListener,
+  changed: Credentials,
+  logger: CredentialSourceOptions['logger'],
+): void {
+  try {
+    listener(changed);
+  } catch (error) {
+    logger.error(
+      { event: 'credentials.listener_failed', error: (error as Error)?.name ?? typeof error },
+      'a component failed to take the new upstream credentials',
+    );
+  }
+}
+
 export async function createCredentialSource(
   settings: CredentialSettings,
   options: CredentialSourceOptions,
@@ -79,17 +95,6 @@ export async function createCredentialSource(
 
   let changes = 0;
   let reading: Promise<boolean> | undefined;
-  // Every listener hears of the change: one that throws is logged, and never keeps the others in the old credentials.
-  const tell = (listener: CredentialsListener, changed: Credentials) => {
-    try {
-      listener(changed);
-    } catch (error) {
-      logger.error(
-        { event: 'credentials.listener_failed', error: (error as Error)?.name ?? typeof error },
-        'a component failed to take the new upstream credentials',
-      );
-    }
-  };
   const reload = (): Promise<boolean> => {
     if (!usesFiles) return Promise.resolve(false);
     reading ??= (async () => {
@@ -108,7 +113,7 @@ export async function createCredentialSource(
         current = changed;
         changes += 1;
         logger.info({ event: 'credentials.reload', result: 'changed' }, 'upstream credentials changed');
-        for (const listener of listeners) tell(listener, changed);
+        for (const listener of listeners) tell(listener, changed, logger);
         return true;
       } catch (error) {
         logger.warn(
