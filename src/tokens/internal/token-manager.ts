@@ -219,7 +219,7 @@ class FleetTokenManager implements TokenProvider {
     // old as the refused one (a missed notification) and gets a renewal of its own. One renewed while the credentials
     // changed is no evidence of the new ones' (their refusal would start a fleet-wide backoff on a correct rotation).
     this.renewedToken =
-      renewed.source === 'upstream' && credentials === this.credentials ? renewed.value : undefined;
+      renewed.source === 'upstream' && this.stillCurrent(credentials) ? renewed.value : undefined;
     return this.counted(renewed);
   }
 
@@ -300,7 +300,7 @@ class FleetTokenManager implements TokenProvider {
       const token = await this.lock.withFleetLock({
         keys,
         credentials,
-        current: () => credentials === this.credentials,
+        current: () => this.stillCurrent(credentials),
         accept,
         adopt: (pair) => this.adopt(pair, 'redis'),
         asHolder: async () => {
@@ -332,13 +332,21 @@ class FleetTokenManager implements TokenProvider {
   ): Promise<AccessToken> {
     // Never a login or refresh with credentials retired while the flight waited (the store, the lock): the provider
     // may refuse them already, and their pair would serve nobody.
-    if (credentials !== this.credentials) throw SUPERSEDED;
+    if (!this.stillCurrent(credentials)) throw SUPERSEDED;
     const pair = await this.endpoint.fetch(keys, credentials, base);
     const token = this.adopt(pair, 'upstream');
     // A pair of credentials retired while the call was out is its own callers' alone: after a password change (the
     // same key) it would take the new pair's place in the store, and every replica would log in again.
-    if (credentials === this.credentials) await this.cache.write(keys, pair, seen);
+    if (this.stillCurrent(credentials)) await this.cache.write(keys, pair, seen);
     return token;
+  }
+
+  /**
+   * Whether credentials a flight started with are the account's now: compared by fingerprint, so a change and a change
+   * back while a call was out (A, B, A again) leaves its pair as the current credentials' (in memory and the store).
+   */
+  private stillCurrent(credentials: Credentials): boolean {
+    return credentials.fingerprint === this.credentials.fingerprint;
   }
 
   // --- memory ---------------------------------------------------------------------------------------------------

@@ -381,6 +381,25 @@ describe('token manager: a credential change during a login', () => {
     expect(JSON.parse(stored as string).access).toBe(next.value);
   });
 
+  it("a change and a change back while a login is out (A, B, A): its pair is the current credentials' and the fleet shares it", async () => {
+    const f = fakeFleet();
+    const manager = f.replica();
+    await manager.start();
+    f.client.hold();
+    const before = manager.getAccessToken();
+    await settle();
+    f.credentials.change('merchant', 'secret-2');
+    f.credentials.change('merchant', 'secret');
+    f.client.release();
+    const token = await before;
+    expect(token.source).toBe('upstream');
+    // Another replica finds it in the store: no second login.
+    const other = f.replica();
+    await other.start();
+    await expect(other.getAccessToken()).resolves.toMatchObject({ value: token.value });
+    expect(f.client.logins).toBe(1);
+  });
+
   it('a token renewed under the old credentials and refused after they changed is no refusal streak of the new ones', async () => {
     const f = fakeFleet();
     const manager = f.replica();
