@@ -1,6 +1,7 @@
 // Headers that every answer of an app carries, whatever its route, added as its head is written.
 import type { ServerResponse } from 'node:http';
 import type { Express } from 'express';
+import { SECURITY_HEADERS } from './security-headers';
 
 /** A header name (lower case) and its value. */
 export type FixedHeader = readonly [name: string, value: string];
@@ -48,4 +49,20 @@ export function headersOnEveryAnswer(app: Express, headers: readonly FixedHeader
     writable: true,
     value: withFixedHeaders,
   });
+}
+
+/**
+ * What every answer of the gateway carries (added as the head is written by headersOnEveryAnswer, unless the route set
+ * its own):
+ * - the security headers (helmet, JSON-API profile);
+ * - `Cache-Control: no-store`: no answer may be kept by a browser, proxy or CDN. Plans and verdicts are one
+ *   caller's data, and errors must not outlive their cause; upstream caching headers never pass;
+ * - in local mode, `X-Upstream: simulator`, so nobody mistakes an answer of the bundled simulator for the provider's.
+ */
+export function fixedAnswerHeaders(options: { readonly localMode: boolean }): FixedHeader[] {
+  return [
+    ...SECURITY_HEADERS,
+    ['cache-control', 'no-store'],
+    ...(options.localMode ? [['x-upstream', 'simulator'] as const] : []),
+  ];
 }

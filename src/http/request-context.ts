@@ -5,9 +5,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
-import type { FixedHeader } from './answer-head';
 import { assignRequestId } from './request-id';
-import { SECURITY_HEADERS } from './security-headers';
 
 export interface RequestContextOptions {
   readonly logger: Logger;
@@ -23,7 +21,7 @@ export interface RequestContextOptions {
 /**
  * One middleware for the per-request concerns that always run and never answer (one router layer instead of
  * five on the hot path), in this order: the request id, the request log and metrics, the draining marker. The
- * headers every answer carries are added as its head is written ({@link fixedAnswerHeaders}).
+ * headers every answer carries are added as its head is written (answer-head.ts).
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics, options.onFinished);
@@ -35,22 +33,6 @@ export function requestContext(options: RequestContextOptions): RequestHandler {
     if (readiness.draining) markDraining(res);
     tracing.serve(req, res, next);
   };
-}
-
-/**
- * What every answer of the gateway carries (src/http/answer-head.ts adds them as the head is written, unless the
- * route set its own):
- * - the security headers (helmet, JSON-API profile);
- * - `Cache-Control: no-store`: no answer may be kept by a browser, proxy or CDN. Plans and verdicts are one
- *   caller's data, and errors must not outlive their cause; upstream caching headers never pass;
- * - in local mode, `X-Upstream: simulator`, so nobody mistakes an answer of the bundled simulator for the provider's.
- */
-export function fixedAnswerHeaders(options: { readonly localMode: boolean }): FixedHeader[] {
-  return [
-    ...SECURITY_HEADERS,
-    ['cache-control', 'no-store'],
-    ...(options.localMode ? [['x-upstream', 'simulator'] as const] : []),
-  ];
 }
 
 /** While draining, answers close their connection so load balancers move callers to other replicas. */

@@ -5,7 +5,7 @@ import { readRetryAfter } from '../../http/retry-after';
 /**
  * Upstream answer headers a client needs; everything else (Set-Cookie, Server, X-Powered-By, ...) is dropped. No
  * caching header (Cache-Control, Expires, ETag, Last-Modified, Age, Vary, Pragma) passes: every gateway answer is
- * `Cache-Control: no-store` (see request-context.ts), whatever the upstream says. Content-Disposition: the file name
+ * `Cache-Control: no-store` (see http/answer-head.ts), whatever the upstream says. Content-Disposition: the file name
  * of an export (a statement's CSV, a PDF) the caller saves.
  */
 export const ANSWER_HEADERS: readonly string[] = [

@@ -94,6 +94,8 @@ export class UsageLedger {
   private readonly expirySet = new Set<string>();
   private readonly reported = new Map<string, number>();
   private readonly now: () => number;
+  /** The configured flush interval (ms). */
+  private readonly intervalMs: number;
   private today = '';
   private todayEndsAt = 0;
   private todayRows = new Map<string, UsageCounts>();
@@ -120,6 +122,7 @@ export class UsageLedger {
 
   constructor(private readonly options: UsageLedgerOptions) {
     this.now = options.now ?? Date.now;
+    this.intervalMs = options.flushIntervalMs ?? 1000;
     this.replicaId = options.replicaId ?? `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`;
     this.windowStartedAt = this.now();
   }
@@ -146,7 +149,7 @@ export class UsageLedger {
   /** Starts the periodic flush (unref'd: it never keeps the process alive). */
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => void this.flush(), this.options.flushIntervalMs ?? 1000);
+    this.timer = setInterval(() => void this.flush(), this.intervalMs);
     this.timer.unref();
   }
 
@@ -197,7 +200,7 @@ export class UsageLedger {
 
   /** The flush interval as it ran: the longest of the last windows, at least the configured one. */
   private every(): number {
-    return Math.ceil(Math.max(this.options.flushIntervalMs ?? 1000, ...this.windows));
+    return Math.ceil(Math.max(this.intervalMs, ...this.windows));
   }
 
   /**
@@ -219,7 +222,7 @@ export class UsageLedger {
     // the end of a lull) is measured from its first request, not diluted by the quiet before it.
     if (this.countedInWindow > 0) {
       const busy = now - Math.max(this.windowStartedAt, this.windowFirstCountAt);
-      const measured = Math.max(busy, SHORTEST_WINDOW_SHARE * (this.options.flushIntervalMs ?? 1000));
+      const measured = Math.max(busy, SHORTEST_WINDOW_SHARE * this.intervalMs);
       this.rates.push((this.countedInWindow * 1000) / measured);
     }
     this.windows.push(elapsed);
