@@ -42,4 +42,7 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # SIGTERM reaches node directly (exec form, node is PID 1): the gateway handles it from its first line on, also
 # during start-up (readiness 503, drain, close Redis, exit 0).
-CMD ["node", "dist/src/main.js"]
+# The flags are package.json's config.nodeFlags (a test holds the two equal): a young generation of a fixed 64 MiB
+# per semi-space. Each call waiting on the provider keeps objects alive through scavenges; a fixed, larger young
+# generation costs ~50 MiB of resident memory and less CPU per request (docs/operations.md, "Runtime flags").
+CMD ["node", "--min-semi-space-size=64", "--max-semi-space-size=64", "--scavenger-max-new-space-capacity-mb=128", "dist/src/main.js"]

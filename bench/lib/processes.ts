@@ -8,6 +8,7 @@ import { DEFAULT_SERVER_LISTEN_BACKLOG } from '../../src/config/env-schema';
 import { freePort } from '../../test/support/ports';
 import { redisPing, redisServerArgs } from '../../test/support/redis-server';
 import { NODE, ROOT } from './fixtures';
+import { gatewayNodeFlags } from './gateway-node-flags';
 import { benchSimulatorEnv } from './governed-setup';
 
 export { freePort };
@@ -156,8 +157,11 @@ export async function startSimulatorProcess(
   return { proc, url };
 }
 
-/** A gateway (`node dist/src/main.js`) on a free port, resolved once /readyz answers 200. */
-/** A gateway process; `build` is the checkout whose `dist/` it runs (this one unless comparing builds). */
+/**
+ * A gateway (`node <its build's production flags> dist/src/main.js`) on a free port, resolved once /readyz answers
+ * 200; `build` is the checkout whose `dist/` it runs (this one unless comparing builds), `nodeArgs` come first
+ * (profiling).
+ */
 export async function startGatewayProcess(
   name: string,
   env: Record<string, string>,
@@ -165,7 +169,8 @@ export async function startGatewayProcess(
   build: string = ROOT,
 ): Promise<Served> {
   const port = await freePort();
-  const proc = start(name, NODE, [...nodeArgs, join(build, 'dist/src/main.js')], {
+  const args = [...nodeArgs, ...gatewayNodeFlags(build), join(build, 'dist/src/main.js')];
+  const proc = start(name, NODE, args, {
     cwd: ROOT,
     env: { HOST: '127.0.0.1', PORT: String(port), ...env },
   });

@@ -119,6 +119,18 @@ describe('Dockerfile', () => {
     expect(runtime.find((i) => i.keyword === 'CMD')?.args).toMatch(/^\[\s*"node"/);
   });
 
+  test("CMD runs node with package.json's config.nodeFlags, as `npm start` and the bench do", () => {
+    const manifest = JSON.parse(read('package.json')) as {
+      config: { nodeFlags: string };
+      scripts: { start: string };
+    };
+    const flags = manifest.config.nodeFlags.split(/\s+/);
+    expect(flags.length).toBeGreaterThan(0);
+    const cmd = JSON.parse(runtime.find((i) => i.keyword === 'CMD')?.args ?? '[]') as string[];
+    expect(cmd).toEqual(['node', ...flags, 'dist/src/main.js']);
+    expect(manifest.scripts.start).toMatch(/&& node \$npm_package_config_nodeFlags dist\/src\/main\.js$/);
+  });
+
   test('no secret baked in: no secret-looking ENV or ARG, no .env or secrets copied', () => {
     for (const instruction of instructions.filter((i) => i.keyword === 'ENV' || i.keyword === 'ARG')) {
       const names = instruction.args.split(/\s+/).map((pair) => pair.split('=')[0] ?? '');

@@ -134,7 +134,8 @@ test("the operator's commands run the build step, then the built output; the bui
     scripts: Record<string, string>;
   };
   for (const name of ['start', 'simulator', 'doctor', 'usage', 'bench', 'bench:features', 'soak'])
-    expect(scripts[name]).toMatch(/^node scripts\/build\.js && node dist\//);
+    // `start` runs the gateway with its production flags (package.json config.nodeFlags), as the image's CMD does.
+    expect(scripts[name]).toMatch(/^node scripts\/build\.js && node (\$npm_package_config_nodeFlags )?dist\//);
   expect(scripts.build).toBe('node scripts/build.js');
   const build = JSON.parse(readFileSync(join(root, 'tsconfig.build.json'), 'utf8')) as {
     extends: string;
