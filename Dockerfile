@@ -44,5 +44,5 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
 # during start-up (readiness 503, drain, close Redis, exit 0).
 # The flags are package.json's config.nodeFlags (a test holds the two equal): a young generation of a fixed 64 MiB
 # per semi-space. Each call waiting on the provider keeps objects alive through scavenges; a fixed, larger young
-# generation costs ~50 MiB of resident memory and less CPU per request (docs/operations.md, "Runtime flags").
-CMD ["node", "--min-semi-space-size=64", "--max-semi-space-size=64", "--scavenger-max-new-space-capacity-mb=128", "dist/src/main.js"]
+# generation costs resident memory and saves CPU per request (docs/operations.md, "Runtime flags").
+CMD ["node", "--min-semi-space-size=64", "--max-semi-space-size=64", "dist/src/main.js"]

@@ -335,6 +335,12 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     );
   });
 
+  test("runs the image's CMD (its runtime flags, docs/operations.md): no command or args of its own", () => {
+    const { container } = get(overlay);
+    expect(container.command).toBeUndefined();
+    expect(container.args).toBeUndefined();
+  });
+
   test('sets resource requests and limits', () => {
     const { resources } = get(overlay).container;
     expect(resources?.requests?.cpu).toBeDefined();

@@ -119,16 +119,20 @@ describe('Dockerfile', () => {
     expect(runtime.find((i) => i.keyword === 'CMD')?.args).toMatch(/^\[\s*"node"/);
   });
 
-  test("CMD runs node with package.json's config.nodeFlags, as `npm start` and the bench do", () => {
+  test("the one CMD runs node with package.json's config.nodeFlags, as `npm start` and the bench do", () => {
     const manifest = JSON.parse(read('package.json')) as {
       config: { nodeFlags: string };
       scripts: { start: string };
     };
     const flags = manifest.config.nodeFlags.split(/\s+/);
     expect(flags.length).toBeGreaterThan(0);
-    const cmd = JSON.parse(runtime.find((i) => i.keyword === 'CMD')?.args ?? '[]') as string[];
-    expect(cmd).toEqual(['node', ...flags, 'dist/src/main.js']);
-    expect(manifest.scripts.start).toMatch(/&& node \$npm_package_config_nodeFlags dist\/src\/main\.js$/);
+    // Docker runs the last CMD, and an ENTRYPOINT would take it as arguments: one CMD, none.
+    const cmds = runtime.filter((i) => i.keyword === 'CMD');
+    expect(cmds).toHaveLength(1);
+    expect(runtime.filter((i) => i.keyword === 'ENTRYPOINT')).toEqual([]);
+    expect(JSON.parse(cmds[0]?.args ?? '[]')).toEqual(['node', ...flags, 'dist/src/main.js']);
+    // Spelled out, not `$npm_package_config_nodeFlags`: zsh as npm's script-shell would pass them as one argument.
+    expect(manifest.scripts.start).toBe(`node scripts/build.js && node ${flags.join(' ')} dist/src/main.js`);
   });
 
   test('no secret baked in: no secret-looking ENV or ARG, no .env or secrets copied', () => {
@@ -157,6 +161,14 @@ describe('docker-compose.yml', () => {
   const services = compose.services;
   const gateways = Object.keys(services).filter((name) => /^gateway-\d+$/.test(name));
   const envOf = (name: string) => (services[name]?.environment ?? {}) as Record<string, string>;
+
+  test('the gateways run the image CMD (its runtime flags): no command or entrypoint of their own', () => {
+    expect(gateways.length).toBeGreaterThan(0);
+    for (const name of gateways)
+      expect({ name, command: services[name]?.command, entrypoint: services[name]?.entrypoint }).toEqual({
+        name,
+      });
+  });
 
   test('a Redis service with a healthcheck', () => {
     expect(String(services.redis?.image)).toMatch(/^redis:/);

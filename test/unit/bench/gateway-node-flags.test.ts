@@ -15,11 +15,7 @@ function checkoutWith(manifest: object): string {
 
 describe('gatewayNodeFlags', () => {
   test("this checkout's flags are package.json's config.nodeFlags, split", () => {
-    expect(gatewayNodeFlags(ROOT)).toEqual([
-      '--min-semi-space-size=64',
-      '--max-semi-space-size=64',
-      '--scavenger-max-new-space-capacity-mb=128',
-    ]);
+    expect(gatewayNodeFlags(ROOT)).toEqual(['--min-semi-space-size=64', '--max-semi-space-size=64']);
   });
 
   test('a build whose package.json sets none (an older build) runs with none', () => {
