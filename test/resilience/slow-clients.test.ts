@@ -132,12 +132,13 @@ describe('slow clients', () => {
       expect(c?.afterMs).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 100);
       expect(c?.afterMs).toBeLessThan(HEADERS_TIMEOUT_MS + CHECK_SLACK_MS + 500);
     }
-    // Not starved: every normal request answered 200, quickly.
+    // Not starved: every normal request answered 200, none held until the slow connections were cut (a caller queued
+    // behind them would wait at least HEADERS_TIMEOUT_MS; 1 s here was once exceeded, 1.1 s, on a busy CI machine).
     expect(normal.lost).toBe(0);
     expect(normal.malformed).toBe(0);
     expect(Object.keys(normal.byStatus)).toEqual(['200']);
     expect(normal.sent).toBeGreaterThan(50);
-    expect(normal.maxLatencyMs).toBeLessThan(1_000);
+    expect(normal.maxLatencyMs).toBeLessThan(HEADERS_TIMEOUT_MS);
     answers.push(...normal.texts);
   }, 30_000);
 
