@@ -1,5 +1,5 @@
 // The Node.js flags the gateway runs with in production: package.json's config.nodeFlags, which `npm start` and the
-// Dockerfile's CMD pass to node (test/integration/operations/container-files.test.ts holds the CMD to it). The bench
+// Dockerfile's CMD spell out (test/integration/operations/container-files.test.ts holds both to it). The bench
 // starts every gateway with its own build's flags, so a build is measured as it ships and an older build without
 // them as it shipped.
 import { readFileSync } from 'node:fs';
