@@ -47,11 +47,6 @@ export function credentialsOf(username: string, password: string, fingerprintKey
   return { username, password, fingerprint: credentialFingerprint(username, password, fingerprintKey) };
 }
 
-/**
- * Files are re-read (not trusted to be stable): Kubernetes updates a secret mount by swapping a `..data`
- * symlink in the directory, so the directory is watched, and a periodic re-read catches what watching misses.
- * A file that is momentarily missing or empty (mid-rotation) keeps the previous credentials.
- */
 /** Every listener hears of a change: one that throws is logged, and never keeps the others in the old credentials. */
 function tell(
   listener: CredentialsListener,
@@ -68,6 +63,11 @@ function tell(
   }
 }
 
+/**
+ * Files are re-read (not trusted to be stable): Kubernetes updates a secret mount by swapping a `..data`
+ * symlink in the directory, so the directory is watched, and a periodic re-read catches what watching misses.
+ * A file that is momentarily missing or empty (mid-rotation) keeps the previous credentials.
+ */
 export async function createCredentialSource(
   settings: CredentialSettings,
   options: CredentialSourceOptions,

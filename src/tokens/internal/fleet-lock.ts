@@ -35,7 +35,7 @@ export interface FleetTurn<T> {
   /** What the pair another holder shared becomes. */
   readonly adopt: (pair: TokenPair) => T;
   /** False once the turn's credentials were replaced: the turn ends at once (its flight hands over). */
-  readonly current?: () => boolean;
+  readonly current: () => boolean;
 }
 
 export class FleetLock {
@@ -50,8 +50,7 @@ export class FleetLock {
   async withFleetLock<T>(turn: FleetTurn<T>): Promise<T | undefined> {
     const { cache, clock, store, lockTtlMs, stopped } = this.deps;
     const giveUpAt = clock.now() + 2 * lockTtlMs;
-    const current = turn.current ?? (() => true);
-    while (!stopped() && current() && clock.now() < giveUpAt) {
+    while (!stopped() && turn.current() && clock.now() < giveUpAt) {
       const owner = randomBytes(12).toString('hex');
       const locked = await cache.call('lock', () => store.acquireLock(turn.keys.lock, owner, lockTtlMs));
       if (locked === DOWN) break;
@@ -127,8 +126,7 @@ export class FleetLock {
     const { cache, backoff, clock, lockWaitMs, pollMs, stopped } = this.deps;
     const deadline = clock.now() + lockWaitMs;
     const releases = this.releases;
-    const current = turn.current ?? (() => true);
-    while (!stopped() && current()) {
+    while (!stopped() && turn.current()) {
       const left = deadline - clock.now();
       if (left <= 0) return undefined;
       await this.sleepOrWake(Math.min(pollMs, left));
@@ -136,7 +134,7 @@ export class FleetLock {
       if (shared === DOWN) return DOWN;
       if (turn.accept(shared.pair)) return shared.pair;
       backoff.throwIfBlocked(shared);
-      if (this.releases !== releases || !current()) return undefined;
+      if (this.releases !== releases || !turn.current()) return undefined;
     }
     return undefined;
   }
