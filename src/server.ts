@@ -1,10 +1,11 @@
 // The gateway's HTTP servers: hardening against slow clients, listening, draining, and the separate metrics server.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server as NetServer } from 'node:net';
 import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
+import { closeServer, type ListenOptions, listenSpread } from './http/accept-sockets';
 import { expressMessageClasses } from './http/express-messages';
 import { answerProtocolErrors } from './http/protocol-errors';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
@@ -34,25 +35,35 @@ export async function startServers(
       config,
     );
     answerProtocolErrors(server, logger);
-    const { url, address: listenAddress } = await listen(
-      server,
-      config.server.host,
-      config.server.port,
-      config.server.listenBacklog,
-    );
-    closers.push(() => closeServer(server, 0));
+    const {
+      url,
+      address: listenAddress,
+      extra,
+    } = await listen(server, {
+      host: config.server.host,
+      port: config.server.port,
+      backlog: config.server.listenBacklog,
+      acceptSockets: config.server.acceptSockets,
+    });
+    closers.push(() => closeServer(server, 0, extra));
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
     if (config.server.metricsPort !== undefined) {
       metricsServer = createMetricsServer(metrics);
-      metricsUrl = (await listen(metricsServer, config.server.host, config.server.metricsPort)).url;
+      metricsUrl = (
+        await listen(metricsServer, {
+          host: config.server.host,
+          port: config.server.metricsPort,
+          acceptSockets: 1,
+        })
+      ).url;
     }
     return {
       url,
       listenAddress,
       metricsUrl,
       async drain(timeoutMs: number) {
-        await closeServer(server, timeoutMs);
+        await closeServer(server, timeoutMs, extra);
         if (metricsServer) await closeServer(metricsServer, 1_000);
       },
     };
@@ -79,49 +90,19 @@ function hardenServer(server: Server, config: GatewayConfig): Server {
   return server;
 }
 
-/** The bound address as the OS reports it, and a URL this host can connect to (loopback for a wildcard bind). */
-function listen(
-  server: Server,
-  host: string,
-  port: number,
-  backlog?: number,
-): Promise<{ url: string; address: string }> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ port, host, backlog }, () => {
-      server.off('error', reject);
-      const bound = server.address() as AddressInfo;
-      const ipv6 = bound.family === 'IPv6';
-      const address = `${ipv6 ? `[${bound.address}]` : bound.address}:${bound.port}`;
-      const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
-      const reachable = wildcard
-        ? ipv6
-          ? '[::1]'
-          : '127.0.0.1'
-        : ipv6
-          ? `[${bound.address}]`
-          : bound.address;
-      resolve({ url: `http://${reachable}:${bound.port}`, address });
-    });
-  });
-}
-
 /**
- * Stops accepting, lets in-flight requests finish, and cuts what is left after `timeoutMs`. A keep-alive
- * connection whose request was in flight turns idle when it is answered: it is closed then, not after the
- * keep-alive timeout, so the drain ends as soon as the last answer is out.
+ * Listens (on `acceptSockets` sockets: accept-sockets.ts); returns the bound address as the OS reports it, a URL this
+ * host can connect to (loopback for a wildcard bind), and the extra sockets to close with the server.
  */
-function closeServer(server: Server, timeoutMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
-    deadline.unref();
-    const sweep = setInterval(() => server.closeIdleConnections(), 50);
-    sweep.unref();
-    server.close(() => {
-      clearTimeout(deadline);
-      clearInterval(sweep);
-      resolve();
-    });
-    server.closeIdleConnections();
-  });
+async function listen(
+  server: Server,
+  options: ListenOptions,
+): Promise<{ url: string; address: string; extra: readonly NetServer[] }> {
+  const { extra } = await listenSpread(server, options);
+  const bound = server.address() as AddressInfo;
+  const ipv6 = bound.family === 'IPv6';
+  const address = `${ipv6 ? `[${bound.address}]` : bound.address}:${bound.port}`;
+  const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
+  const reachable = wildcard ? (ipv6 ? '[::1]' : '127.0.0.1') : ipv6 ? `[${bound.address}]` : bound.address;
+  return { url: `http://${reachable}:${bound.port}`, address, extra };
 }

@@ -14,6 +14,8 @@ export const DEFAULT_UPSTREAM_MAX_SOCKETS = 1024;
  * at net.core.somaxconn (4096 by default since 5.4).
  */
 export const DEFAULT_SERVER_LISTEN_BACKLOG = 4096;
+/** Listening sockets on the gateway's port (SO_REUSEPORT): connections accepted per event-loop turn at most. */
+export const DEFAULT_SERVER_ACCEPT_SOCKETS = 16;
 /** The longest lease TOKEN_LOCK_TTL_MS may give the fleet's token lock: a longer one in Redis is no replica's. */
 export const MAX_TOKEN_LOCK_TTL_MS = 120_000;
 /**
@@ -128,6 +130,7 @@ export const envSchema = z.object({
    */
   SERVER_KEEP_ALIVE_TIMEOUT_MS: int(1000, 600_000).default(65_000),
   SERVER_LISTEN_BACKLOG: int(1, 65_535).default(DEFAULT_SERVER_LISTEN_BACKLOG),
+  SERVER_ACCEPT_SOCKETS: int(1, 64).default(DEFAULT_SERVER_ACCEPT_SOCKETS),
   SHUTDOWN_TIMEOUT_MS: int(0, 120_000).default(15_000),
 
   /** Read in canonical form by load-config (scheme and host lower-case): HTTP:// meets the https rule as http. */

@@ -102,6 +102,11 @@ export interface GatewayConfig {
     readonly keepAliveTimeoutMs: number;
     /** Connections waiting to be accepted (SERVER_LISTEN_BACKLOG; the kernel caps it at net.core.somaxconn). */
     readonly listenBacklog: number;
+    /**
+     * Listening sockets on the port, SO_REUSEPORT (SERVER_ACCEPT_SOCKETS; Linux and FreeBSD, one elsewhere): Node
+     * accepts one connection per event-loop turn on each.
+     */
+    readonly acceptSockets: number;
     readonly shutdownTimeoutMs: number;
     readonly trustProxy: TrustProxySetting;
     readonly inboundAllowCidrs: readonly string[];

@@ -189,6 +189,7 @@ function buildConfig(env: RawEnv, problems: ConfigProblem[], cwd: string): Gatew
       requestTimeoutMs: env.SERVER_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: env.SERVER_KEEP_ALIVE_TIMEOUT_MS,
       listenBacklog: env.SERVER_LISTEN_BACKLOG,
+      acceptSockets: env.SERVER_ACCEPT_SOCKETS,
       shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
       trustProxy: env.TRUST_PROXY,
       inboundAllowCidrs: env.INBOUND_ALLOW_CIDRS,

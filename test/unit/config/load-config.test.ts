@@ -922,6 +922,18 @@ describe('listen backlog', () => {
   );
 });
 
+describe('accept sockets', () => {
+  test('defaults to 16 listening sockets; 1 to 64 may be set', () => {
+    expect(loadConfig({}).server.acceptSockets).toBe(16);
+    expect(loadConfig({ SERVER_ACCEPT_SOCKETS: '1' }).server.acceptSockets).toBe(1);
+    expect(loadConfig({ SERVER_ACCEPT_SOCKETS: '64' }).server.acceptSockets).toBe(64);
+  });
+
+  test.each(['0', '65', '-3', '2.5', 'all'])('SERVER_ACCEPT_SOCKETS=%s is refused, naming it', (value) => {
+    expect(() => loadConfig({ SERVER_ACCEPT_SOCKETS: value })).toThrow(/SERVER_ACCEPT_SOCKETS/);
+  });
+});
+
 describe('usage and quota settings', () => {
   test('USAGE_REDIS_*: a store of its own in the three forms of REDIS_*, with its password and TLS settings', () => {
     expect(loadConfig({ REDIS_URL: 'redis://tokens:6379' }).usage.redis).toBeUndefined();
