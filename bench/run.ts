@@ -181,6 +181,10 @@ interface Row {
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** p99 of the answered requests alone (the unanswered ones at the end left out, as before 2026-11-27, seventh). */
+  readonly p99AnsweredMs: number;
+  /** Requests unanswered at a run's end that had waited over a second by then (median over rounds). */
+  readonly waitingOverSecond: number;
   readonly cpuMsPerRequest: number | null;
   readonly errors: number;
   /** 503 answers (UPSTREAM_SATURATED, or an open circuit), all rounds; they count among `errors` too. */
@@ -532,7 +536,8 @@ async function main(): Promise<void> {
           `round ${round + 1}/${settings.rounds} ${UPSTREAM_LABEL[kind.upstream].padEnd(11)} ` +
             `${kind.name.padEnd(24)} ${target.name.padEnd(13)} ` +
             `${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50Ms.toFixed(2)} ms  ` +
-            `p99 ${sample.p99Ms.toFixed(2)} ms  errors ${sample.errors}  503s ${sample.status503}`,
+            `p99 ${sample.p99Ms.toFixed(2)} ms (answers ${sample.p99AnsweredMs.toFixed(2)})  ` +
+            `waiting >1 s at the end ${sample.waitingOverSecond}  errors ${sample.errors}  503s ${sample.status503}`,
         );
         for (const group of groups.values())
           for (const proc of group.procs)
@@ -554,6 +559,8 @@ async function main(): Promise<void> {
         rps: round(median(list.map((s) => s.rps)), 1),
         p50Ms: round(median(list.map((s) => s.p50Ms)), 3),
         p99Ms: round(median(list.map((s) => s.p99Ms)), 3),
+        p99AnsweredMs: round(median(list.map((s) => s.p99AnsweredMs)), 3),
+        waitingOverSecond: median(list.map((s) => s.waitingOverSecond)),
         cpuMsPerRequest: nullable(median(list.map((s) => s.cpuMsPerRequest ?? Number.NaN)), 4),
         errors: list.reduce((sum, s) => sum + s.errors, 0),
         status503: list.reduce((sum, s) => sum + s.status503, 0),
@@ -659,14 +666,18 @@ async function main(): Promise<void> {
     'plan GET unique ids': governedOverPlain('plan GET unique ids'),
     'validation POST': governedOverPlain('validation POST'),
   };
-  /** gateway/bare p99 of a scenario, of the medians over rounds. */
-  const p99Ratio = (kind: Kind | undefined): number | null => {
-    const g = kind && find(kind.upstream, kind.name, 'gateway')?.p99Ms;
-    const b = kind && find(kind.upstream, kind.name, 'bare-proxy')?.p99Ms;
+  /** gateway/bare p99 of a scenario, of the medians over rounds (`p99AnsweredMs`: the answered requests alone). */
+  const p99Ratio = (kind: Kind | undefined, field: 'p99Ms' | 'p99AnsweredMs' = 'p99Ms'): number | null => {
+    const g = kind && find(kind.upstream, kind.name, 'gateway')?.[field];
+    const b = kind && find(kind.upstream, kind.name, 'bare-proxy')?.[field];
     return g !== undefined && b !== undefined && b > 0 ? round(g / b, 3) : null;
   };
   const slowP99Ratio = p99Ratio(slowKind);
   const slowApartP99Ratio = p99Ratio(slowApartKind);
+  const slowP99Ratios = {
+    '': { all: slowP99Ratio, answered: p99Ratio(slowKind, 'p99AnsweredMs') },
+    ', load apart': { all: slowApartP99Ratio, answered: p99Ratio(slowApartKind, 'p99AnsweredMs') },
+  };
   const medianOf = (r: PairedRatio | null) => r?.median ?? null;
   const ratios = {
     fast: Object.fromEntries(Object.entries(ratioDetails.fast).map(([k, r]) => [k, medianOf(r)])),
@@ -677,6 +688,8 @@ async function main(): Promise<void> {
       gatewayOverBareP99: slowP99Ratio,
       gatewayOverBareThroughputLoadApart: medianOf(ratioDetails.slow.gatewayOverBareThroughputLoadApart),
       gatewayOverBareP99LoadApart: slowApartP99Ratio,
+      gatewayOverBareP99Answered: slowP99Ratios[''].answered,
+      gatewayOverBareP99AnsweredLoadApart: slowP99Ratios[', load apart'].answered,
     },
   };
   const latencyName = `plan GET @${settings.rate}rps`;
@@ -776,23 +789,13 @@ async function main(): Promise<void> {
     ...(comparison ? { comparison: { build: compareBuild, scenarios: comparison } } : {}),
   };
   process.stdout.write(
-    formatReport(
-      rows,
-      ratioDetails,
-      { '': slowP99Ratio, ', load apart': slowApartP99Ratio },
-      cpuAddedOverBare,
-      governing,
-      added,
-      tokens,
-      coalescing,
-      {
-        nginx: rows.some((r) => r.target === 'nginx'),
-        logBytes,
-        metricsOk,
-        pinned: cpus,
-        loadApart: slowApartKind !== undefined,
-      },
-    ),
+    formatReport(rows, ratioDetails, slowP99Ratios, cpuAddedOverBare, governing, added, tokens, coalescing, {
+      nginx: rows.some((r) => r.target === 'nginx'),
+      logBytes,
+      metricsOk,
+      pinned: cpus,
+      loadApart: slowApartKind !== undefined,
+    }),
   );
   if (comparison)
     process.stdout.write(
@@ -1150,8 +1153,8 @@ function get(url: string, headers: Record<string, string>): Promise<number> {
 function formatReport(
   rows: Row[],
   ratios: Record<Upstream, Record<string, PairedRatio | null>>,
-  /** gateway/bare p99 of the slow rows, by the suffix of their label. */
-  slowP99Ratios: Record<string, number | null>,
+  /** gateway/bare p99 of the slow rows, by the suffix of their label: every request's wait, and the answers alone. */
+  slowP99Ratios: Record<string, { all: number | null; answered: number | null }>,
   cpuAdded: Partial<Record<Upstream, Record<string, CpuDelta | null>>>,
   governing: Record<string, CpuDelta | null>,
   added: { p50Ms: number; p99Ms: number },
@@ -1173,6 +1176,7 @@ function formatReport(
     'req/s',
     'p50 ms',
     'p99 ms',
+    'waiting >1 s',
     'CPU ms/req',
     'RSS MiB',
     'errors',
@@ -1188,6 +1192,7 @@ function formatReport(
     r.rps.toFixed(0),
     r.p50Ms.toFixed(2),
     r.p99Ms.toFixed(2),
+    String(r.waitingOverSecond),
     r.cpuMsPerRequest === null ? '-' : r.cpuMsPerRequest.toFixed(3),
     r.rssMiB === null ? '-' : r.rssMiB.toFixed(0),
     String(r.errors),
@@ -1219,6 +1224,8 @@ function formatReport(
           ? ` (the slow row "load apart": the load generator on CPU ${notes.pinned.upstream}, beside the slow upstream)`
           : '')
       : 'not pinned',
+    'p50/p99: the wait of every request, those unanswered when a run stopped at what they had waited by then; waiting ' +
+      '>1 s: of those, the ones that had waited over a second (median of rounds: callers a proxy left unserved)',
     'CPU ms/req: user+system time of the target process (direct: the upstream itself); RSS: highest sample during ' +
       'its runs; redis/1k: Redis commands per 1,000 requests (INFO commandstats of its own redis-server)',
     '',
@@ -1228,10 +1235,13 @@ function formatReport(
     '',
     'ratios (median of the per-round ratios [lowest-highest round]; ratio of the median req/s):',
     ...ratioLines,
-    ...Object.entries(slowP99Ratios).flatMap(([suffix, ratio]) =>
-      ratio === null
+    ...Object.entries(slowP99Ratios).flatMap(([suffix, { all, answered }]) =>
+      all === null
         ? []
-        : [`  ${`slow: gateway/bare p99${suffix} (of medians)`.padEnd(48)} ${ratio.toFixed(3)}`],
+        : [
+            `  ${`slow: gateway/bare p99${suffix} (of medians)`.padEnd(48)} ${all.toFixed(3)}` +
+              (answered === null ? '' : `; of the answers alone ${answered.toFixed(3)}`),
+          ],
     ),
     'CPU added per request over the bare proxy, by the gateway unless the stack proxy is named (µs, median of the per-round differences [lowest to highest]):',
     ...Object.entries(cpuAdded).flatMap(([upstream, scenarios]) =>
