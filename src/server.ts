@@ -1,11 +1,11 @@
 // The gateway's HTTP servers: hardening against slow clients, listening, draining, and the separate metrics server.
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo, Server as NetServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { Express } from 'express';
 import type { Logger } from 'pino';
 import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
-import { closeServer, type ListenOptions, listenSpread } from './http/accept-sockets';
+import { closeServer, type Listening, type ListenOptions, listenSpread } from './http/accept-sockets';
 import { expressMessageClasses } from './http/express-messages';
 import { answerProtocolErrors } from './http/protocol-errors';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
@@ -38,14 +38,14 @@ export async function startServers(
     const {
       url,
       address: listenAddress,
-      extra,
+      listening,
     } = await listen(server, {
       host: config.server.host,
       port: config.server.port,
       backlog: config.server.listenBacklog,
       acceptSockets: config.server.acceptSockets,
     });
-    closers.push(() => closeServer(server, 0, extra));
+    closers.push(() => closeServer(server, 0, listening));
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
     if (config.server.metricsPort !== undefined) {
@@ -63,7 +63,7 @@ export async function startServers(
       listenAddress,
       metricsUrl,
       async drain(timeoutMs: number) {
-        await closeServer(server, timeoutMs, extra);
+        await closeServer(server, timeoutMs, listening);
         if (metricsServer) await closeServer(metricsServer, 1_000);
       },
     };
@@ -92,17 +92,17 @@ function hardenServer(server: Server, config: GatewayConfig): Server {
 
 /**
  * Listens (on `acceptSockets` sockets: accept-sockets.ts); returns the bound address as the OS reports it, a URL this
- * host can connect to (loopback for a wildcard bind), and the extra sockets to close with the server.
+ * host can connect to (loopback for a wildcard bind), and the sockets to close with the server.
  */
 async function listen(
   server: Server,
   options: ListenOptions,
-): Promise<{ url: string; address: string; extra: readonly NetServer[] }> {
-  const { extra } = await listenSpread(server, options);
+): Promise<{ url: string; address: string; listening: Listening }> {
+  const listening = await listenSpread(server, options);
   const bound = server.address() as AddressInfo;
   const ipv6 = bound.family === 'IPv6';
   const address = `${ipv6 ? `[${bound.address}]` : bound.address}:${bound.port}`;
   const wildcard = bound.address === '0.0.0.0' || bound.address === '::';
   const reachable = wildcard ? (ipv6 ? '[::1]' : '127.0.0.1') : ipv6 ? `[${bound.address}]` : bound.address;
-  return { url: `http://${reachable}:${bound.port}`, address, extra };
+  return { url: `http://${reachable}:${bound.port}`, address, listening };
 }

@@ -103,7 +103,7 @@ export interface GatewayConfig {
     /** Connections waiting to be accepted (SERVER_LISTEN_BACKLOG; the kernel caps it at net.core.somaxconn). */
     readonly listenBacklog: number;
     /**
-     * Listening sockets on the port, SO_REUSEPORT (SERVER_ACCEPT_SOCKETS; Linux and FreeBSD, one elsewhere): Node
+     * Listening sockets on the port, SO_REUSEPORT (SERVER_ACCEPT_SOCKETS; Linux, one elsewhere): Node
      * accepts one connection per event-loop turn on each.
      */
     readonly acceptSockets: number;

@@ -1,10 +1,14 @@
 // Several listening sockets on the gateway's one port (SO_REUSEPORT), each handing its connections to the one HTTP
 // server, so that a busy gateway still takes new connections in promptly; and closing them together.
+import { lookup } from 'node:dns/promises';
 import type { Server } from 'node:http';
-import { createServer as createNetServer, type Server as NetServer } from 'node:net';
+import { createServer as createNetServer, isIP, type Server as NetServer, type ServerOpts } from 'node:net';
 
-/** Where Node offers `reusePort` (elsewhere the gateway listens on one socket, as before). */
-const REUSE_PORT_PLATFORMS: ReadonlySet<NodeJS.Platform> = new Set(['linux', 'freebsd']);
+/**
+ * Linux only: Node's `reusePort`, and the abstract unix socket that holds the port for this process (elsewhere the
+ * gateway listens on one socket, as before).
+ */
+const SPREAD_PLATFORMS: ReadonlySet<NodeJS.Platform> = new Set(['linux']);
 
 export interface ListenOptions {
   readonly host: string;
@@ -14,10 +18,13 @@ export interface ListenOptions {
   readonly acceptSockets: number;
 }
 
-/** The server listening; `extra` are the other sockets on its port, to be closed with it. */
+/** The server listening; `extra` are the other sockets on its port and `lock` what holds it: closed with it. */
 export interface Listening {
   readonly extra: readonly NetServer[];
+  readonly lock?: NetServer;
 }
+
+const ONE_SOCKET: Listening = { extra: [] };
 
 /**
  * Node accepts one connection per event-loop turn (libuv since 1.45, 2022). Under load one turn serves hundreds of
@@ -28,29 +35,50 @@ export interface Listening {
  * timeouts, connection list and drain cover them all.
  */
 export async function listenSpread(server: Server, options: ListenOptions): Promise<Listening> {
-  const { host, backlog } = options;
-  const spread = options.acceptSockets > 1 && REUSE_PORT_PLATFORMS.has(process.platform);
+  const { backlog } = options;
+  const spread = options.acceptSockets > 1 && SPREAD_PLATFORMS.has(process.platform);
   if (!spread) {
-    await listenOn(server, { host, port: options.port, backlog });
-    return { extra: [] };
+    await listenOn(server, { host: options.host, port: options.port, backlog });
+    return ONE_SOCKET;
   }
+  // A name is looked up once: every socket binds the same address (a rotating DNS answer would split them).
+  const host = isIP(options.host) ? options.host : (await lookup(options.host)).address;
   // With SO_REUSEPORT a second gateway started on the same port by the same user would share it without a word: a
-  // plain bind first fails there (EADDRINUSE) as it does without the extra sockets, and picks the port when it is 0.
+  // plain bind first fails there (EADDRINUSE) as it does without the extra sockets, and picks the port when it is 0;
+  // the lock then keeps a second gateway starting in the same instant from passing the same check.
   const port = await claimPort(host, options.port);
-  await listenOn(server, { host, port, backlog, reusePort: true });
+  const lock = await holdPort(host, port);
   const extra: NetServer[] = [];
   try {
+    await listenOn(server, { host, port, backlog, reusePort: true });
+    const accepted = acceptedSocketOptions(server);
     for (let i = 1; i < options.acceptSockets; i += 1) {
-      const acceptor = createNetServer((socket) => server.emit('connection', socket));
+      const acceptor = createNetServer(accepted, (socket) => server.emit('connection', socket));
       await listenOn(acceptor, { host, port, backlog, reusePort: true });
       extra.push(acceptor);
     }
   } catch (error) {
-    for (const acceptor of extra) acceptor.close();
-    server.close();
+    for (const socket of [...extra, server, lock]) if (socket.listening) socket.close();
     throw error;
   }
-  return { extra };
+  return { extra, lock };
+}
+
+/**
+ * What a listening socket passes on to each connection it accepts: an extra socket gives its connections those of
+ * the HTTP server (without them ~15 of 16 callers lost TCP_NODELAY, and a streamed answer's second piece waited ~40 ms
+ * for the caller's delayed ACK). `maxConnections`, `blockList` and the 'drop' event are checked by the socket that
+ * accepts: the gateway uses none of them.
+ */
+export function acceptedSocketOptions(server: NetServer): ServerOpts {
+  const own = server as NetServer & ServerOpts;
+  return {
+    allowHalfOpen: own.allowHalfOpen,
+    noDelay: own.noDelay,
+    keepAlive: own.keepAlive,
+    keepAliveInitialDelay: own.keepAliveInitialDelay,
+    highWaterMark: own.highWaterMark,
+  };
 }
 
 /**
@@ -61,11 +89,13 @@ export async function listenSpread(server: Server, options: ListenOptions): Prom
 export function closeServer(
   server: Server,
   timeoutMs: number,
-  extra: readonly NetServer[] = [],
+  listening: Listening = ONE_SOCKET,
 ): Promise<void> {
   // Every listening socket stops accepting at once; each one's close ends when the connections it accepted are gone
   // (the HTTP server tracks them all for its timeouts, sweeps and deadline, but counts only its own for close).
-  const closed = [server, ...extra].map((listening) => new Promise((resolve) => listening.close(resolve)));
+  const sockets: NetServer[] = [server, ...listening.extra];
+  if (listening.lock) sockets.push(listening.lock);
+  const closed = sockets.map((socket) => new Promise((resolve) => socket.close(resolve)));
   const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
   deadline.unref();
   const sweep = setInterval(() => server.closeIdleConnections(), 50);
@@ -75,6 +105,17 @@ export function closeServer(
     clearTimeout(deadline);
     clearInterval(sweep);
   });
+}
+
+/**
+ * Holds `host`:`port` for this process while it listens: an abstract unix socket named after them, which a second
+ * gateway cannot bind (EADDRINUSE) and the kernel frees when the process ends. Abstract names belong to the network
+ * namespace, as ports do: gateways in containers of their own never meet here.
+ */
+async function holdPort(host: string, port: number): Promise<NetServer> {
+  const lock = createNetServer((socket) => socket.destroy());
+  await listenOn(lock, { path: `\0payments-bff-gateway:${host}:${port}` });
+  return lock;
 }
 
 /** The port free for this process: bound without SO_REUSEPORT, then let go at once. */
@@ -88,7 +129,7 @@ async function claimPort(host: string, port: number): Promise<number> {
 
 function listenOn(
   server: NetServer,
-  options: { host: string; port: number; backlog?: number; reusePort?: boolean },
+  options: { host?: string; port?: number; path?: string; backlog?: number; reusePort?: boolean },
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -1,8 +1,8 @@
 // listenSpread and closeServer on real loopback sockets: connections the kernel gives the extra sockets reach the one
 // HTTP server, and closing waits for the requests of every socket, not only of the first.
 import { Agent, createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Server as NetServer } from 'node:net';
-import { closeServer, listenSpread } from '../../../src/http/accept-sockets';
+import { type AddressInfo, createServer as createNetServer, type Server as NetServer } from 'node:net';
+import { closeServer, type Listening, listenSpread } from '../../../src/http/accept-sockets';
 import { waitFor } from '../../support/ports';
 
 function answerOf(url: string, agent: Agent): Promise<string> {
@@ -20,13 +20,15 @@ function answerOf(url: string, agent: Agent): Promise<string> {
 describe('listenSpread and closeServer', () => {
   const held: { req: IncomingMessage; res: ServerResponse }[] = [];
   let server: Server;
+  let listening: Listening;
   let extra: readonly NetServer[];
   let url: string;
   const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
   beforeAll(async () => {
     server = createServer((req, res) => held.push({ req, res }));
-    ({ extra } = await listenSpread(server, { host: '127.0.0.1', port: 0, backlog: 511, acceptSockets: 16 }));
+    listening = await listenSpread(server, { host: '127.0.0.1', port: 0, backlog: 511, acceptSockets: 16 });
+    extra = listening.extra;
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
   });
   afterAll(() => agent.destroy());
@@ -44,7 +46,7 @@ describe('listenSpread and closeServer', () => {
     expect(onExtra.every((h) => extra.includes(acceptedBy(h) as NetServer))).toBe(true);
 
     let closed = false;
-    const closing = closeServer(server, 10_000, extra).then(() => {
+    const closing = closeServer(server, 10_000, listening).then(() => {
       closed = true;
     });
     for (const h of onFirst) h.res.end('first');
@@ -57,6 +59,46 @@ describe('listenSpread and closeServer', () => {
     );
     expect(server.listening).toBe(false);
     expect(extra.every((acceptor) => !acceptor.listening)).toBe(true);
+  });
+
+  it('every extra socket hands its connections the HTTP server’s socket options (no delay, half-open, keep-alive)', async () => {
+    const own = server as unknown as Record<string, unknown>;
+    expect(own.noDelay).toBe(true);
+    for (const acceptor of extra) {
+      const options = acceptor as unknown as Record<string, unknown>;
+      for (const name of ['noDelay', 'allowHalfOpen', 'keepAlive', 'keepAliveInitialDelay', 'highWaterMark'])
+        expect([name, options[name]]).toEqual([name, own[name]]);
+    }
+  });
+
+  it('a port held by another gateway starting in the same instant (its lock) is refused, though the port is free', async () => {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise((resolve) => probe.close(resolve));
+    const other = createNetServer();
+    await new Promise<void>((resolve) =>
+      other.listen({ path: `\0payments-bff-gateway:127.0.0.1:${port}` }, resolve),
+    );
+    const late = createServer();
+    await expect(listenSpread(late, { host: '127.0.0.1', port, acceptSockets: 16 })).rejects.toMatchObject({
+      code: 'EADDRINUSE',
+    });
+    expect(late.listening).toBe(false);
+    // Once the other lets go, the port is the gateway's; closing it frees port and lock for the next.
+    await new Promise((resolve) => other.close(resolve));
+    const first = await listenSpread(late, { host: '127.0.0.1', port, acceptSockets: 16 });
+    await closeServer(late, 1_000, first);
+    const next = createServer();
+    await closeServer(next, 1_000, await listenSpread(next, { host: '127.0.0.1', port, acceptSockets: 16 }));
+  });
+
+  it('a host name is looked up once: every socket binds the same address', async () => {
+    const named = createServer();
+    const spread = await listenSpread(named, { host: 'localhost', port: 0, acceptSockets: 8 });
+    const addresses = [named, ...spread.extra].map((s) => (s.address() as AddressInfo).address);
+    expect(new Set(addresses).size).toBe(1);
+    await closeServer(named, 1_000, spread);
   });
 
   it('one socket: no extra socket, no SO_REUSEPORT (a second listener on the port is refused)', async () => {
