@@ -1,48 +1,26 @@
 // SERVER_ACCEPT_SOCKETS: the gateway listens on several sockets of one port (SO_REUSEPORT), since Node accepts one
 // connection per event-loop turn on each. Read back from the kernel (`ss`), against a second gateway started on the
 // same port, and through a drain whose in-flight requests came in on every socket.
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { DEFAULT_SERVER_ACCEPT_SOCKETS } from '../../../src/config/env-schema';
 import { loadConfig } from '../../../src/config/load-config';
 import { startGateway } from '../../../src/gateway';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
-import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
+import { startTestGateway } from '../../support/in-process-gateway';
+import { gatewaysForFile, listeningBacklogs, somaxconn } from '../../support/listening-sockets';
 import { API_KEY, captureLogs, gatewayEnv, PASSWORD, PLAN_ID, USERNAME } from '../../support/ops-fixture';
 
-/** The backlogs of the sockets listening on the port of `url`, one per socket, as the kernel reports them. */
-function listeningSockets(url: string): number[] {
-  const { port } = new URL(url);
-  const out = execFileSync('ss', ['-Hltn', `sport = :${port}`], { encoding: 'utf8' }).trim();
-  return out
-    .split('\n')
-    .filter((line) => line.startsWith('LISTEN'))
-    .map((line) => Number(line.split(/\s+/)[2]));
-}
-
-const somaxconn = Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim());
-
-const gateways: TestGateway[] = [];
-afterAll(async () => {
-  await Promise.all(gateways.map((gw) => gw.close()));
-});
-
-async function gatewayWith(env: Record<string, string>): Promise<TestGateway> {
-  const gw = await startTestGateway(env);
-  gateways.push(gw);
-  return gw;
-}
+const gatewayWith = gatewaysForFile();
 
 describe('SERVER_ACCEPT_SOCKETS', () => {
   test('by default the gateway listens on 16 sockets of its port, each with the configured backlog', async () => {
     expect(DEFAULT_SERVER_ACCEPT_SOCKETS).toBe(16);
     const gw = await gatewayWith({ SERVER_LISTEN_BACKLOG: '1500' });
-    expect(listeningSockets(gw.url)).toEqual(Array(16).fill(Math.min(1500, somaxconn)));
+    expect(listeningBacklogs(gw.url)).toEqual(Array(16).fill(Math.min(1500, somaxconn)));
   });
 
   test('1 listens on one socket, as Node does by default', async () => {
     const gw = await gatewayWith({ SERVER_ACCEPT_SOCKETS: '1' });
-    expect(listeningSockets(gw.url)).toEqual([Math.min(4096, somaxconn)]);
+    expect(listeningBacklogs(gw.url)).toEqual([Math.min(4096, somaxconn)]);
   });
 
   test('a second gateway on a port the first holds is refused (EADDRINUSE), not let in to share it, and takes nothing', async () => {
@@ -52,7 +30,7 @@ describe('SERVER_ACCEPT_SOCKETS', () => {
       await expect(startTestGateway({ PORT: port, SERVER_ACCEPT_SOCKETS: acceptSockets })).rejects.toThrow(
         /EADDRINUSE/,
       );
-    expect(listeningSockets(first.url)).toHaveLength(16);
+    expect(listeningBacklogs(first.url)).toHaveLength(16);
     expect((await fetch(`${first.url}/healthz`)).status).toBe(200);
   });
 });
@@ -94,7 +72,7 @@ describe('connections taken in on every socket', () => {
       // The drain waited for the requests of every socket, not only for those of the first one.
       expect(order.indexOf('stopped')).toBe(32);
       // Nothing listens any more: no socket of the 16 is left behind.
-      expect(listeningSockets(gateway.url)).toEqual([]);
+      expect(listeningBacklogs(gateway.url)).toEqual([]);
     } finally {
       simulator.setFaults({});
       await gateway.shutdown();
