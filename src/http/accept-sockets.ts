@@ -70,7 +70,7 @@ export async function listenSpread(server: Server, options: ListenOptions): Prom
  * for the caller's delayed ACK). `maxConnections`, `blockList` and the 'drop' event are checked by the socket that
  * accepts: the gateway uses none of them.
  */
-export function acceptedSocketOptions(server: NetServer): ServerOpts {
+function acceptedSocketOptions(server: NetServer): ServerOpts {
   const own = server as NetServer & ServerOpts;
   return {
     allowHalfOpen: own.allowHalfOpen,
