@@ -1,8 +1,14 @@
 // Several listening sockets on the gateway's one port (SO_REUSEPORT), each handing its connections to the one HTTP
 // server, so that a busy gateway still takes new connections in promptly; and closing them together.
 import { lookup } from 'node:dns/promises';
-import type { Server } from 'node:http';
-import { createServer as createNetServer, isIP, type Server as NetServer, type ServerOpts } from 'node:net';
+import { Server as HttpServer, type Server } from 'node:http';
+import {
+  createServer as createNetServer,
+  isIP,
+  type Server as NetServer,
+  type ServerOpts,
+  type Socket,
+} from 'node:net';
 
 /**
  * Linux only: Node's `reusePort`, and the abstract unix socket that holds the port for this process (elsewhere the
@@ -93,6 +99,8 @@ export function closeServer(
 ): Promise<void> {
   // Every listening socket stops accepting at once; each one's close ends when the connections it accepted are gone
   // (the HTTP server tracks them all for its timeouts, sweeps and deadline, but counts only its own for close).
+  // Node's `close()` sweeps idle connections itself, with its own sweep: it runs this one instead.
+  server.closeIdleConnections = () => closeIdleConnections(server);
   const sockets: NetServer[] = [server, ...listening.extra];
   if (listening.lock) sockets.push(listening.lock);
   const closed = sockets.map((socket) => new Promise((resolve) => socket.close(resolve)));
@@ -100,11 +108,45 @@ export function closeServer(
   deadline.unref();
   const sweep = setInterval(() => server.closeIdleConnections(), 50);
   sweep.unref();
-  server.closeIdleConnections();
   return Promise.all(closed).then(() => {
     clearTimeout(deadline);
     clearInterval(sweep);
   });
+}
+
+/** What Node keeps of an accepted connection: its socket, and on it the answer being written (null between them). */
+interface TrackedConnection {
+  readonly socket: Socket & { readonly _httpMessage?: object | null };
+}
+
+/**
+ * Closes the server's idle keep-alive connections, leaving alone those still writing an answer. Node's own
+ * `closeIdleConnections()` also destroys a connection whose answer has ended but is still being flushed to a slow
+ * reader, cutting a large answer short (in the test, 3.9 of 16 MiB arrived); Node detaches the answer from its socket
+ * only once every byte is handed to the kernel. It reads the connection list Node keeps under a private symbol;
+ * should a Node release move it, Node's own sweep runs instead (a test pins the list on the project's Node).
+ */
+export function closeIdleConnections(server: Server): void {
+  const connections = connectionListOf(server);
+  if (!connections) {
+    HttpServer.prototype.closeIdleConnections.call(server);
+    return;
+  }
+  for (const { socket } of connections.idle()) {
+    if (socket._httpMessage || socket.writableLength > 0) continue;
+    socket.destroy();
+  }
+}
+
+/** Node's list of the server's connections (what `closeIdleConnections()` reads), or undefined if it moved. */
+export function connectionListOf(server: Server): { idle(): TrackedConnection[] } | undefined {
+  const key = Object.getOwnPropertySymbols(server).find(
+    (symbol) => symbol.description === 'http.server.connections',
+  );
+  const list = key === undefined ? undefined : (server as unknown as Record<symbol, unknown>)[key];
+  return typeof (list as { idle?: unknown } | undefined)?.idle === 'function'
+    ? (list as { idle(): TrackedConnection[] })
+    : undefined;
 }
 
 /**

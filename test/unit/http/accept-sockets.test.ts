@@ -1,8 +1,18 @@
 // listenSpread and closeServer on real loopback sockets: connections the kernel gives the extra sockets reach the one
 // HTTP server, and closing waits for the requests of every socket, not only of the first.
 import { Agent, createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { type AddressInfo, createServer as createNetServer, type Server as NetServer } from 'node:net';
-import { closeServer, type Listening, listenSpread } from '../../../src/http/accept-sockets';
+import {
+  type AddressInfo,
+  connect,
+  createServer as createNetServer,
+  type Server as NetServer,
+} from 'node:net';
+import {
+  closeServer,
+  connectionListOf,
+  type Listening,
+  listenSpread,
+} from '../../../src/http/accept-sockets';
 import { waitFor } from '../../support/ports';
 
 function answerOf(url: string, agent: Agent): Promise<string> {
@@ -110,5 +120,43 @@ describe('listenSpread and closeServer', () => {
       listenSpread(createServer(), { host: '127.0.0.1', port, acceptSockets: 4 }),
     ).rejects.toMatchObject({ code: 'EADDRINUSE' });
     await closeServer(single, 1_000);
+  });
+});
+
+describe('closeServer and an answer still being flushed', () => {
+  const ANSWER_BYTES = 16 * 1024 * 1024; // more than loopback's socket buffers hold: the server is still writing
+
+  it('a drain lets a slow reader receive the whole of an answer that had ended, then closes its idle connection', async () => {
+    let ended = false;
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': ANSWER_BYTES });
+      res.end(Buffer.alloc(ANSWER_BYTES, 120));
+      ended = true;
+    });
+    const listening = await listenSpread(server, { host: '127.0.0.1', port: 0, acceptSockets: 4 });
+    expect(connectionListOf(server)).toBeDefined(); // the list the sweep reads is where this Node keeps it
+    const { port } = server.address() as AddressInfo;
+    const reader = connect(port, '127.0.0.1');
+    reader.pause(); // a slow reader: nothing is read until the drain has swept several times
+    reader.write('GET /large HTTP/1.1\r\nhost: gateway\r\n\r\n');
+    await waitFor(() => ended, { what: 'the answer ended' });
+
+    let closed = false;
+    const closing = closeServer(server, 20_000, listening).then(() => {
+      closed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300)); // six sweeps of idle connections
+    const received: Buffer[] = [];
+    const readerClosed = new Promise((resolve) => reader.once('close', resolve));
+    reader.on('data', (chunk: Buffer) => received.push(chunk));
+    reader.resume();
+    await readerClosed; // the server closes the connection once it is idle
+    await closing;
+
+    const answer = Buffer.concat(received);
+    const headEnd = answer.indexOf('\r\n\r\n') + 4;
+    expect(answer.subarray(0, 12).toString()).toBe('HTTP/1.1 200');
+    expect(answer.length - headEnd).toBe(ANSWER_BYTES);
+    expect(closed).toBe(true);
   });
 });
