@@ -34,7 +34,7 @@ export async function startServers(
       createServer({ connectionsCheckingInterval: 1_000, ...expressMessageClasses(app) }, app),
       config,
     );
-    answerProtocolErrors(server, logger);
+    answerProtocolErrors(server, logger, { localMode: config.mode === 'local' });
     const {
       url,
       address: listenAddress,

@@ -5,13 +5,21 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { type FixedHeader, fixedAnswerHeaders } from './answer-head';
 import { requestIdOf } from './request-id';
-import { SECURITY_HEADERS } from './security-headers';
 
-interface ProtocolRefusal {
+/** The reasons of the refusals (/openapi.json lists them on every path and method). */
+export type ProtocolReason =
+  | 'INVALID_REQUEST'
+  | 'REQUEST_HEADERS_TOO_LARGE'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'REQUEST_TIMEOUT'
+  | 'EXPECTATION_FAILED';
+
+export interface ProtocolRefusal {
   readonly status: number;
   readonly statusText: string;
-  readonly reason: string;
+  readonly reason: ProtocolReason;
   readonly detail: string;
 }
 
@@ -59,13 +67,20 @@ function envelope(refusal: ProtocolRefusal, requestId: string): string {
   });
 }
 
-function answerHeaders(body: string, requestId: string): [string, string][] {
+/** Every refusal a request can get before any route runs, whatever its path and method (for /openapi.json). */
+export const PROTOCOL_REFUSALS: readonly ProtocolRefusal[] = [
+  MALFORMED,
+  ...Object.values(BY_CODE),
+  EXPECTATION_FAILED,
+];
+
+function answerHeaders(body: string, requestId: string, fixed: readonly FixedHeader[]): [string, string][] {
   return [
     ['content-type', 'application/json; charset=utf-8'],
     ['content-length', String(Buffer.byteLength(body))],
-    ['cache-control', 'no-store'],
     ['x-request-id', requestId],
-    ...SECURITY_HEADERS.map(([name, value]): [string, string] => [name, value]),
+    // What every answer carries (security headers, no-store, X-Upstream in local mode), as on the app's answers.
+    ...fixed.map(([name, value]): [string, string] => [name, value]),
     ['connection', 'close'],
   ];
 }
@@ -77,9 +92,13 @@ function refusalOf(error: { code?: string }): ProtocolRefusal {
 }
 
 /** The raw answer for a socket whose request Node could not parse (no response object exists). */
-function protocolErrorAnswer(refusal: ProtocolRefusal, requestId: string): string {
+function protocolErrorAnswer(
+  refusal: ProtocolRefusal,
+  requestId: string,
+  fixed: readonly FixedHeader[],
+): string {
   const body = envelope(refusal, requestId);
-  const head = answerHeaders(body, requestId)
+  const head = answerHeaders(body, requestId, fixed)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');
   return `HTTP/1.1 ${refusal.status} ${refusal.statusText}\r\n${head}\r\n${body}`;
@@ -95,7 +114,12 @@ type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
  * request). A request whose own body did not come in time is answered 408 unless its answer has begun. A connection
  * reset needs no answer.
  */
-export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'>): void {
+export function answerProtocolErrors(
+  server: Server,
+  logger: Pick<Logger, 'info'>,
+  options: { readonly localMode: boolean },
+): void {
+  const fixed = fixedAnswerHeaders(options);
   // Node's parser keeps its error: every later chunk on the connection (and its end) raises it again. One refusal each.
   const refused = new WeakSet<Socket>();
   server.on('clientError', (error: Error & { code?: string }, socket: HttpSocket) => {
@@ -131,7 +155,7 @@ export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'
     }
     // The request in flight keeps the id it was given (the caller's, when well-formed).
     const requestId = String(inFlight?.getHeader('x-request-id') ?? randomUUID());
-    socket.write(protocolErrorAnswer(refusal, requestId));
+    socket.write(protocolErrorAnswer(refusal, requestId, fixed));
     socket.destroy();
     logger.info(
       { requestId, clientIp, status: refusal.status, reason: refusal.reason },
@@ -144,7 +168,7 @@ export function answerProtocolErrors(server: Server, logger: Pick<Logger, 'info'
     const requestId = requestIdOf(req.headers['x-request-id']);
     const body = envelope(EXPECTATION_FAILED, requestId);
     res.shouldKeepAlive = false;
-    res.writeHead(EXPECTATION_FAILED.status, answerHeaders(body, requestId).flat());
+    res.writeHead(EXPECTATION_FAILED.status, answerHeaders(body, requestId, fixed).flat());
     res.end(body);
     logger.info(
       {

@@ -2,10 +2,11 @@
 // built from these lists (openapi.ts), so a new reason, status or header is one line here.
 import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import { type ErrorReason, REASON_STATUS } from '../http/gateway-error';
+import { PROTOCOL_REFUSALS, type ProtocolReason } from '../http/protocol-errors';
 
 /** A gateway-made error a route can answer: its reason, its status (the reason's own unless overridden), and when. */
 export interface ErrorCase {
-  readonly reason: ErrorReason;
+  readonly reason: ErrorReason | ProtocolReason;
   readonly status: number;
   readonly when: string;
 }
@@ -21,6 +22,17 @@ export const EVERY_ROUTE_ERRORS: readonly ErrorCase[] = [
   error('CLIENT_FORBIDDEN', 'caller outside INBOUND_ALLOW_CIDRS, or a browser origin CORS does not allow'),
   error('INTERNAL_ERROR', 'a bug in the gateway (logged with the request id)'),
 ];
+
+/**
+ * What Node's HTTP parser refuses before any route runs (src/http/protocol-errors.ts): a request that is not HTTP, its
+ * headers too large, a request that did not arrive in time, an unknown Expect. Any path and method can get one, so
+ * every response list of the document carries them (responsesOf).
+ */
+export const PROTOCOL_ERRORS: readonly ErrorCase[] = PROTOCOL_REFUSALS.map((refusal) => ({
+  reason: refusal.reason,
+  status: refusal.status,
+  when: `${refusal.detail.replace(/\.$/, '')} (refused before any route runs; the connection closes)`,
+}));
 
 /** The errors of every catalogue operation, whatever its input. */
 export const FORWARDED_ERRORS: readonly ErrorCase[] = [

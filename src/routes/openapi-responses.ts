@@ -4,6 +4,7 @@ import {
   type AnswerKind,
   type ErrorCase,
   PASS_THROUGH_STATUSES,
+  PROTOCOL_ERRORS,
   RESPONSE_HEADERS,
 } from './openapi-catalogue';
 
@@ -64,9 +65,10 @@ export function headersOf(kind: AnswerKind): Record<string, object> | undefined 
 const byStatus = (a: string, b: string) =>
   a.replace('XX', '00').localeCompare(b.replace('XX', '00')) || a.localeCompare(b);
 
+/** A route's answers; every list also carries the refusals of Node's HTTP parser (PROTOCOL_ERRORS). */
 export function responsesOf(spec: ResponsesSpec, options: ResponseOptions): Record<string, object> {
   const reasonsAt = new Map<string, ErrorCase[]>();
-  for (const failure of spec.errors) {
+  for (const failure of [...spec.errors, ...PROTOCOL_ERRORS]) {
     const key = String(failure.status);
     reasonsAt.set(key, [...(reasonsAt.get(key) ?? []), failure]);
   }

@@ -6,6 +6,7 @@ import { connect } from 'node:net';
 import { SECURITY_HEADERS } from '../../src/http/security-headers';
 import { type RunningSimulator, startSimulator } from '../../src/simulator/simulator';
 import { writeClientsFile } from '../support/clients-file';
+import { wireAnswerMismatches } from '../support/contract-proxy';
 import { startTestGateway, type TestGateway } from '../support/in-process-gateway';
 import { assertNoSecrets } from '../support/leak-scan';
 
@@ -216,6 +217,35 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(answer.status).toBe(417);
     expect(answer.headers['x-request-id']).toBe('caller-id-123');
     expect(JSON.parse(answer.body).requestId).toBe('caller-id-123');
+  });
+
+  test('the served /openapi.json describes each refusal on the path it came to: status, reason, headers', async () => {
+    const document = (await (await fetch(`${gw.url}/openapi.json`)).json()) as Record<string, any>;
+    const plan = `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n`;
+    const refused = [
+      ['get', '/api/subscriptions/plan/{internalId}', `${plan}X-Request-Id: a\rX-Injected: 1\r\n\r\n`, 400],
+      ['get', '/api/subscriptions/plan/{internalId}', `${plan}X-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+      ['get', '/api/subscriptions/plan/{internalId}', `${plan}Expect: 200-ok\r\n\r\n`, 417],
+      [
+        'post',
+        '/api/validation/document',
+        `POST /api/validation/document HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`,
+        408,
+      ],
+      ['get', '/healthz', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+      ['get', '/readyz', 'GET /readyz HTTP/1.1\r\nHost: x\r\n', 408],
+    ] as const;
+    for (const [method, template, request, status] of refused) {
+      const answer = await exchange(request);
+      expect(answer.status).toBe(status);
+      const headers = new Headers(Object.entries(answer.headers));
+      expect({
+        method,
+        template,
+        status,
+        mismatches: wireAnswerMismatches(document, method, template, { ...answer, headers }),
+      }).toEqual({ method, template, status, mismatches: [] });
+    }
   });
 
   test('the gateway keeps serving afterwards', async () => {

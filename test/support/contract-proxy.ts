@@ -86,6 +86,44 @@ function documentSchema(ajv: Ajv2020, document: Json, pointer: string): Validate
   return ajv.compile({ ...document, $id: undefined, $ref: pointer });
 }
 
+/** One answer read off the wire (a raw socket: what no proxy can pass on, such as a refusal of Node's parser). */
+export interface WireAnswer {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly body: string;
+}
+
+/**
+ * What differs between `answer` and the document's response for `method` on the path `template` (as the document
+ * writes it): the status listed, the headers, and the JSON body against the response's schema.
+ */
+export function wireAnswerMismatches(
+  document: Json,
+  method: string,
+  template: string,
+  answer: WireAnswer,
+): string[] {
+  const operation = document.paths?.[template]?.[method.toLowerCase()];
+  if (!operation) return [`${method} ${template} is not in the document`];
+  const response = responseFor(operation.responses, answer.status);
+  if (!response) return [`status ${answer.status} is not documented`];
+  const ajv = new Ajv2020({ strict: false, allErrors: true });
+  addFormats(ajv);
+  const found = headerMismatches(ajv, response, answer.headers, answer.body.length > 0);
+  const schema = response.content?.['application/json']?.schema;
+  if (schema && answer.body.length > 0) {
+    const validate = ajv.compile({
+      ...document,
+      $id: undefined,
+      'x-contract-body': schema,
+      $ref: '#/x-contract-body',
+    });
+    if (!validate(JSON.parse(answer.body)))
+      found.push(`body of ${answer.status}: ${ajv.errorsText(validate.errors)}`);
+  }
+  return found;
+}
+
 /** Starts the proxy on loopback in front of `target`, validating against `document` (the served /openapi.json). */
 export async function startContractProxy(target: string, document: Json): Promise<ContractProxy> {
   const verdicts = new Map<string, Verdict>();

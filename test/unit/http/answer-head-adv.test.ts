@@ -25,7 +25,7 @@ const servers = serversClosedAfterEach();
 /** The app's server as src/server.ts makes it: the classes made after createApp installed the override. */
 async function serve(app: Express): Promise<number> {
   const server = createServer({ connectionsCheckingInterval: 1_000, ...expressMessageClasses(app) }, app);
-  answerProtocolErrors(server, QUIET);
+  answerProtocolErrors(server, QUIET, { localMode: true });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as AddressInfo).port;
@@ -204,6 +204,21 @@ describe('headersOnEveryAnswer, as the gateway installs it (before expressMessag
     expect(answer).toMatch(/^HTTP\/1\.1 417 /);
     // x-upstream is new on it (it never was before 8f35047): an addition, not a loss.
     expectFixed(headLines(answer.split('\r\n\r\n')[0] as string));
+  });
+
+  test('the raw answers of requests the parser refuses (400, 431) carry each fixed header once', async () => {
+    const app = express();
+    headersOnEveryAnswer(app, LOCAL);
+    const port = await serve(routes(app));
+    const refused = [
+      ['GET /json HTTP/9.Z\r\n\r\n', 400],
+      [`GET /json HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+    ] as const;
+    for (const [request, status] of refused) {
+      const answer = await rawExchange(port, request);
+      expect(answer.startsWith(`HTTP/1.1 ${status} `)).toBe(true);
+      expectFixed(headLines(answer.split('\r\n\r\n')[0] as string));
+    }
   });
 });
 

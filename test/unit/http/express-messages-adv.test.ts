@@ -31,7 +31,7 @@ async function serve(
   const server = withClasses
     ? createServer({ connectionsCheckingInterval: 1_000, ...expressMessageClasses(app as Express) }, app)
     : createServer({ connectionsCheckingInterval: 1_000 }, app);
-  answerProtocolErrors(server, QUIET);
+  answerProtocolErrors(server, QUIET, { localMode: false });
   servers.push(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, port: (server.address() as AddressInfo).port };

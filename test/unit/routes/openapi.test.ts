@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { loadCatalogue } from '../../../src/catalogue';
 import { REASON_STATUS } from '../../../src/http/gateway-error';
+import { PROTOCOL_REFUSALS } from '../../../src/http/protocol-errors';
 import { ALPHA3_COUNTRY_CODES } from '../../../src/routes/country-codes';
 import { buildOpenApiDocument } from '../../../src/routes/openapi';
 import { safeReturnTo } from '../../../src/sessions/return-to';
@@ -127,6 +128,23 @@ describe('the OpenAPI document', () => {
   it('documents every reason of the error catalogue somewhere', () => {
     const text = JSON.stringify(withSessions);
     expect(Object.keys(REASON_STATUS).filter((reason) => !text.includes(`"${reason}"`))).toEqual([]);
+  });
+
+  it('lists the refusals of Node’s HTTP parser (400, 408, 413, 417, 431) on every path and method, HEAD included', () => {
+    const reasonsAt = (response: any): string =>
+      JSON.stringify(response?.content ?? {})
+        .match(/"enum":\[[^\]]*\]/g)
+        ?.join() ?? '';
+    const missing: string[] = [];
+    for (const [path, item] of Object.entries<Record<string, any>>(withSessions.paths))
+      for (const [method, operation] of Object.entries<Record<string, any>>(item))
+        for (const refusal of PROTOCOL_REFUSALS) {
+          const response = operation.responses[String(refusal.status)];
+          const named = method === 'head' || reasonsAt(response).includes(`"${refusal.reason}"`);
+          if (!response || !named) missing.push(`${method} ${path} ${refusal.status} ${refusal.reason}`);
+        }
+    expect(missing).toEqual([]);
+    expect(PROTOCOL_REFUSALS.map((r) => r.status).sort()).toEqual([400, 408, 413, 417, 431]);
   });
 
   it('keeps the case-insensitivity of the plan id in its pattern', () => {
