@@ -61,6 +61,15 @@ export function headersOf(kind: AnswerKind): Record<string, object> | undefined 
   return Object.keys(headers).length > 0 ? headers : undefined;
 }
 
+/**
+ * Whether a provider answer with `status` passes through on an operation that passes them: any 4xx but 401 and 403
+ * (they become UPSTREAM_AUTH_FAILED and UPSTREAM_IP_NOT_WHITELISTED). A status listed for the gateway's own reasons
+ * (409, 413, 431, ...) is then either body.
+ */
+function providerMayPass(status: string): boolean {
+  return /^4\d\d$/.test(status) && status !== '401' && status !== '403';
+}
+
 /** Status keys in reading order: 200 < 303 < 400 < 4XX < 401 ... */
 const byStatus = (a: string, b: string) =>
   a.replace('XX', '00').localeCompare(b.replace('XX', '00')) || a.localeCompare(b);
@@ -78,7 +87,7 @@ export function responsesOf(spec: ResponsesSpec, options: ResponseOptions): Reco
   for (const status of [...statuses].sort(byStatus)) {
     const own = spec.answers?.[status];
     const failures = reasonsAt.get(status) ?? [];
-    const upstream = passThrough.has(status);
+    const upstream = passThrough.has(status) || (spec.passThrough === true && providerMayPass(status));
     const reasons = [...new Set(failures.map((f) => f.reason))];
     const lines = [
       ...(own ? [own.description] : []),

@@ -322,7 +322,7 @@ describe('the served /openapi.json describes what the gateway answers', () => {
     expect(problems).toEqual([]);
   });
 
-  it("for the provider's own answers passed through: 404 and 400", async () => {
+  it("for the provider's own answers passed through: 404, 400, and statuses the gateway makes too", async () => {
     const plan = (id: string): Exchange => ({
       path: `/api/subscriptions/plan/${id}`,
       headers: withKey(),
@@ -347,6 +347,11 @@ describe('the served /openapi.json describes what the gateway answers', () => {
         },
       ])),
     );
+    // Statuses the gateway makes too, with a reason of its own (409, 413, 431) or the parser's (408): either body.
+    for (const status of [408, 409, 413, 431]) {
+      simulator.setFaults({ errorStatus: status, failIds: [PLAN] });
+      problems.push(...(await run(proxy, [{ ...plan(PLAN), status }])));
+    }
     expect(problems).toEqual([]);
   });
 
@@ -761,7 +766,7 @@ describe('the contract test itself', () => {
     const expected = Object.keys(REASON_STATUS).filter((reason) => reason !== 'INTERNAL_ERROR');
     const seen = new Set([...reasonsSeen].map((entry) => entry.split(' ')[0]));
     expect(expected.filter((reason) => !seen.has(reason))).toEqual([]);
-    expect([...passThroughSeen].sort()).toEqual([400, 404, 429]);
+    expect([...passThroughSeen].sort()).toEqual([400, 404, 408, 409, 413, 429, 431]);
   });
 
   it('catches answers the document does not describe (so it can fail)', async () => {

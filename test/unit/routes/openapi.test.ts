@@ -119,10 +119,15 @@ describe('the OpenAPI document', () => {
       },
       { $ref: '#/components/schemas/UpstreamError' },
     ]);
-    // 413 only the gateway makes.
-    expect(post['413'].content['application/json'].schema.allOf[0].$ref).toBe(
-      '#/components/schemas/ErrorEnvelope',
-    );
+    // The provider's 413 passes through as well (every 4xx but 401 and 403): either body, as at 400.
+    expect(post['413'].content['application/json'].schema.anyOf[1]).toEqual({
+      $ref: '#/components/schemas/UpstreamError',
+    });
+    // 401 and 403 only the gateway makes (the provider's become 502s).
+    for (const status of ['401', '403'])
+      expect(post[status].content['application/json'].schema.allOf[0].$ref).toBe(
+        '#/components/schemas/ErrorEnvelope',
+      );
   });
 
   it('documents every reason of the error catalogue somewhere', () => {
