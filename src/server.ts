@@ -31,7 +31,11 @@ export async function startServers(
     // check every second so SERVER_HEADERS_TIMEOUT_MS and SERVER_REQUEST_TIMEOUT_MS cut slow clients on time.
     // Requests and responses are built on the app's Express prototypes (expressMessageClasses).
     const server = hardenServer(
-      createServer({ connectionsCheckingInterval: 1_000, ...expressMessageClasses(app) }, app),
+      createServer(
+        // A request without Host is answered by the app, in the envelope (missingHost), not by Node's bare 400.
+        { connectionsCheckingInterval: 1_000, requireHostHeader: false, ...expressMessageClasses(app) },
+        app,
+      ),
       config,
     );
     answerProtocolErrors(server, logger, { localMode: config.mode === 'local' });

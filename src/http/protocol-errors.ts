@@ -6,6 +6,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { type FixedHeader, fixedAnswerHeaders } from './answer-head';
+import { GatewayError } from './gateway-error';
 import { requestIdOf } from './request-id';
 
 /** The reasons of the refusals (/openapi.json lists them on every path and method). */
@@ -91,17 +92,41 @@ function refusalOf(error: { code?: string }): ProtocolRefusal {
   return code !== undefined && Object.hasOwn(BY_CODE, code) ? (BY_CODE[code] as ProtocolRefusal) : MALFORMED;
 }
 
-/** The raw answer for a socket whose request Node could not parse (no response object exists). */
+/**
+ * The raw answer for a socket whose request Node could not parse (no response object exists). A HEAD request's answer
+ * has the head alone (RFC 9110: never a body), with the length the body would have.
+ */
 function protocolErrorAnswer(
   refusal: ProtocolRefusal,
   requestId: string,
   fixed: readonly FixedHeader[],
+  head: boolean,
 ): string {
   const body = envelope(refusal, requestId);
-  const head = answerHeaders(body, requestId, fixed)
+  const lines = answerHeaders(body, requestId, fixed)
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join('');
-  return `HTTP/1.1 ${refusal.status} ${refusal.statusText}\r\n${head}\r\n${body}`;
+  return `HTTP/1.1 ${refusal.status} ${refusal.statusText}\r\n${lines}\r\n${head ? '' : body}`;
+}
+
+/** Whether the refused request is a HEAD: the one in flight, or the bytes Node could not parse. */
+function isHead(error: { rawPacket?: unknown }, inFlight: ServerResponse | null | undefined): boolean {
+  if (inFlight) return inFlight.req.method === 'HEAD';
+  const raw = error.rawPacket;
+  return Buffer.isBuffer(raw) && raw.subarray(0, 5).toString('latin1') === 'HEAD ';
+}
+
+/**
+ * An HTTP/1.1 request without Host (RFC 9112: a server must answer 400). Node answers it itself with a bare 400 and
+ * no X-Request-Id unless `requireHostHeader` is off; the gateway's server turns it off, and its first middleware
+ * answers with this error in the envelope instead. HTTP/1.0 needs no Host.
+ */
+export function missingHost(req: IncomingMessage): GatewayError | undefined {
+  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1)
+    return undefined;
+  return new GatewayError('INVALID_REQUEST', 'An HTTP/1.1 request must carry a Host header.', {
+    headers: { connection: 'close' },
+  });
 }
 
 type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
@@ -122,7 +147,7 @@ export function answerProtocolErrors(
   const fixed = fixedAnswerHeaders(options);
   // Node's parser keeps its error: every later chunk on the connection (and its end) raises it again. One refusal each.
   const refused = new WeakSet<Socket>();
-  server.on('clientError', (error: Error & { code?: string }, socket: HttpSocket) => {
+  server.on('clientError', (error: Error & { code?: string; rawPacket?: unknown }, socket: HttpSocket) => {
     if (refused.has(socket)) return;
     refused.add(socket);
     const refusal = refusalOf(error);
@@ -155,7 +180,7 @@ export function answerProtocolErrors(
     }
     // The request in flight keeps the id it was given (the caller's, when well-formed).
     const requestId = String(inFlight?.getHeader('x-request-id') ?? randomUUID());
-    socket.write(protocolErrorAnswer(refusal, requestId, fixed));
+    socket.write(protocolErrorAnswer(refusal, requestId, fixed, isHead(error, inFlight)));
     socket.destroy();
     logger.info(
       { requestId, clientIp, status: refusal.status, reason: refusal.reason },

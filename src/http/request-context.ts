@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
+import { missingHost } from './protocol-errors';
 import { assignRequestId } from './request-id';
 
 export interface RequestContextOptions {
@@ -19,9 +20,9 @@ export interface RequestContextOptions {
 }
 
 /**
- * One middleware for the per-request concerns that always run and never answer (one router layer instead of
- * five on the hot path), in this order: the request id, the request log and metrics, the draining marker. The
- * headers every answer carries are added as its head is written (answer-head.ts).
+ * One middleware for the per-request concerns that always run (one router layer instead of five on the hot path), in
+ * this order: the request id, the request log and metrics, the draining marker. The headers every answer carries are
+ * added as its head is written (answer-head.ts). It answers one request itself: an HTTP/1.1 request without Host.
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics, options.onFinished);
@@ -31,7 +32,9 @@ export function requestContext(options: RequestContextOptions): RequestHandler {
     assignRequestId(req, res);
     observe(req, res);
     if (readiness.draining) markDraining(res);
-    tracing.serve(req, res, next);
+    const refused = missingHost(req);
+    if (refused) next(refused);
+    else tracing.serve(req, res, next);
   };
 }
 

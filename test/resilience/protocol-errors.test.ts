@@ -219,6 +219,32 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(JSON.parse(answer.body).requestId).toBe('caller-id-123');
   });
 
+  test('an HTTP/1.1 request without Host: 400 INVALID_REQUEST in the envelope, nothing forwarded; HTTP/1.0 needs none', async () => {
+    const before = simulator.stats().requests;
+    const answer = await exchange(
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nX-API-Key: ${KEY}\r\nX-Request-Id: no-host-1\r\n\r\n`,
+    );
+    expectEnvelope(answer, 400, 'INVALID_REQUEST', 'no-host-1');
+    expect(JSON.parse(answer.body).status.detail).toMatch(/Host/);
+    expect(simulator.stats().requests).toBe(before);
+    const old = await exchange(
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.0\r\nX-API-Key: ${KEY}\r\n\r\n`,
+    );
+    expect(old.status).toBe(200);
+  });
+
+  test('a refused HEAD gets the head alone: no body, the length it would have', async () => {
+    const answers = [
+      await exchange(`HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
+      await exchange('HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: a\rX-Injected: 1\r\n\r\n'),
+    ];
+    expect(answers.map((a) => [a.status, a.body])).toEqual([
+      [431, ''],
+      [400, ''],
+    ]);
+    for (const answer of answers) expect(Number(answer.headers['content-length'])).toBeGreaterThan(0);
+  });
+
   test('the served /openapi.json describes each refusal on the path it came to: status, reason, headers', async () => {
     const document = (await (await fetch(`${gw.url}/openapi.json`)).json()) as Record<string, any>;
     const plan = `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n`;
@@ -234,6 +260,14 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
       ],
       ['get', '/healthz', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
       ['get', '/readyz', 'GET /readyz HTTP/1.1\r\nHost: x\r\n', 408],
+      ['head', '/healthz', `HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431],
+      ['get', '/healthz', 'GET /healthz HTTP/1.1\r\n\r\n', 400],
+      [
+        'post',
+        '/api/validation/document',
+        `POST /api/validation/document HTTP/1.1\r\nX-API-Key: ${KEY}\r\n\r\n`,
+        400,
+      ],
     ] as const;
     for (const [method, template, request, status] of refused) {
       const answer = await exchange(request);
