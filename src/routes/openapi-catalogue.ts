@@ -28,11 +28,17 @@ export const EVERY_ROUTE_ERRORS: readonly ErrorCase[] = [
  * headers too large, a request that did not arrive in time, an unknown Expect. Any path and method can get one, so
  * every response list of the document carries them (responsesOf).
  */
-export const PROTOCOL_ERRORS: readonly ErrorCase[] = PROTOCOL_REFUSALS.map((refusal) => ({
-  reason: refusal.reason,
-  status: refusal.status,
-  when: `${refusal.detail.replace(/\.$/, '')} (refused before any route runs; the connection closes)`,
-}));
+export const PROTOCOL_ERRORS: readonly ErrorCase[] = [
+  ...PROTOCOL_REFUSALS.map((refusal) => ({
+    reason: refusal.reason,
+    status: refusal.status,
+    when: `${refusal.detail.replace(/\.$/, '')} (refused before any route runs; the connection closes)`,
+  })),
+  error(
+    'INVALID_REQUEST',
+    'an HTTP/1.1 request without Host (refused before any route runs; the connection closes)',
+  ),
+];
 
 /** The errors of every catalogue operation, whatever its input. */
 export const FORWARDED_ERRORS: readonly ErrorCase[] = [
@@ -186,8 +192,8 @@ export const RESPONSE_HEADERS: Readonly<Record<string, HeaderRule>> = {
   },
   'Retry-After': {
     description:
-      "Seconds to wait (the gateway's own answers), or the provider's Retry-After as it sent it (seconds or an HTTP date).",
-    schema: { type: 'string', minLength: 1 },
+      "Whole seconds to wait: the gateway's own, or the provider's (an HTTP date becomes the seconds left; at most UPSTREAM_RETRY_AFTER_MAX_SECONDS).",
+    schema: { type: 'string', pattern: '^[0-9]+$' },
     on: (a) => (RETRY_STATUSES.has(a.status) || a.passThrough ? 'optional' : undefined),
   },
   'Idempotent-Replayed': {

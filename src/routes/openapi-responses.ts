@@ -61,6 +61,21 @@ export function headersOf(kind: AnswerKind): Record<string, object> | undefined 
   return Object.keys(headers).length > 0 ? headers : undefined;
 }
 
+/** One schema, or anyOf several. */
+const oneOf = (schemas: readonly object[]): object =>
+  schemas.length === 1 ? schemas[0]! : { anyOf: [...schemas] };
+
+/**
+ * A status the catalogue describes itself (its own 400 or 409, say) that the gateway's errors, or the provider's
+ * answers passed through, share: its JSON answer may be any of them.
+ */
+function withGatewayBodies(content: object, bodies: readonly object[]): object {
+  if (bodies.length === 0) return content;
+  const json = (content as Record<string, { schema?: object } | undefined>)['application/json'];
+  const schema = json?.schema ? { anyOf: [json.schema, ...bodies] } : oneOf(bodies);
+  return { ...content, 'application/json': { ...json, schema } };
+}
+
 /**
  * Whether a provider answer with `status` passes through on an operation that passes them: any 4xx but 401 and 403
  * (they become UPSTREAM_AUTH_FAILED and UPSTREAM_IP_NOT_WHITELISTED). A status listed for the gateway's own reasons
@@ -100,9 +115,11 @@ export function responsesOf(spec: ResponsesSpec, options: ResponseOptions): Reco
       ...(reasons.length > 0 ? [envelopeOf(reasons)] : []),
       ...(upstream ? [schemaRef('UpstreamError')] : []),
     ];
-    const content =
-      own?.content ??
-      (bodies.length === 0 ? undefined : jsonContent(bodies.length === 1 ? bodies[0]! : { anyOf: bodies }));
+    const content = own?.content
+      ? withGatewayBodies(own.content, bodies)
+      : bodies.length === 0
+        ? undefined
+        : jsonContent(oneOf(bodies));
     const headers = headersOf({
       route: spec.route,
       status,

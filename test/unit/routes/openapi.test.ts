@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadCatalogue } from '../../../src/catalogue';
 import { REASON_STATUS } from '../../../src/http/gateway-error';
@@ -6,6 +7,7 @@ import { PROTOCOL_REFUSALS } from '../../../src/http/protocol-errors';
 import { ALPHA3_COUNTRY_CODES } from '../../../src/routes/country-codes';
 import { buildOpenApiDocument } from '../../../src/routes/openapi';
 import { safeReturnTo } from '../../../src/sessions/return-to';
+import { tempDir } from '../../support/temp-dir';
 
 describe('the OpenAPI document', () => {
   const catalogue = loadCatalogue(join(__dirname, '../../../config/operations.json'), {
@@ -150,6 +152,33 @@ describe('the OpenAPI document', () => {
         }
     expect(missing).toEqual([]);
     expect(PROTOCOL_REFUSALS.map((r) => r.status).sort()).toEqual([400, 408, 413, 417, 431]);
+  });
+
+  it('a status the catalogue describes itself, which the gateway and the provider answer too, admits all three', () => {
+    const source = JSON.parse(readFileSync(join(__dirname, '../../../config/operations.json'), 'utf8'));
+    const own = {
+      type: 'object',
+      required: ['providerCode'],
+      properties: { providerCode: { type: 'string' } },
+    };
+    source.paths['/api/validation/document'].post.responses['400'] = {
+      description: 'The provider’s refusal.',
+      content: { 'application/json': { schema: own } },
+    };
+    const file = join(tempDir('openapi-own-400'), 'operations.json');
+    writeFileSync(file, JSON.stringify(source));
+    const described = buildOpenApiDocument('test', loadCatalogue(file, { maxTimeoutMs: 10_000 })) as Record<
+      string,
+      any
+    >;
+    const anyOf =
+      described.paths['/api/validation/document'].post.responses['400'].content['application/json'].schema
+        .anyOf;
+    expect(anyOf[0]).toEqual(own);
+    expect(anyOf.slice(1).map((schema: any) => schema.$ref ?? schema.allOf?.[0]?.$ref)).toEqual([
+      '#/components/schemas/ErrorEnvelope',
+      '#/components/schemas/UpstreamError',
+    ]);
   });
 
   it('keeps the case-insensitivity of the plan id in its pattern', () => {
