@@ -6,6 +6,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { type FixedHeader, fixedAnswerHeaders } from './answer-head';
+import { markClosing } from './closing-connection';
 import { GatewayError } from './gateway-error';
 import { requestIdOf } from './request-id';
 
@@ -109,11 +110,18 @@ function protocolErrorAnswer(
   return `HTTP/1.1 ${refusal.status} ${refusal.statusText}\r\n${lines}\r\n${head ? '' : body}`;
 }
 
-/** Whether the refused request is a HEAD: the one in flight, or the bytes Node could not parse. */
+/** A whole HEAD request line at the start of a chunk. */
+const HEAD_REQUEST_LINE = /^HEAD [^\s]+ HTTP\/1\.[01]\r?\n/;
+
+/**
+ * Whether the refused request is a HEAD: the one in flight, or the chunk Node could not parse when it starts with a
+ * whole HEAD request line. Node keeps only the last chunk it read: a HEAD whose line came in an earlier chunk (or
+ * whose headers never ended) still gets the body, which does no harm on a connection that closes after it.
+ */
 function isHead(error: { rawPacket?: unknown }, inFlight: ServerResponse | null | undefined): boolean {
   if (inFlight) return inFlight.req.method === 'HEAD';
   const raw = error.rawPacket;
-  return Buffer.isBuffer(raw) && raw.subarray(0, 5).toString('latin1') === 'HEAD ';
+  return Buffer.isBuffer(raw) && HEAD_REQUEST_LINE.test(raw.subarray(0, 8_192).toString('latin1'));
 }
 
 /**
@@ -193,6 +201,7 @@ export function answerProtocolErrors(
     const requestId = requestIdOf(req.headers['x-request-id']);
     const body = envelope(EXPECTATION_FAILED, requestId);
     res.shouldKeepAlive = false;
+    markClosing(req.socket);
     res.writeHead(EXPECTATION_FAILED.status, answerHeaders(body, requestId, fixed).flat());
     res.end(body);
     logger.info(

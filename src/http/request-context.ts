@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
+import { closesAfterAnswer, markClosing } from './closing-connection';
 import { missingHost } from './protocol-errors';
 import { assignRequestId } from './request-id';
 
@@ -22,25 +23,31 @@ export interface RequestContextOptions {
 /**
  * One middleware for the per-request concerns that always run (one router layer instead of five on the hot path), in
  * this order: the request id, the request log and metrics, the draining marker. The headers every answer carries are
- * added as its head is written (answer-head.ts). It answers one request itself: an HTTP/1.1 request without Host.
+ * added as its head is written (answer-head.ts). It answers one request itself, an HTTP/1.1 request without Host, and
+ * drops one: a request pipelined behind an answer that closes the connection (closing-connection.ts).
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics, options.onFinished);
   const { readiness } = options;
   const tracing = options.tracing ?? NO_TRACING;
   return (req, res, next) => {
+    // Pipelined behind an answer that closes the connection: never answered (Node drops it), so never run.
+    if (closesAfterAnswer(req.socket)) return;
     assignRequestId(req, res);
     observe(req, res);
     if (readiness.draining) markDraining(res);
     const refused = missingHost(req);
-    if (refused) next(refused);
-    else tracing.serve(req, res, next);
+    if (refused) {
+      markClosing(req.socket);
+      next(refused);
+    } else tracing.serve(req, res, next);
   };
 }
 
 /** While draining, answers close their connection so load balancers move callers to other replicas. */
 function markDraining(res: Response): void {
   res.setHeader('connection', 'close');
+  markClosing(res.req.socket);
 }
 
 const CLIENT_IP = Symbol('clientIp');

@@ -233,6 +233,19 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(old.status).toBe(200);
   });
 
+  test('requests pipelined behind a 417 or a missing Host never reach the provider (their answers would never be written)', async () => {
+    const before = simulator.stats().requests;
+    const plan = `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\n`;
+    const expectFailed = await exchange(
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n${plan}${plan}`,
+    );
+    const noHost = await exchange(`GET /healthz HTTP/1.1\r\n\r\n${plan}${plan}`);
+    expect([expectFailed.status, noHost.status]).toEqual([417, 400]);
+    for (const answer of [expectFailed, noHost])
+      expect(answer.raw.match(/^HTTP\/1\.1 \d{3} /gm)).toHaveLength(1);
+    expect(simulator.stats().requests).toBe(before);
+  });
+
   test('a refused HEAD gets the head alone: no body, the length it would have', async () => {
     const answers = [
       await exchange(`HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`),
@@ -243,6 +256,13 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
       [400, ''],
     ]);
     for (const answer of answers) expect(Number(answer.headers['content-length'])).toBeGreaterThan(0);
+    // A GET whose later chunk happens to begin with "HEAD " keeps its body: only a whole HEAD request line counts.
+    const get = await exchange('GET /healthz HTTP/1.1\r\nHost: x\r\n', {
+      chunk: 'HEAD \u0001\r\n',
+      times: 1,
+    });
+    expect(get.status).toBe(400);
+    expect(JSON.parse(get.body).status.description).toBe('INVALID_REQUEST');
   });
 
   test('the served /openapi.json describes each refusal on the path it came to: status, reason, headers', async () => {
