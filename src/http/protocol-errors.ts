@@ -10,7 +10,7 @@ import { markClosing } from './closing-connection';
 import { GatewayError } from './gateway-error';
 import { requestIdOf } from './request-id';
 
-/** The reasons of the refusals (/openapi.json lists them on every path and method). */
+/** The reasons of the refusals (/openapi.json lists them under every operation). */
 export type ProtocolReason =
   | 'INVALID_REQUEST'
   | 'REQUEST_HEADERS_TOO_LARGE'

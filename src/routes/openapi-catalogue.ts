@@ -24,9 +24,9 @@ export const EVERY_ROUTE_ERRORS: readonly ErrorCase[] = [
 ];
 
 /**
- * What Node's HTTP parser refuses before any route runs (src/http/protocol-errors.ts): a request that is not HTTP, its
- * headers too large, a request that did not arrive in time, an unknown Expect. Any path and method can get one, so
- * every response list of the document carries them (responsesOf).
+ * What the gateway refuses before any route runs (src/http/protocol-errors.ts): what Node's HTTP parser refuses (a
+ * request that is not HTTP, its headers too large, a request that did not arrive in time, an unknown Expect) and an
+ * HTTP/1.1 request without Host. Any request can get one, so every operation of the document lists them (responsesOf).
  */
 export const PROTOCOL_ERRORS: readonly ErrorCase[] = [
   ...PROTOCOL_REFUSALS.map((refusal) => ({
