@@ -100,7 +100,7 @@ export function closeServer(
   // Every listening socket stops accepting at once; each one's close ends when the connections it accepted are gone
   // (the HTTP server tracks them all for its timeouts, sweeps and deadline, but counts only its own for close).
   // Node's `close()` sweeps idle connections itself, with its own sweep: it runs this one instead.
-  server.closeIdleConnections = () => closeIdleConnections(server);
+  server.closeIdleConnections = idleConnectionSweep(server);
   const sockets: NetServer[] = [server, ...listening.extra];
   if (listening.lock) sockets.push(listening.lock);
   const closed = sockets.map((socket) => new Promise((resolve) => socket.close(resolve)));
@@ -123,19 +123,18 @@ interface TrackedConnection {
  * Closes the server's idle keep-alive connections, leaving alone those still writing an answer. Node's own
  * `closeIdleConnections()` also destroys a connection whose answer has ended but is still being flushed to a slow
  * reader, cutting a large answer short (in the test, 3.9 of 16 MiB arrived); Node detaches the answer from its socket
- * only once every byte is handed to the kernel. It reads the connection list Node keeps under a private symbol;
- * should a Node release move it, Node's own sweep runs instead (a test pins the list on the project's Node).
+ * only once every byte is handed to the kernel. It reads the connection list Node keeps under a private symbol (found
+ * once); should a Node release move it, Node's own sweep runs instead (a test pins the list on the project's Node).
  */
-export function closeIdleConnections(server: Server): void {
+function idleConnectionSweep(server: Server): () => void {
   const connections = connectionListOf(server);
-  if (!connections) {
-    HttpServer.prototype.closeIdleConnections.call(server);
-    return;
-  }
-  for (const { socket } of connections.idle()) {
-    if (socket._httpMessage || socket.writableLength > 0) continue;
-    socket.destroy();
-  }
+  if (!connections) return HttpServer.prototype.closeIdleConnections.bind(server);
+  return () => {
+    for (const { socket } of connections.idle()) {
+      if (socket._httpMessage || socket.writableLength > 0) continue;
+      socket.destroy();
+    }
+  };
 }
 
 /** Node's list of the server's connections (what `closeIdleConnections()` reads), or undefined if it moved. */

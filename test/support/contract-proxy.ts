@@ -109,19 +109,43 @@ export function wireAnswerMismatches(
   if (!response) return [`status ${answer.status} is not documented`];
   const ajv = new Ajv2020({ strict: false, allErrors: true });
   addFormats(ajv);
-  const found = headerMismatches(ajv, response, answer.headers, answer.body.length > 0);
+  return [
+    ...headerMismatches(ajv, response, answer.headers, answer.body.length > 0),
+    ...jsonBodyMismatches(ajv, document, response, answer.status, answer.body),
+  ];
+}
+
+/**
+ * A JSON body against its response's schema, compiled inside the document (for its $refs); `compiled` keeps each
+ * schema's validator across calls.
+ */
+function jsonBodyMismatches(
+  ajv: Ajv2020,
+  document: Json,
+  response: Json,
+  status: number,
+  text: string,
+  compiled = new WeakMap<object, ValidateFunction>(),
+): string[] {
   const schema = response.content?.['application/json']?.schema;
-  if (schema && answer.body.length > 0) {
-    const validate = ajv.compile({
+  if (!schema || text.length === 0) return [];
+  let validate = compiled.get(schema);
+  if (!validate) {
+    validate = ajv.compile({
       ...document,
       $id: undefined,
       'x-contract-body': schema,
       $ref: '#/x-contract-body',
     });
-    if (!validate(JSON.parse(answer.body)))
-      found.push(`body of ${answer.status}: ${ajv.errorsText(validate.errors)}`);
+    compiled.set(schema, validate);
   }
-  return found;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return [`body of ${status} is not JSON`];
+  }
+  return validate(body) ? [] : [`body of ${status}: ${ajv.errorsText(validate.errors)}`];
 }
 
 /** Starts the proxy on loopback in front of `target`, validating against `document` (the served /openapi.json). */
@@ -206,7 +230,7 @@ export async function startContractProxy(target: string, document: Json): Promis
       verdict.response.push(`body: ${ajv.errorsText(envelope.errors)}`);
     // express-openapi-validator leaves every answer >= 500 unchecked (its res.json hook skips them): check it here.
     if (operation && response && answer.status >= 500)
-      verdict.response.push(...serverErrorBodyMismatches(response, answer.status, text));
+      verdict.response.push(...jsonBodyMismatches(ajv, document, response, answer.status, text, bodySchemas));
     res.status(answer.status);
     answer.headers.forEach((value, name) => {
       if (!['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(name))
@@ -217,29 +241,6 @@ export async function startContractProxy(target: string, document: Json): Promis
     if (operation && (json || text.length === 0)) res.json(text.length > 0 ? JSON.parse(text) : undefined);
     else res.send(text);
   });
-
-  /** A 5xx answer's JSON body against its response's schema (compiled inside the document, for its $refs). */
-  function serverErrorBodyMismatches(response: Json, status: number, text: string): string[] {
-    const schema = response.content?.['application/json']?.schema;
-    if (!schema || text.length === 0) return [];
-    let validate = bodySchemas.get(schema);
-    if (!validate) {
-      validate = ajv.compile({
-        ...document,
-        $id: undefined,
-        'x-contract-body': schema,
-        $ref: '#/x-contract-body',
-      });
-      bodySchemas.set(schema, validate);
-    }
-    let body: unknown;
-    try {
-      body = JSON.parse(text);
-    } catch {
-      return [`body of ${status} is not JSON`];
-    }
-    return validate(body) ? [] : [`body of ${status}: ${ajv.errorsText(validate.errors)}`];
-  }
 
   /** No operation matched: a listed path with another method, or no listed path at all. */
   function unmatchedResponse(req: Request): Json {
