@@ -5,7 +5,7 @@ import { NO_TRACING, type Tracing } from '../../observability/tracing';
 import type { Clock, ClockTimer } from './clock';
 import type { Credentials } from './credentials';
 import type { LoginBackoff } from './login-backoff';
-import { DOWN, type Down, type SharedTokenCache } from './shared-token-cache';
+import { DOWN, type Down, NOTIFY_RELEASED, type SharedTokenCache } from './shared-token-cache';
 import type { TokenPair } from './token-pair';
 import type { TokenStore } from './token-store';
 
@@ -39,9 +39,12 @@ export interface FleetTurn<T> {
 }
 
 export class FleetLock {
-  private held?: { readonly key: string; readonly owner: string };
+  private held?: { readonly keys: TokenKeys; readonly owner: string };
   private readonly wakers = new Set<() => void>();
-  /** Locks this replica has let go of: a wait here for a pair it did not share tries the lock again at once. */
+  /**
+   * Locks let go of, by this replica or announced by another: a wait for a pair the holder did not share (its
+   * credentials were retired meanwhile, its call failed) tries the lock again at once, not after TOKEN_LOCK_WAIT_MS.
+   */
   private releases = 0;
 
   constructor(private readonly deps: FleetLockDeps) {}
@@ -54,7 +57,7 @@ export class FleetLock {
       const owner = randomBytes(12).toString('hex');
       const locked = await cache.call('lock', () => store.acquireLock(turn.keys.lock, owner, lockTtlMs));
       if (locked === DOWN) break;
-      if (locked) return this.holding(turn.keys.lock, owner, turn.asHolder);
+      if (locked) return this.holding(turn.keys, owner, turn.asHolder);
       const waited = await (this.deps.tracing ?? NO_TRACING).inSpan('token.lock.wait', () =>
         this.waitForPair(turn),
       );
@@ -69,27 +72,42 @@ export class FleetLock {
     for (const wake of [...this.wakers]) wake();
   }
 
+  /** Another replica let go of the lock (NOTIFY_RELEASED): a wait that finds no pair it takes tries the lock again. */
+  released(): void {
+    this.releases++;
+    this.wake();
+  }
+
   /** Wakes the waiters and releases a lock this replica still holds. */
   async stop(): Promise<void> {
     this.wake();
     const held = this.held;
     this.held = undefined;
-    if (held) await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(held.key, held.owner));
+    if (held) await this.letGo(held.keys, held.owner);
   }
 
-  private async holding<T>(key: string, owner: string, work: () => Promise<T>): Promise<T> {
-    this.held = { key, owner };
-    const lease = this.keepLease(key, owner);
+  private async holding<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
+    this.held = { keys, owner };
+    const lease = this.keepLease(keys.lock, owner);
     try {
       return await work();
     } finally {
       lease.stop();
       if (this.held?.owner === owner) this.held = undefined;
-      await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(key, owner));
+      await this.letGo(keys, owner);
       // Another flight of this replica waits on this lock only when a credential change superseded the holder's.
-      this.releases++;
-      this.wake();
+      this.released();
     }
+  }
+
+  /**
+   * Releases the lock if it is still this owner's and tells the fleet: a replica waiting for a pair this holder did
+   * not share (still on credentials retired meanwhile, or after a failed call) tries the lock at once.
+   */
+  private async letGo(keys: TokenKeys, owner: string): Promise<void> {
+    const { cache, store } = this.deps;
+    const unlocked = await cache.call('unlock', () => store.releaseLock(keys.lock, owner));
+    if (unlocked === true) await cache.call('publish', () => store.publish(keys.channel, NOTIFY_RELEASED));
   }
 
   /** Renews the lease at a third of its length while a slow token endpoint keeps the holder busy. */

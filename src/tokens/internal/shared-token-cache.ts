@@ -31,9 +31,13 @@ interface StoredRefusal {
 export const DOWN = Symbol('store down');
 export type Down = typeof DOWN;
 
-/** Messages on the change channel: a new pair, or a refusal that starts the fleet's backoff. */
+/**
+ * Messages on the change channel: a new pair, a refusal that starts the fleet's backoff, or the fleet lock let go of
+ * (its holder may have shared nothing: a pair of credentials retired meanwhile, a failed call).
+ */
 export const NOTIFY_PAIR = 'pair';
 export const NOTIFY_REFUSED = 'refused';
+export const NOTIFY_RELEASED = 'released';
 
 export interface SharedTokenCacheDeps {
   readonly store: TokenStore;

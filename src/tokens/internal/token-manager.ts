@@ -15,6 +15,7 @@ import {
   type Down,
   NOTIFY_PAIR,
   NOTIFY_REFUSED,
+  NOTIFY_RELEASED,
   type SharedState,
   SharedTokenCache,
 } from './shared-token-cache';
@@ -378,7 +379,8 @@ class FleetTokenManager implements TokenProvider {
   // --- change notifications -------------------------------------------------------------------------------------
 
   private readonly onNotification = (message: string): void => {
-    this.lock.wake();
+    if (message === NOTIFY_RELEASED) this.lock.released();
+    else this.lock.wake();
     if (!this.flight && (message === NOTIFY_PAIR || message === NOTIFY_REFUSED)) void this.adoptFromStore();
   };
 

@@ -1,4 +1,5 @@
 // A fleet of token managers against a real redis-server and the simulator: one login for a cold fleet, one refresh per token lifetime.
+import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -50,6 +51,24 @@ describe('a fleet of replicas sharing one Redis', () => {
     expect(await fleet.replicas[0].redis.pttl(keys.pair)).toBeGreaterThan(86_000_000);
     expect(tokenKeys('it:', 'https://other.example', USERNAME).pair).not.toBe(keys.pair);
     expect(tokenKeys('it:', fleet.simulator.url, 'another-user').pair).not.toBe(keys.pair);
+  });
+
+  it('the lock holder announces its new pair, then the lock let go, over Redis pub/sub (never a token)', async () => {
+    fleet = await startFleet({ replicas: 1 });
+    const keys = tokenKeys('it:', fleet.simulator.url, USERNAME);
+    const listener = fleet.replicas[0].redis.duplicate();
+    const messages: string[] = [];
+    try {
+      if (listener.status === 'wait') await listener.connect();
+      else if (listener.status !== 'ready') await once(listener, 'ready');
+      await listener.subscribe(keys.channel);
+      listener.on('message', (_channel: string, message: string) => messages.push(message));
+      await fleet.replicas[0].manager.getAccessToken();
+      for (let i = 0; i < 100 && messages.length < 2; i++) await sleep(10);
+      expect(messages).toEqual(['pair', 'released']);
+    } finally {
+      listener.disconnect();
+    }
   });
 
   it('over several short lifetimes the whole fleet refreshes about once per lifetime and no call fails', async () => {

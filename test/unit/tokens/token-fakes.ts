@@ -284,6 +284,8 @@ export interface ReplicaOptions {
   readonly random?: () => number;
   /** Where the replica reports its store calls (the gateway hands in the Redis-health owner). */
   readonly storeHealth?: StoreHealthReport;
+  /** The replica's own credential source (a rollout: some replicas read a new password before the others). */
+  readonly credentials?: FakeCredentialSource;
 }
 
 /** Token managers on one fake clock, token endpoint and credential source: replicas of a fleet, minus Redis. */
@@ -300,7 +302,7 @@ export function fakeFleet(options: FakeFleetOptions = {}) {
     const manager = createTokenManager({
       store: own.store ?? options.store?.() ?? store,
       client,
-      credentials,
+      credentials: own.credentials ?? credentials,
       clock,
       logger,
       metrics,

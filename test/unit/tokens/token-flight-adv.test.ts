@@ -4,7 +4,7 @@ import { GatewayError } from '../../../src/http/gateway-error';
 import { tokenKeys } from '../../../src/keys/redis-keys';
 import { createMemoryTokenStore } from '../../../src/store/memory-token-store';
 import type { TokenStore } from '../../../src/tokens/internal/token-store';
-import { fakeFleet, settle, stopManagers, TEST_BASE_URL } from './token-fakes';
+import { FakeCredentialSource, fakeFleet, settle, stopManagers, TEST_BASE_URL } from './token-fakes';
 
 const KEYS = tokenKeys('bff:', TEST_BASE_URL, 'merchant');
 afterEach(stopManagers);
@@ -209,5 +209,33 @@ describe('holds: handovers, sentinels, kinds and the lock', () => {
     expect(refreshes).toBeGreaterThanOrEqual(3);
     expect(counts.acquireLock).toBe(refreshes);
     expect(counts.releaseLock).toBe(refreshes);
+    // Per refresh: the new pair's notification and the lock's release (one command each, once per token lifetime).
+    expect(counts.publish).toBe(2 * refreshes);
+  });
+});
+
+describe('a holder whose credentials were retired while it held the lock tells the fleet it let go', () => {
+  it('a replica still on the old password waiting for that pair logs in at once, not after TOKEN_LOCK_WAIT_MS', async () => {
+    const f = fakeFleet();
+    // A rollout: replica A reads the new password first, B still has the old one (the provider takes both a while).
+    const stillOld = new FakeCredentialSource();
+    const a = f.replica();
+    const b = f.replica({ credentials: stillOld });
+    await a.start();
+    await b.start();
+    f.client.hold();
+    const aCallers = a.getAccessToken();
+    await settle();
+    expect(f.client.loginUsers).toEqual(['merchant']);
+    const bCallers = watched(b.getAccessToken());
+    await f.clock.advance(100);
+    f.credentials.change('merchant', 'secret-2');
+    f.client.release();
+    // A's login with the retired password serves its own callers only: not shared, nothing for B to adopt.
+    await expect(aCallers).resolves.toMatchObject({ source: 'upstream' });
+    await f.clock.advance(200);
+    expect(bCallers.state.done).toBe(true);
+    await expect(bCallers.promise).resolves.toMatchObject({ source: 'upstream' });
+    expect(f.client.logins).toBe(2);
   });
 });
