@@ -102,6 +102,22 @@ function ownAnswers(responses: unknown): Record<string, OwnAnswer> {
 const METHOD_KEYS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
 /**
+ * A strict operation's own answers plus, unless the catalogue lists `2XX`, the successes it does not list (a 201 where
+ * only 200 is): they pass with their status and the JSON body `{}`, nothing of it being declared.
+ */
+function withUnlistedSuccesses(own: Record<string, OwnAnswer>, answer: string): Record<string, OwnAnswer> {
+  if (answer !== 'strict' || Object.keys(own).some((status) => status.toUpperCase() === '2XX')) return own;
+  return {
+    ...own,
+    '2XX': {
+      description:
+        "A success the catalogue does not list: the provider's status, its JSON body as {} (nothing of it is declared).",
+      content: { 'application/json': { schema: { type: 'object', maxProperties: 0 } } },
+    },
+  };
+}
+
+/**
  * The catalogue's operations as callers see them (SPEC §12): each as the document declares it, without x-gateway,
  * plus the gateway's request headers, its errors with their reasons, the provider's answers passed through, and
  * HEAD wherever GET answers it (the provider only ever sees the GET).
@@ -131,7 +147,13 @@ function operationPaths(
     ];
     const responses = (head: boolean) =>
       responsesOf(
-        { route: 'forwarded', answers: ownAnswers(declared.responses), errors, passThrough: true },
+        {
+          route: 'forwarded',
+          answers: withUnlistedSuccesses(ownAnswers(declared.responses), operation.answer),
+          errors,
+          passThrough: true,
+          anyProviderBody: operation.answer === 'stream',
+        },
         { ...options, head },
       );
     const summary = typeof declared.summary === 'string' ? declared.summary : operation.id;

@@ -9,12 +9,19 @@ export const faultsSchema = z.strictObject({
   latencyMs: z.number().int().min(0).max(120_000).default(0),
   /** Share of affected requests answered with `errorStatus` (0..1). */
   errorRate: z.number().min(0).max(1).default(0),
-  /** Status of injected errors: a 5xx, 429 for the provider's rate limit, or another 4xx the provider may answer. */
+  /**
+   * Status of injected answers: a 5xx, 429 for the provider's rate limit, another 4xx the provider may answer, a 2xx
+   * the operation does not document (201, 202), or a 3xx redirect (with a Location on another origin).
+   */
   errorStatus: z
     .number()
     .int()
-    .refine((s) => s >= 400 && s <= 599, { error: 'must be a 4xx or 5xx status' })
+    .refine((s) => s >= 201 && s <= 599 && s !== 204 && s !== 205 && s !== 304, {
+      error: 'must be a 201-599 status with a body (not 204, 205 or 304)',
+    })
     .default(503),
+  /** Body of injected answers: the provider's JSON error, or an HTML page (its load balancer's, say). */
+  errorBody: z.enum(['json', 'html']).default('json'),
   /** HTTP status of the plan-not-found answer: the seed gives its body, not its status (404 here, 400 as some do). */
   planNotFoundStatus: z.union([z.literal(404), z.literal(400)]).default(404),
   /** Sent as Retry-After on injected errors when set. */
@@ -203,7 +210,14 @@ function playRateLimit(res: Response, f: Faults, limit: RateLimitState, stats: S
 
 function sendError(res: Response, f: Faults): void {
   if (f.retryAfterSeconds !== undefined) res.set('Retry-After', String(f.retryAfterSeconds));
-  res.status(f.errorStatus).json({
+  if (f.errorStatus >= 300 && f.errorStatus <= 399)
+    res.set('Location', 'https://moved.provider.example/api/elsewhere');
+  res.status(f.errorStatus);
+  if (f.errorBody === 'html') {
+    res.type('html').send(`<html><body><h1>${f.errorStatus}</h1>Simulated load balancer page</body></html>`);
+    return;
+  }
+  res.json({
     status: { code: String(f.errorStatus), description: 'ERROR', detail: 'Simulated upstream failure' },
   });
 }

@@ -73,12 +73,19 @@ function headerMismatches(ajv: Ajv2020, response: Json, headers: Headers, hasBod
   headers.forEach((_value, name) => {
     if (!isTransport(name) && !declared.has(name)) found.push(`header ${name} is sent but not declared`);
   });
-  const type = headers.get('content-type')?.split(';')[0]?.trim();
+  const type = headers.get('content-type')?.split(';')[0]?.trim().toLowerCase();
   const documented = Object.keys(response.content ?? {});
   if (hasBody && documented.length === 0) found.push(`a body (${type}) where the document lists none`);
-  if (hasBody && type && documented.length > 0 && !documented.includes(type))
+  if (hasBody && type && documented.length > 0 && !documented.some((key) => mediaTypeCovers(key, type)))
     found.push(`content type ${type}, the document lists ${documented.join(', ')}`);
   return found;
+}
+
+/** Whether a content key of the document (`application/json`, or a range: `text/*`, `*\/*`) covers `type`. */
+function mediaTypeCovers(key: string, type: string): boolean {
+  const range = key.toLowerCase();
+  if (range === '*/*' || range === type) return true;
+  return range.endsWith('/*') && type.startsWith(range.slice(0, -1));
 }
 
 /** Compiles schemas that refer into the document (#/components/...) by compiling them inside a copy of it. */

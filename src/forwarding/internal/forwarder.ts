@@ -32,6 +32,7 @@ import {
 } from './exchange-call';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import { createPipedAttempts, PipedCall } from './piped-attempt';
+import { isRedirect, REDIRECT_MESSAGE, redirectFields } from './provider-redirect';
 import type { UpstreamSlots } from './upstream-slots';
 
 export type { UpstreamAnswer, UpstreamExchange } from './exchange-call';
@@ -207,6 +208,9 @@ class Attempt implements Dispatcher.DispatchHandler {
 
 const UNAUTHORIZED: AttemptOutcome = { kind: 'unauthorized' };
 
+const RATE_LIMITED_DETAIL =
+  'The provider asked the gateway to slow down; calls to this account resume after the Retry-After seconds.';
+
 const RETRYABLE_CONNECTION_ERRORS = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ECONNABORTED']);
 /** Connection failures before any byte of the request could leave: the provider never saw it. */
 const NEVER_CONNECTED = new Set([
@@ -219,6 +223,11 @@ const NEVER_CONNECTED = new Set([
   'EADDRNOTAVAIL',
   'EADDRINUSE',
 ]);
+
+/** The answer is labelled JSON (application/json, application/problem+json, ...). */
+function isJson(headers: IncomingHttpHeaders): boolean {
+  return /json/i.test(String(headers['content-type'] ?? ''));
+}
 
 /** An answer body in a content coding other than identity (gzip, br, ...). */
 function encoded(headers: IncomingHttpHeaders): boolean {
@@ -279,6 +288,10 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       if (status === 401) attempt.resolve(UNAUTHORIZED);
       else if (status === 403) attempt.reject(ipRefused());
       else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
+      else if (isRedirect(status))
+        attempt.reject(redirected(attempt.call.exchange.route, status, attempt.answerHeaders.location));
+      else if (status >= 400 && attempt.size > 0 && !isJson(attempt.answerHeaders))
+        attempt.reject(notTheProviderApi(attempt, status));
       else if (encoded(attempt.answerHeaders)) {
         // Compressed despite `Accept-Encoding: identity`: the gateway could neither filter it nor pass it on whole.
         deps.logger.warn(
@@ -344,8 +357,39 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       answered,
       failed: connectionFailed,
       refusedAddress: ipRefused,
+      redirected,
       injectTrace: (headers) => tracing.injectUpstream(headers),
     });
+
+  /**
+   * A 4xx whose body is not JSON: not the provider's API answering (its load balancer's HTML page, a wrong
+   * UPSTREAM_BASE_URL path), so nothing a caller could read as the provider's verdict. Logged, and failed like a 5xx
+   * (502); a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED with its Retry-After.
+   */
+  function notTheProviderApi(attempt: Attempt, status: number): Error {
+    const type = String(attempt.answerHeaders['content-type'] ?? 'none').split(';')[0];
+    deps.logger.warn(
+      { route: attempt.call.exchange.route, status, contentType: type },
+      'upstream answered a 4xx that is not JSON: not passed on (502); check UPSTREAM_BASE_URL and what fronts the provider',
+    );
+    if (status !== 429) return new UpstreamFailure('status');
+    const retryAfter = allowedAnswerHeaders(attempt.answerHeaders, retryAfterMaxSeconds)['retry-after'];
+    return new GatewayError(
+      'UPSTREAM_RATE_LIMITED',
+      RATE_LIMITED_DETAIL,
+      retryAfter === undefined ? undefined : { headers: { 'retry-after': retryAfter } },
+    );
+  }
+
+  /** A provider redirect: logged for the operator, failed like a 5xx (a 502 to the caller, counted by the circuit). */
+  function redirected(
+    route: string,
+    status: number,
+    location: IncomingHttpHeaders['location'],
+  ): UpstreamFailure {
+    deps.logger.warn({ route, ...redirectFields(status, location, deps.baseUrl) }, REDIRECT_MESSAGE);
+    return new UpstreamFailure('status');
+  }
 
   function observeUpstream(attempt: AttemptTiming, status: number | string) {
     const ms = performance.now() - attempt.startedAt;
@@ -589,7 +633,7 @@ async function settleAdmission(
     admission.reason,
     admission.reason === 'UPSTREAM_BUDGET_EXHAUSTED'
       ? "The provider account's call budget has no room for this call now; retry after the Retry-After seconds."
-      : 'The provider asked the gateway to slow down; calls to this account resume after the Retry-After seconds.',
+      : RATE_LIMITED_DETAIL,
     { headers: { 'retry-after': String(admission.retryAfterSeconds) } },
   );
 }

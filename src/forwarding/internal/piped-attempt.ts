@@ -18,6 +18,7 @@ import {
   type UpstreamExchange,
 } from './exchange-call';
 import { allowedAnswerHeaders } from './header-policy';
+import { isRedirect } from './provider-redirect';
 import {
   DETACHED_RESPONSE,
   takingUpstreamRequests,
@@ -43,6 +44,8 @@ export interface PipedAttemptDeps {
   failed(attempt: AttemptTiming, error: Error, timedOut: boolean, sent: boolean): UpstreamFailure;
   /** The provider refused the gateway's address (403). */
   refusedAddress(): Error;
+  /** The provider answered a redirect (3xx, provider-redirect.ts): logged, never piped. */
+  redirected(route: string, status: number, location: IncomingHttpHeaders['location']): Error;
   /** This attempt's trace context on the upstream headers (traces on). */
   injectTrace(headers: Record<string, string>): void;
 }
@@ -156,7 +159,7 @@ export function createPipedAttempts(deps: PipedAttemptDeps): AttemptSender<Piped
 }
 
 /**
- * The answer's head: the timeout ends here (a large answer may take long to arrive). A 401, 403 or 5xx is drained
+ * The answer's head: the timeout ends here (a large answer may take long to arrive). A 401, 403, 3xx or 5xx is drained
  * and never reaches the caller (the flow retries, or answers with the gateway's envelope); anything else is piped.
  */
 function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: IncomingMessage) {
@@ -172,6 +175,9 @@ function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: In
   } else if (status >= 500) {
     dropped(proxyRes);
     attempt.reject(new UpstreamFailure('status'));
+  } else if (isRedirect(status)) {
+    dropped(proxyRes);
+    attempt.reject(deps.redirected(attempt.call.exchange.route, status, proxyRes.headers.location));
   } else attempt.resolve({ kind: 'piped', status, done: pipeAnswer(deps, attempt.call, proxyRes, status) });
 }
 

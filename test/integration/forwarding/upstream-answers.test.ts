@@ -195,6 +195,109 @@ describe('answers the forwarder must not pass on as if whole', () => {
   });
 });
 
+describe('a provider redirect (3xx) is followed by nobody and reaches no caller', () => {
+  const redirectTo = (status: number, location: string) => (_req: IncomingMessage, res: ServerResponse) => {
+    const body = '{"moved":true}';
+    res.writeHead(status, {
+      location,
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+    });
+    res.end(body);
+  };
+
+  test.each([
+    ['read', 'GET', 301],
+    ['write', 'POST', 307],
+    ['stream', 'GET', 302],
+  ])(
+    '/%s (%s) answered %i: 502 UPSTREAM_UNAVAILABLE, no Location, one call; the log names the origin only',
+    async (path, method, status) => {
+      behaviour = redirectTo(status, 'https://provider.example:8443/v2/api/thing?plan=secret-plan-id');
+      logLines.length = 0;
+      const res = await fetch(`${caller}/${path}`, { method, redirect: 'manual' });
+      expect(res.status).toBe(502);
+      expect(res.headers.get('location')).toBeNull();
+      const text = await res.text();
+      expect(JSON.parse(text)).toMatchObject({ status: { description: 'UPSTREAM_UNAVAILABLE' } });
+      expect(text).not.toContain('provider.example');
+      expect(seenPaths).toHaveLength(1);
+      const line = logLines.find((l) => l.includes('redirect'));
+      expect(JSON.parse(line ?? '{}')).toMatchObject({
+        status,
+        locationOrigin: 'https://provider.example:8443',
+        sameOrigin: false,
+      });
+      expect(logLines.join('\n')).not.toContain('secret-plan-id');
+    },
+  );
+
+  test('a relative Location is read against the base URL: same origin (a missing path prefix, say)', async () => {
+    behaviour = redirectTo(308, '/api/thing/');
+    logLines.length = 0;
+    const res = await fetch(`${caller}/read`, { redirect: 'manual' });
+    expect(res.status).toBe(502);
+    const line = logLines.find((l) => l.includes('redirect'));
+    expect(JSON.parse(line ?? '{}')).toMatchObject({ status: 308, sameOrigin: true });
+  });
+});
+
+describe('a provider 4xx that is not JSON is no verdict of the provider API (its load balancer, a wrong path)', () => {
+  const answer = (
+    status: number,
+    type: string | undefined,
+    body: string,
+    extra: Record<string, string> = {},
+  ) =>
+    ((_req: IncomingMessage, res: ServerResponse) => {
+      res.writeHead(status, {
+        ...(type && { 'content-type': type }),
+        'content-length': Buffer.byteLength(body),
+        ...extra,
+      });
+      res.end(body);
+    }) satisfies Behaviour;
+
+  test('an HTML 404 (a wrong UPSTREAM_BASE_URL path): 502 UPSTREAM_UNAVAILABLE, never the page; logged with its type', async () => {
+    behaviour = answer(404, 'text/html; charset=utf-8', '<html><body>nginx: Not Found</body></html>');
+    logLines.length = 0;
+    const res = await fetch(`${caller}/read`);
+    expect(res.status).toBe(502);
+    const text = await res.text();
+    expect(JSON.parse(text)).toMatchObject({ status: { description: 'UPSTREAM_UNAVAILABLE' } });
+    expect(text).not.toContain('nginx');
+    expect(seenPaths).toHaveLength(1);
+    const line = logLines.find((l) => l.includes('not JSON'));
+    expect(JSON.parse(line ?? '{}')).toMatchObject({ status: 404, contentType: 'text/html' });
+  });
+
+  test('an HTML 429: 503 UPSTREAM_RATE_LIMITED with the provider’s Retry-After', async () => {
+    behaviour = answer(429, 'text/html', '<html>slow down</html>', { 'retry-after': '9' });
+    const res = await fetch(`${caller}/write`, { method: 'POST' });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('9');
+    expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_RATE_LIMITED' } });
+  });
+
+  test('JSON of any flavour (problem+json) and an empty 4xx pass as the provider’s own answers', async () => {
+    behaviour = answer(422, 'application/problem+json', '{"title":"bad"}');
+    const problem = await fetch(`${caller}/read`);
+    expect(problem.status).toBe(422);
+    expect(await problem.json()).toEqual({ title: 'bad' });
+    behaviour = answer(404, undefined, '');
+    const empty = await fetch(`${caller}/read`);
+    expect(empty.status).toBe(404);
+    expect(await empty.text()).toBe('');
+  });
+
+  test('a streamed operation’s HTML 4xx is piped as it came (its answers are whatever the provider sends)', async () => {
+    behaviour = answer(404, 'text/html', '<html>no such export</html>');
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(404);
+    expect(await res.text()).toBe('<html>no such export</html>');
+  });
+});
+
 describe('streamed answers (answer: "stream") from a provider that stalls', () => {
   test('a head, some bytes, then nothing: the answer is cut after the timeout and the provider socket closed', async () => {
     const closedBefore = closedSockets;

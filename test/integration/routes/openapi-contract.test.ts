@@ -355,6 +355,20 @@ describe('the served /openapi.json describes what the gateway answers', () => {
     expect(problems).toEqual([]);
   });
 
+  it("for the provider's redirects: followed by nobody, passed to nobody", async () => {
+    const plan: Exchange = {
+      path: `/api/subscriptions/plan/${PLAN}`,
+      headers: withKey(),
+      requestValid: true,
+      status: 502,
+      reason: 'UPSTREAM_UNAVAILABLE',
+    };
+    simulator.setFaults({ errorStatus: 301, failIds: [PLAN] });
+    const moved = await send(proxy, plan);
+    expect(moved.headers.get('location')).toBeNull();
+    expect(problemsOf(plan, moved)).toEqual([]);
+  });
+
   it('for upstream failures: 5xx and timeouts', async () => {
     simulator.setFaults({ errorStatus: 503, failIds: [PLAN] });
     const problems = await run(proxy, [
@@ -434,6 +448,17 @@ describe('the document of an operation added to the catalogue at run time', () =
     expect(problems).toEqual([]);
     const answer = await send(proxy, { path, headers: withKey(), requestValid: true, status: 200 });
     expect(answer.body.riskScore).toBeUndefined();
+    // A success the catalogue does not list, on this strict operation: the status passes, the JSON body as {}.
+    simulator.setFaults({ errorRate: 1, errorStatus: 202 });
+    const unlisted = {
+      path: '/api/subscriptions/sub_unlisted2',
+      headers: withKey(),
+      requestValid: true,
+      status: 202,
+    };
+    const accepted = await send(proxy, unlisted);
+    expect(accepted.body).toEqual({});
+    expect(problemsOf(unlisted, accepted)).toEqual([]);
   });
 });
 
@@ -602,6 +627,34 @@ describe('the document of a gateway spending provider budgets and client quotas'
     problems.push(...problemsOf(paused, refused));
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
     expect(problems).toEqual([]);
+  });
+});
+
+describe('the document of a gateway whose provider answers in HTML (its load balancer)', () => {
+  let proxy: ContractProxy;
+  beforeAll(async () => {
+    // Keys of its own: the provider's pause after the 429 below is the fleet's, and no other gateway here is in it.
+    ({ proxy } = await contractFor(upstreamEnv({ REDIS_KEY_PREFIX: 'contract-html:' })));
+  });
+  const plan: Exchange = {
+    path: `/api/subscriptions/plan/${PLAN}`,
+    headers: withKey(),
+    requestValid: true,
+    status: 502,
+    reason: 'UPSTREAM_UNAVAILABLE',
+  };
+
+  it('a 4xx that is not JSON is not the provider’s verdict: 502 UPSTREAM_UNAVAILABLE', async () => {
+    simulator.setFaults({ errorStatus: 413, errorBody: 'html', failIds: [PLAN] });
+    expect(await run(proxy, [plan])).toEqual([]);
+  });
+
+  it('an HTML 429 is the provider’s rate limit all the same: 503 UPSTREAM_RATE_LIMITED with its Retry-After', async () => {
+    simulator.setFaults({ errorStatus: 429, errorBody: 'html', retryAfterSeconds: 7, failIds: [PLAN] });
+    const limitedExchange = { ...plan, status: 503, reason: 'UPSTREAM_RATE_LIMITED' };
+    const limited = await send(proxy, limitedExchange);
+    expect(limited.headers.get('retry-after')).toBe('7');
+    expect(problemsOf(limitedExchange, limited)).toEqual([]);
   });
 });
 
@@ -776,7 +829,7 @@ describe('the contract test itself', () => {
       res.setHeader('cache-control', 'no-store');
       if (req.params.id === PLAN) res.json({ internalId: PLAN, name: 'no amount' });
       else if (req.params.id === OTHER_PLAN) res.setHeader('x-debug-token', 'abc').json(planLike());
-      else if (req.params.id === UNKNOWN_PLAN) res.status(201).json(planLike());
+      else if (req.params.id === UNKNOWN_PLAN) res.status(302).json(planLike());
       else if (req.params.id === FAILING_PLAN) res.status(502).json({ message: 'not an envelope' });
       else res.status(400).removeHeader('x-request-id');
       if (!res.headersSent)
@@ -795,7 +848,7 @@ describe('the contract test itself', () => {
         expect.stringMatching(/^\/response.* must have required property/),
       ]);
       expect(await verdictOf(OTHER_PLAN)).toEqual(['header x-debug-token is sent but not declared']);
-      expect(await verdictOf(UNKNOWN_PLAN)).toEqual(expect.arrayContaining(['status 201 is not documented']));
+      expect(await verdictOf(UNKNOWN_PLAN)).toEqual(expect.arrayContaining(['status 302 is not documented']));
       // A 5xx body is checked too (express-openapi-validator skips every status >= 500 on its own).
       expect(await verdictOf(FAILING_PLAN)).toEqual([
         expect.stringMatching(/^body of 502: .*must have required property/),

@@ -482,6 +482,23 @@ describe('payment API simulator (default settings, real HTTP)', () => {
       expect((await readPlan(sim, access)).status).toBe(200);
     });
 
+    it('injects an HTML page, an undocumented 2xx and a redirect with a Location when asked to', async () => {
+      const { access } = await login(sim);
+      const plan = `${sim.url}/api/subscriptions/plan/${SEED_PLAN}`;
+      const get = () => fetch(plan, { headers: bearer(access), redirect: 'manual' });
+      sim.setFaults({ errorRate: 1, errorStatus: 413, errorBody: 'html' });
+      const page = await get();
+      expect(page.status).toBe(413);
+      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+      expect(await page.text()).toContain('<html>');
+      sim.setFaults({ errorRate: 1, errorStatus: 201 });
+      expect((await get()).status).toBe(201);
+      sim.setFaults({ errorRate: 1, errorStatus: 302 });
+      const moved = await get();
+      expect(moved.status).toBe(302);
+      expect(moved.headers.get('location')).toMatch(/^https:\/\/moved\.provider\.example\//);
+    });
+
     it('answers plan-not-found with 400 when asked to, as a provider may (same body)', async () => {
       const { access } = await login(sim);
       sim.setFaults({ planNotFoundStatus: 400 });
@@ -496,7 +513,9 @@ describe('payment API simulator (default settings, real HTTP)', () => {
 
     it('refuses invalid faults in process', () => {
       expect(() => sim.setFaults({ errorRate: 2 })).toThrow();
-      expect(() => sim.setFaults({ errorStatus: 302 })).toThrow();
+      expect(() => sim.setFaults({ errorStatus: 304 })).toThrow();
+      expect(() => sim.setFaults({ errorStatus: 600 })).toThrow();
+      expect(() => sim.setFaults({ errorBody: 'xml' as 'html' })).toThrow();
       expect(() => sim.setFaults({ planNotFoundStatus: 200 as 404 })).toThrow();
     });
   });
