@@ -32,7 +32,7 @@ export async function startServers(
     // Requests and responses are built on the app's Express prototypes (expressMessageClasses).
     const server = hardenServer(
       createServer(
-        // A request without Host is answered by the app, in the envelope (missingHost), not by Node's bare 400.
+        // A request without Host is answered by the app, in the envelope (hostRefusal), not by Node's bare 400.
         { connectionsCheckingInterval: 1_000, requireHostHeader: false, ...expressMessageClasses(app) },
         app,
       ),

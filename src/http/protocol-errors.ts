@@ -125,16 +125,39 @@ function isHead(error: { rawPacket?: unknown }, inFlight: ServerResponse | null 
 }
 
 /**
- * An HTTP/1.1 request without Host (RFC 9112: a server must answer 400). Node answers it itself with a bare 400 and
- * no X-Request-Id unless `requireHostHeader` is off; the gateway's server turns it off, and its first middleware
- * answers with this error in the envelope instead. HTTP/1.0 needs no Host.
+ * A request whose Host a server must refuse (RFC 9112, 3.2: 400 to a request without Host in HTTP/1.1, with more than
+ * one Host, or with an invalid one). Node answers a missing Host itself with a bare 400 and no X-Request-Id unless
+ * `requireHostHeader` is off, and keeps the first of several; the gateway's server turns the check off, and its first
+ * middleware answers with this error in the envelope instead. HTTP/1.0 needs no Host.
  */
-export function missingHost(req: IncomingMessage): GatewayError | undefined {
-  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1)
-    return undefined;
-  return new GatewayError('INVALID_REQUEST', 'An HTTP/1.1 request must carry a Host header.', {
-    headers: { connection: 'close' },
-  });
+export function hostRefusal(req: IncomingMessage): GatewayError | undefined {
+  const host = req.headers.host;
+  if (host === undefined) {
+    if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return undefined;
+    return refusedHost('An HTTP/1.1 request must carry a Host header.');
+  }
+  if (!HOST_VALUE.test(host))
+    return refusedHost('The Host header must be a host name or address, with an optional port.');
+  if (hostHeaders(req.rawHeaders) > 1)
+    return refusedHost('A request must carry one Host header, not several.');
+  return undefined;
+}
+
+/** uri-host [":" port] (RFC 3986): a bracketed IPv6 literal, or a reg-name / IPv4 address; empty is allowed. */
+const HOST_VALUE = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]*)(?::[0-9]{0,5})?$/;
+
+/** How many Host headers the request carried (Node keeps the first one in `headers`). */
+function hostHeaders(raw: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
+}
+
+function refusedHost(detail: string): GatewayError {
+  return new GatewayError('INVALID_REQUEST', detail, { headers: { connection: 'close' } });
 }
 
 type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };

@@ -26,7 +26,7 @@ export const EVERY_ROUTE_ERRORS: readonly ErrorCase[] = [
 /**
  * What the gateway refuses before any route runs (src/http/protocol-errors.ts): what Node's HTTP parser refuses (a
  * request that is not HTTP, its headers too large, a request that did not arrive in time, an unknown Expect) and an
- * HTTP/1.1 request without Host. Any request can get one, so every operation of the document lists them (responsesOf).
+ * HTTP/1.1 request without Host (or with several, or an invalid one). Any request can get one, so every operation of the document lists them (responsesOf).
  */
 export const PROTOCOL_ERRORS: readonly ErrorCase[] = [
   ...PROTOCOL_REFUSALS.map((refusal) => ({
@@ -36,7 +36,7 @@ export const PROTOCOL_ERRORS: readonly ErrorCase[] = [
   })),
   error(
     'INVALID_REQUEST',
-    'an HTTP/1.1 request without Host (refused before any route runs; the connection closes)',
+    'an HTTP/1.1 request without Host, or one with several Host headers or an invalid one (refused before any route runs; the connection closes)',
   ),
 ];
 

@@ -233,6 +233,38 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(old.status).toBe(200);
   });
 
+  test.each([
+    ['two Host headers', 'Host: x\r\nHost: evil.example', /one Host/],
+    ['two Host headers in other cases', 'host: x\r\nHOST: x', /one Host/],
+    ['a Host with a space', 'Host: a b', /host name/],
+    ['a Host with a path', 'Host: x/admin', /host name/],
+    ['a Host with userinfo', 'Host: user@x', /host name/],
+    ['a Host with a port out of form', 'Host: x:80:80', /host name/],
+  ])(
+    '%s: 400 INVALID_REQUEST in the envelope, the connection closed, nothing forwarded',
+    async (_name, host, detail) => {
+      const before = simulator.stats().requests;
+      const answer = await exchange(
+        `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\n${host}\r\nX-API-Key: ${KEY}\r\nX-Request-Id: bad-host-1\r\n\r\n`,
+      );
+      expectEnvelope(answer, 400, 'INVALID_REQUEST', 'bad-host-1');
+      expect(JSON.parse(answer.body).status.detail).toMatch(detail);
+      expect(answer.headers.connection).toBe('close');
+      expect(simulator.stats().requests).toBe(before);
+    },
+  );
+
+  test.each([
+    'Host: 127.0.0.1:8080',
+    'Host: [::1]:8080',
+    'Host: gateway.internal',
+    'Host: xn--bcher-kva.example',
+    'Host: ',
+  ])('a valid Host (%s) is served', async (host) => {
+    const answer = await exchange(`GET /healthz HTTP/1.1\r\n${host}\r\nConnection: close\r\n\r\n`);
+    expect(answer.status).toBe(200);
+  });
+
   test('requests pipelined behind a 417 or a missing Host never reach the provider (their answers would never be written)', async () => {
     const before = simulator.stats().requests;
     const plan = `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\n\r\n`;
