@@ -55,11 +55,13 @@ export class FleetLock {
     const giveUpAt = clock.now() + 2 * lockTtlMs;
     while (!stopped() && turn.current() && clock.now() < giveUpAt) {
       const owner = randomBytes(12).toString('hex');
+      // Counted before the lock is tried: a release announced while the attempt is out still ends the wait below.
+      const releases = this.releases;
       const locked = await cache.call('lock', () => store.acquireLock(turn.keys.lock, owner, lockTtlMs));
       if (locked === DOWN) break;
       if (locked) return this.holding(turn.keys, owner, turn.asHolder);
       const waited = await (this.deps.tracing ?? NO_TRACING).inSpan('token.lock.wait', () =>
-        this.waitForPair(turn),
+        this.waitForPair(turn, releases),
       );
       if (waited === DOWN) break;
       if (waited) return turn.adopt(waited);
@@ -78,12 +80,16 @@ export class FleetLock {
     this.wake();
   }
 
-  /** Wakes the waiters and releases a lock this replica still holds. */
+  /**
+   * Wakes the waiters and releases a lock this replica still holds, unannounced: its token call may still be out, and a
+   * replica told at once would refresh with the same refresh token (the others take the lock when their wait ends).
+   */
   async stop(): Promise<void> {
     this.wake();
     const held = this.held;
     this.held = undefined;
-    if (held) await this.letGo(held.keys, held.owner);
+    if (held)
+      await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(held.keys.lock, held.owner));
   }
 
   private async holding<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
@@ -140,10 +146,12 @@ export class FleetLock {
   }
 
   /** Polls the store (woken early by a change notification) until an acceptable pair appears or the wait ends. */
-  private async waitForPair(turn: FleetTurn<unknown>): Promise<TokenPair | undefined | Down> {
+  private async waitForPair(
+    turn: FleetTurn<unknown>,
+    releases: number,
+  ): Promise<TokenPair | undefined | Down> {
     const { cache, backoff, clock, lockWaitMs, pollMs, stopped } = this.deps;
     const deadline = clock.now() + lockWaitMs;
-    const releases = this.releases;
     while (!stopped() && turn.current()) {
       const left = deadline - clock.now();
       if (left <= 0) return undefined;

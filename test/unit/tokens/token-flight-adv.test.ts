@@ -238,4 +238,27 @@ describe('a holder whose credentials were retired while it held the lock tells t
     await expect(bCallers.promise).resolves.toMatchObject({ source: 'upstream' });
     expect(f.client.logins).toBe(2);
   });
+
+  it('a replica stopping while its refresh is out releases the lock unannounced: nobody spends that refresh token again', async () => {
+    const f = fakeFleet({ client: { rotateRefresh: true } });
+    const a = f.replica();
+    await a.start();
+    await a.getAccessToken();
+    const b = f.replica();
+    await b.start();
+    await b.getAccessToken();
+    f.client.hold();
+    // Both refresh timers fire; A takes the lock and its refresh goes out, B waits for A's pair.
+    await f.clock.advance(240_000);
+    expect(f.client.usedRefreshTokens).toHaveLength(1);
+    await a.stop();
+    await f.clock.advance(60);
+    // Told at once, B would refresh with the same (rotated, single-use) refresh token while A's call is still out.
+    expect(f.client.usedRefreshTokens).toHaveLength(1);
+    f.client.release();
+    await f.clock.advance(10_000);
+    const used = f.client.usedRefreshTokens;
+    expect(new Set(used).size).toBe(used.length);
+    expect(f.client.refreshFailures).toBe(0);
+  });
 });
