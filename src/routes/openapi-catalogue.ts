@@ -64,7 +64,10 @@ export const FORWARDED_ERRORS: readonly ErrorCase[] = [
     "the provider refused the gateway's credentials (Retry-After while backing off)",
   ),
   error('UPSTREAM_IP_NOT_WHITELISTED', "the provider refused the gateway's egress IP (its 403)"),
-  error('UPSTREAM_UNAVAILABLE', 'provider 5xx, connection or TLS error'),
+  error(
+    'UPSTREAM_UNAVAILABLE',
+    'provider 5xx, connection or TLS error, a provider redirect (3xx), or a provider 4xx that is not JSON',
+  ),
   error(
     'UPSTREAM_UNAVAILABLE',
     "the operation's circuit is open; answered without calling (Retry-After)",

@@ -23,8 +23,6 @@ export interface ResponsesSpec {
   readonly errors: readonly ErrorCase[];
   /** The provider's own answers pass through (PASS_THROUGH_STATUSES). */
   readonly passThrough?: boolean;
-  /** They pass as they came, JSON or not (a streamed operation's); otherwise a 4xx that is not JSON becomes a 502. */
-  readonly anyProviderBody?: boolean;
 }
 
 export interface ResponseOptions {
@@ -110,25 +108,18 @@ export function responsesOf(spec: ResponsesSpec, options: ResponseOptions): Reco
       ...(own ? [own.description] : []),
       ...failures.map((f) => `${f.reason}: ${f.when}.`),
       ...(upstream
-        ? [
-            `The provider's own answer, passed through unchanged (UpstreamError, no requestId${spec.anyProviderBody ? '; a body that is not JSON as it came' : ''}).`,
-          ]
+        ? ["The provider's own answer, passed through unchanged (UpstreamError, no requestId)."]
         : []),
     ];
     const bodies = [
       ...(reasons.length > 0 ? [envelopeOf(reasons)] : []),
       ...(upstream ? [schemaRef('UpstreamError')] : []),
     ];
-    const gatewayContent = own?.content
+    const content = own?.content
       ? withGatewayBodies(own.content, bodies)
       : bodies.length === 0
         ? undefined
         : jsonContent(oneOf(bodies));
-    // A streamed operation's provider answer that is not JSON (an HTML page of its load balancer) passes as it came.
-    const content =
-      upstream && spec.anyProviderBody
-        ? { ...gatewayContent, '*/*': (gatewayContent as Record<string, object> | undefined)?.['*/*'] ?? {} }
-        : gatewayContent;
     const headers = headersOf({
       route: spec.route,
       status,

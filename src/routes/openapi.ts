@@ -102,11 +102,29 @@ function ownAnswers(responses: unknown): Record<string, OwnAnswer> {
 const METHOD_KEYS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
 /**
- * A strict operation's own answers plus, unless the catalogue lists `2XX`, the successes it does not list (a 201 where
- * only 200 is): they pass with their status and the JSON body `{}`, nothing of it being declared.
+ * The operation's own answers plus the successes the catalogue does not list (a 201 where only 200 is), as the answer
+ * filter treats them (load-catalogue.ts, successSchemas): with no 2xx listed, `default` speaks for them (`2XX`);
+ * otherwise a strict operation answers them with its status and the JSON body `{}` (nothing of it is declared).
  */
-function withUnlistedSuccesses(own: Record<string, OwnAnswer>, answer: string): Record<string, OwnAnswer> {
-  if (answer !== 'strict' || Object.keys(own).some((status) => status.toUpperCase() === '2XX')) return own;
+function withUnlistedSuccesses(
+  responses: unknown,
+  own: Record<string, OwnAnswer>,
+  answer: string,
+): Record<string, OwnAnswer> {
+  const statuses = Object.keys(own);
+  if (statuses.some((status) => status.toUpperCase() === '2XX')) return own;
+  if (!statuses.some((status) => status.startsWith('2'))) {
+    const fallback = (responses as Record<string, unknown> | undefined)?.default as
+      | Record<string, unknown>
+      | undefined;
+    if (typeof fallback !== 'object' || fallback === null) return own;
+    const description = typeof fallback.description === 'string' ? fallback.description : '';
+    return {
+      ...own,
+      '2XX': { description, ...(fallback.content !== undefined && { content: fallback.content as object }) },
+    };
+  }
+  if (answer !== 'strict') return own;
   return {
     ...own,
     '2XX': {
@@ -149,10 +167,13 @@ function operationPaths(
       responsesOf(
         {
           route: 'forwarded',
-          answers: withUnlistedSuccesses(ownAnswers(declared.responses), operation.answer),
+          answers: withUnlistedSuccesses(
+            declared.responses,
+            ownAnswers(declared.responses),
+            operation.answer,
+          ),
           errors,
           passThrough: true,
-          anyProviderBody: operation.answer === 'stream',
         },
         { ...options, head },
       );

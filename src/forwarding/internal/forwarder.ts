@@ -31,8 +31,14 @@ import {
   type UpstreamExchange,
 } from './exchange-call';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
+import {
+  FOREIGN_REFUSAL_MESSAGE,
+  isForeignRefusal,
+  isRedirect,
+  REDIRECT_MESSAGE,
+  redirectFields,
+} from './off-contract-answers';
 import { createPipedAttempts, PipedCall } from './piped-attempt';
-import { isRedirect, REDIRECT_MESSAGE, redirectFields } from './provider-redirect';
 import type { UpstreamSlots } from './upstream-slots';
 
 export type { UpstreamAnswer, UpstreamExchange } from './exchange-call';
@@ -224,11 +230,6 @@ const NEVER_CONNECTED = new Set([
   'EADDRINUSE',
 ]);
 
-/** The answer is labelled JSON (application/json, application/problem+json, ...). */
-function isJson(headers: IncomingHttpHeaders): boolean {
-  return /json/i.test(String(headers['content-type'] ?? ''));
-}
-
 /** An answer body in a content coding other than identity (gzip, br, ...). */
 function encoded(headers: IncomingHttpHeaders): boolean {
   const coding = headers['content-encoding'];
@@ -288,10 +289,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       if (status === 401) attempt.resolve(UNAUTHORIZED);
       else if (status === 403) attempt.reject(ipRefused());
       else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
-      else if (isRedirect(status))
-        attempt.reject(redirected(attempt.call.exchange.route, status, attempt.answerHeaders.location));
-      else if (status >= 400 && attempt.size > 0 && !isJson(attempt.answerHeaders))
-        attempt.reject(notTheProviderApi(attempt, status));
+      else if (status >= 300 && offContractAnswer(attempt, status)) return;
       else if (encoded(attempt.answerHeaders)) {
         // Compressed despite `Accept-Encoding: identity`: the gateway could neither filter it nor pass it on whole.
         deps.logger.warn(
@@ -314,6 +312,13 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       fail(attempt, connectionFailed(attempt, error, attempt.timedOut, attempt.sent));
     },
   };
+
+  /** A read answer outside the contract (offContract): the attempt fails with its error. */
+  function offContractAnswer(attempt: Attempt, status: number): boolean {
+    const error = offContract(attempt, status, attempt.answerHeaders, attempt.size > 0);
+    if (error) attempt.reject(error);
+    return error !== undefined;
+  }
 
   /** A provider answer's head, read or piped: observed, kept for the ledger, told to the budget. */
   function answered(attempt: AttemptTiming, status: number, retryAfter: IncomingHttpHeaders['retry-after']) {
@@ -357,38 +362,39 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       answered,
       failed: connectionFailed,
       refusedAddress: ipRefused,
-      redirected,
+      offContract,
       injectTrace: (headers) => tracing.injectUpstream(headers),
     });
 
   /**
-   * A 4xx whose body is not JSON: not the provider's API answering (its load balancer's HTML page, a wrong
-   * UPSTREAM_BASE_URL path), so nothing a caller could read as the provider's verdict. Logged, and failed like a 5xx
-   * (502); a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED with its Retry-After.
+   * An answer outside every operation's contract (off-contract-answers.ts), read or streamed: a redirect, or a 4xx that
+   * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released) with a
+   * 502 counted by the circuit; a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED, Retry-After.
    */
-  function notTheProviderApi(attempt: Attempt, status: number): Error {
-    const type = String(attempt.answerHeaders['content-type'] ?? 'none').split(';')[0];
-    deps.logger.warn(
-      { route: attempt.call.exchange.route, status, contentType: type },
-      'upstream answered a 4xx that is not JSON: not passed on (502); check UPSTREAM_BASE_URL and what fronts the provider',
-    );
-    if (status !== 429) return new UpstreamFailure('status');
-    const retryAfter = allowedAnswerHeaders(attempt.answerHeaders, retryAfterMaxSeconds)['retry-after'];
-    return new GatewayError(
-      'UPSTREAM_RATE_LIMITED',
-      RATE_LIMITED_DETAIL,
-      retryAfter === undefined ? undefined : { headers: { 'retry-after': retryAfter } },
-    );
-  }
-
-  /** A provider redirect: logged for the operator, failed like a 5xx (a 502 to the caller, counted by the circuit). */
-  function redirected(
-    route: string,
+  function offContract(
+    attempt: AttemptTiming,
     status: number,
-    location: IncomingHttpHeaders['location'],
-  ): UpstreamFailure {
-    deps.logger.warn({ route, ...redirectFields(status, location, deps.baseUrl) }, REDIRECT_MESSAGE);
-    return new UpstreamFailure('status');
+    headers: IncomingHttpHeaders,
+    hasBody: boolean,
+  ): Error | undefined {
+    const redirect = isRedirect(status);
+    if (!redirect && !isForeignRefusal(status, headers, hasBody)) return undefined;
+    const route = attempt.call.exchange.route;
+    attempt.call.lastAnswered = false;
+    if (redirect) {
+      deps.logger.warn(
+        { route, ...redirectFields(status, headers.location, deps.baseUrl) },
+        REDIRECT_MESSAGE,
+      );
+      return new UpstreamFailure('status');
+    }
+    const contentType = String(headers['content-type'] ?? 'none').split(';')[0];
+    deps.logger.warn({ route, status, contentType }, FOREIGN_REFUSAL_MESSAGE);
+    if (status !== 429) return new UpstreamFailure('status');
+    const retryAfter = allowedAnswerHeaders(headers, retryAfterMaxSeconds)['retry-after'] ?? '1';
+    return new GatewayError('UPSTREAM_RATE_LIMITED', RATE_LIMITED_DETAIL, {
+      headers: { 'retry-after': retryAfter },
+    });
   }
 
   function observeUpstream(attempt: AttemptTiming, status: number | string) {

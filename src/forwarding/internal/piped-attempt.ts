@@ -18,7 +18,7 @@ import {
   type UpstreamExchange,
 } from './exchange-call';
 import { allowedAnswerHeaders } from './header-policy';
-import { isRedirect } from './provider-redirect';
+import { announcesBody } from './off-contract-answers';
 import {
   DETACHED_RESPONSE,
   takingUpstreamRequests,
@@ -44,8 +44,13 @@ export interface PipedAttemptDeps {
   failed(attempt: AttemptTiming, error: Error, timedOut: boolean, sent: boolean): UpstreamFailure;
   /** The provider refused the gateway's address (403). */
   refusedAddress(): Error;
-  /** The provider answered a redirect (3xx, provider-redirect.ts): logged, never piped. */
-  redirected(route: string, status: number, location: IncomingHttpHeaders['location']): Error;
+  /** An answer outside the contract (a 3xx, a 4xx that is not JSON: off-contract-answers.ts), its error; never piped. */
+  offContract(
+    attempt: AttemptTiming,
+    status: number,
+    headers: IncomingHttpHeaders,
+    hasBody: boolean,
+  ): Error | undefined;
   /** This attempt's trace context on the upstream headers (traces on). */
   injectTrace(headers: Record<string, string>): void;
 }
@@ -159,8 +164,9 @@ export function createPipedAttempts(deps: PipedAttemptDeps): AttemptSender<Piped
 }
 
 /**
- * The answer's head: the timeout ends here (a large answer may take long to arrive). A 401, 403, 3xx or 5xx is drained
- * and never reaches the caller (the flow retries, or answers with the gateway's envelope); anything else is piped.
+ * The answer's head: the timeout ends here (a large answer may take long to arrive). A 401, 403, 5xx or an answer
+ * outside the contract (a 3xx, a 4xx that is not JSON) is drained and never reaches the caller (the flow retries, or
+ * answers with the gateway's envelope); anything else is piped.
  */
 function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: IncomingMessage) {
   settle(attempt);
@@ -175,10 +181,16 @@ function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: In
   } else if (status >= 500) {
     dropped(proxyRes);
     attempt.reject(new UpstreamFailure('status'));
-  } else if (isRedirect(status)) {
-    dropped(proxyRes);
-    attempt.reject(deps.redirected(attempt.call.exchange.route, status, proxyRes.headers.location));
-  } else attempt.resolve({ kind: 'piped', status, done: pipeAnswer(deps, attempt.call, proxyRes, status) });
+  } else {
+    const refused =
+      status >= 300
+        ? deps.offContract(attempt, status, proxyRes.headers, announcesBody(proxyRes.headers))
+        : undefined;
+    if (refused) {
+      dropped(proxyRes);
+      attempt.reject(refused);
+    } else attempt.resolve({ kind: 'piped', status, done: pipeAnswer(deps, attempt.call, proxyRes, status) });
+  }
 }
 
 /** Pipes the answer to the caller: the allow-listed headers, then the body as it arrives. */

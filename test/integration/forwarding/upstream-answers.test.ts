@@ -290,11 +290,30 @@ describe('a provider 4xx that is not JSON is no verdict of the provider API (its
     expect(await empty.text()).toBe('');
   });
 
-  test('a streamed operation’s HTML 4xx is piped as it came (its answers are whatever the provider sends)', async () => {
+  test('a streamed operation’s HTML 4xx as well: 502, never piped; its JSON 4xx and its HTML 200 are piped', async () => {
     behaviour = answer(404, 'text/html', '<html>no such export</html>');
+    const page = await fetch(`${caller}/stream`);
+    expect(page.status).toBe(502);
+    expect(await page.text()).not.toContain('no such export');
+    behaviour = answer(404, 'application/json', '{"detail":"no such export"}');
+    const refusal = await fetch(`${caller}/stream`);
+    expect(refusal.status).toBe(404);
+    expect(await refusal.json()).toEqual({ detail: 'no such export' });
+    behaviour = answer(200, 'text/html', '<html>the statement</html>');
+    const statement = await fetch(`${caller}/stream`);
+    expect(statement.status).toBe(200);
+    expect(await statement.text()).toBe('<html>the statement</html>');
+  });
+
+  test('a streamed HTML 429 without Retry-After: 503 UPSTREAM_RATE_LIMITED with Retry-After 1', async () => {
+    behaviour = (_req, res) => {
+      res.writeHead(429, { 'content-type': 'text/html', 'transfer-encoding': 'chunked' });
+      res.end('<html>slow down</html>');
+    };
     const res = await fetch(`${caller}/stream`);
-    expect(res.status).toBe(404);
-    expect(await res.text()).toBe('<html>no such export</html>');
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(await res.json()).toMatchObject({ status: { description: 'UPSTREAM_RATE_LIMITED' } });
   });
 });
 

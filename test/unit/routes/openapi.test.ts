@@ -181,6 +181,48 @@ describe('the OpenAPI document', () => {
     ]);
   });
 
+  it('lists the successes the catalogue does not, as the answer filter treats them (2XX: {} when strict, default when no 2xx)', () => {
+    const source = JSON.parse(readFileSync(join(__dirname, '../../../config/operations.json'), 'utf8'));
+    const plan = source.paths['/api/subscriptions/plan/{internalId}'].get;
+    const declared = { type: 'object', properties: { name: { type: 'string' } } };
+    const strictWith200 = structuredClone(plan);
+    strictWith200['x-gateway'].answer = 'strict';
+    strictWith200.operationId = 'strictWith200';
+    const strictWithDefault = structuredClone(strictWith200);
+    strictWithDefault.operationId = 'strictWithDefault';
+    strictWithDefault.responses = {
+      default: {
+        description: 'Whatever the provider answers.',
+        content: { 'application/json': { schema: declared } },
+      },
+    };
+    source.paths['/api/strict-200/{internalId}'] = { get: strictWith200 };
+    source.paths['/api/strict-default/{internalId}'] = { get: strictWithDefault };
+    const file = join(tempDir('openapi-unlisted-2xx'), 'operations.json');
+    writeFileSync(file, JSON.stringify(source));
+    const loaded = loadCatalogue(file, { maxTimeoutMs: 10_000 });
+    const described = buildOpenApiDocument('test', loaded) as Record<string, any>;
+    const answerOf = (id: string, status: number, body: object) => {
+      const filter = loaded.operations.find((operation) => operation.id === id)?.filterAnswer;
+      const answer = {
+        status,
+        headers: { 'content-type': 'application/json' },
+        body: Buffer.from(JSON.stringify(body)),
+      };
+      return JSON.parse((filter ? filter(answer) : answer).body.toString());
+    };
+    // A strict operation listing 200: a 201 passes as {}, and the document says so.
+    const strict200 = described.paths['/api/strict-200/{internalId}'].get.responses;
+    expect(strict200['2XX'].content['application/json'].schema).toEqual({ type: 'object', maxProperties: 0 });
+    expect(answerOf('strictWith200', 201, { name: 'x', secret: 1 })).toEqual({});
+    // Listing no 2xx, `default` speaks for every success: filtered by it, and published as 2XX.
+    const strictDefault = described.paths['/api/strict-default/{internalId}'].get.responses;
+    expect(strictDefault['2XX'].content['application/json'].schema).toEqual(declared);
+    expect(answerOf('strictWithDefault', 201, { name: 'x', secret: 1 })).toEqual({ name: 'x' });
+    // A passthrough operation's unlisted successes pass as sent: no catch-all (generated clients would read unknown).
+    expect(described.paths['/api/subscriptions/plan/{internalId}'].get.responses['2XX']).toBeUndefined();
+  });
+
   it('keeps the case-insensitivity of the plan id in its pattern', () => {
     const pattern = new RegExp(
       document.paths['/api/subscriptions/plan/{internalId}'].get.parameters[0].schema.pattern,

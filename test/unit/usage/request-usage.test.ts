@@ -41,6 +41,12 @@ describe('requestUsageRecorder', () => {
     ).toEqual(['shop main validation answers5xx']);
   });
 
+  test('a provider redirect ends the call as a failure (answered 502): counted with the 5xx, never billed', () => {
+    expect(
+      finish({ route: 'plan', account: 'main', upstreamStatus: 301, upstreamAnswers: 1, billable: false }),
+    ).toEqual(['shop main plan answers5xx']);
+  });
+
   test('cache hits, coalesced followers, timeouts and refusals', () => {
     expect(finish({ route: 'plan', account: 'main', cache: 'hit' })).toEqual(['shop main plan cacheHits']);
     expect(finish({ route: 'plan', account: 'main', coalesced: true })).toEqual(['shop main plan coalesced']);

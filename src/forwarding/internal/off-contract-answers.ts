@@ -1,0 +1,54 @@
+// Provider answers outside any operation's contract, read or streamed: never passed on as the provider's verdict.
+// - A redirect (3xx) is followed by nobody and passed to nobody: its Location names the provider's addresses, which no
+//   caller learns, and no caller could follow it past the gateway. It nearly always means a wrong UPSTREAM_BASE_URL
+//   (http where the provider redirects to https, another host, a missing path), so the operator is told where it
+//   pointed: the origin only, never the path or query (they may carry ids).
+// - A 4xx whose body is not JSON is not the provider's API answering (the HTML page of a load balancer in front of it,
+//   a wrong path): nothing a caller could read as the provider's refusal.
+// Both end the call as a failure (502, counted by the circuit), not as a provider answer: nothing billed, a keyed
+// request's claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat).
+import type { IncomingHttpHeaders } from 'node:http';
+
+export function isRedirect(status: number): boolean {
+  return status >= 300 && status <= 399;
+}
+
+/** The answer is labelled JSON (application/json, application/problem+json, text/json, ...). */
+export function isJson(headers: IncomingHttpHeaders): boolean {
+  return /json/i.test(String(headers['content-type'] ?? ''));
+}
+
+/** A 4xx with a body that is not JSON. */
+export function isForeignRefusal(status: number, headers: IncomingHttpHeaders, hasBody: boolean): boolean {
+  return status >= 400 && status <= 499 && hasBody && !isJson(headers);
+}
+
+/** Whether a streamed answer's head announces a body (a length above 0, or chunks). */
+export function announcesBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length'];
+  return length === undefined ? headers['transfer-encoding'] !== undefined : Number(length) > 0;
+}
+
+/** The log fields of a redirect: its status and the origin of its Location, read against the upstream base URL. */
+export function redirectFields(
+  status: number,
+  location: string | readonly string[] | undefined,
+  baseUrl: string,
+): { status: number; locationOrigin: string; sameOrigin: boolean } {
+  const first = Array.isArray(location) ? location[0] : location;
+  const base = new URL(baseUrl);
+  let origin = 'none';
+  if (typeof first === 'string' && first !== '') {
+    try {
+      origin = new URL(first, base).origin;
+    } catch {
+      origin = 'unreadable';
+    }
+  }
+  return { status, locationOrigin: origin, sameOrigin: origin === base.origin };
+}
+
+export const REDIRECT_MESSAGE =
+  'upstream answered a redirect: the gateway follows none and passes none (502); check UPSTREAM_BASE_URL (scheme, host, path)';
+export const FOREIGN_REFUSAL_MESSAGE =
+  'upstream answered a 4xx that is not JSON: not passed on (502); check UPSTREAM_BASE_URL and what fronts the provider';
