@@ -39,7 +39,6 @@ export interface FleetTurn<T> {
 }
 
 export class FleetLock {
-  private held?: { readonly keys: TokenKeys; readonly owner: string };
   private readonly wakers = new Set<() => void>();
   /**
    * Locks let go of, by this replica or announced by another: a wait for a pair the holder did not share (its
@@ -81,25 +80,21 @@ export class FleetLock {
   }
 
   /**
-   * Wakes the waiters and releases a lock this replica still holds, unannounced: its token call may still be out, and a
-   * replica told at once would refresh with the same refresh token (the others take the lock when their wait ends).
+   * Wakes the waiters. A lock this replica holds stays held until its token call ends (holding() then releases it and
+   * tells the fleet, its pair written): released earlier, another replica would refresh with the same refresh token
+   * while the call is still out. If the process ends first, the lease runs out (no longer renewed once stopped).
    */
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
     this.wake();
-    const held = this.held;
-    this.held = undefined;
-    if (held)
-      await this.deps.cache.call('unlock', () => this.deps.store.releaseLock(held.keys.lock, held.owner));
+    return Promise.resolve();
   }
 
   private async holding<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
-    this.held = { keys, owner };
     const lease = this.keepLease(keys.lock, owner);
     try {
       return await work();
     } finally {
       lease.stop();
-      if (this.held?.owner === owner) this.held = undefined;
       await this.letGo(keys, owner);
       // Another flight of this replica waits on this lock only when a credential change superseded the holder's.
       this.released();

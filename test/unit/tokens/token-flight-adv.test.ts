@@ -239,7 +239,7 @@ describe('a holder whose credentials were retired while it held the lock tells t
     expect(f.client.logins).toBe(2);
   });
 
-  it('a replica stopping while its refresh is out releases the lock unannounced: nobody spends that refresh token again', async () => {
+  it('a replica stopping while its refresh is out keeps the lock until the call ends: nobody spends that refresh token again', async () => {
     const f = fakeFleet({ client: { rotateRefresh: true } });
     const a = f.replica();
     await a.start();
@@ -254,6 +254,9 @@ describe('a holder whose credentials were retired while it held the lock tells t
     await a.stop();
     await f.clock.advance(60);
     // Told at once, B would refresh with the same (rotated, single-use) refresh token while A's call is still out.
+    expect(f.client.usedRefreshTokens).toHaveLength(1);
+    // Nor after its wait ends (TOKEN_LOCK_WAIT_MS): the lock stays A's until A's call ends.
+    await f.clock.advance(6_000);
     expect(f.client.usedRefreshTokens).toHaveLength(1);
     f.client.release();
     await f.clock.advance(10_000);

@@ -212,7 +212,7 @@ describe('token manager: the fleet lock', () => {
     expect(f.client.logins).toBe(1);
   });
 
-  it('stop() releases a lock the replica holds', async () => {
+  it('stop() keeps a lock whose token call is out until the call ends: then it is released, the pair shared', async () => {
     const f = fakeFleet();
     const keys = tokenKeys('bff:', BASE_URL, 'merchant');
     const manager = f.replica();
@@ -221,9 +221,13 @@ describe('token manager: the fleet lock', () => {
     await settle();
     expect(await f.store.get(keys.lock)).toBeDefined();
     await manager.stop();
-    expect(await f.store.get(keys.lock)).toBeUndefined();
+    // Released now, the lock would let another replica spend the same refresh token while this call is out.
+    expect(await f.store.get(keys.lock)).toBeDefined();
     f.client.release();
     await pending;
+    await settle();
+    expect(await f.store.get(keys.lock)).toBeUndefined();
+    expect(await f.store.get(keys.pair)).toBeDefined();
     expect(f.clock.pending()).toBe(0);
   });
 });
