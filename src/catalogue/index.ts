@@ -5,5 +5,5 @@ export type { AnswerFilter } from './internal/answer-filter';
 export type { Catalogue, CatalogueOperation, OperationMethod } from './internal/catalogue';
 export { type CatalogueSource, createCatalogueSource } from './internal/catalogue-source';
 export { EXTENSION_SCHEMA, type GatewayExtension, SCOPE_PATTERN } from './internal/extension-schema';
-export { CatalogueError, loadCatalogue, parseCatalogue } from './internal/load-catalogue';
+export { CatalogueError, jsonSchemaOf, loadCatalogue, parseCatalogue } from './internal/load-catalogue';
 export type { ValidRequest } from './internal/request-validator';

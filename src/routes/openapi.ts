@@ -1,7 +1,7 @@
 // Builds /openapi.json: the operations catalogue without x-gateway (the document that validates requests, SPEC §12),
 // plus the gateway's own paths, envelopes and headers.
 import { z } from 'zod';
-import type { Catalogue } from '../catalogue';
+import { type Catalogue, jsonSchemaOf } from '../catalogue';
 import { ACCOUNT_ID_PATTERN } from '../config/account-spec';
 import {
   BODY_OPERATION_ERRORS,
@@ -101,10 +101,14 @@ function ownAnswers(responses: unknown): Record<string, OwnAnswer> {
 
 const METHOD_KEYS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
+/** A strict operation's JSON answer when its response declares no schema: `{}` (answer-filter.ts). */
+const NOTHING_DECLARED = { 'application/json': { schema: { type: 'object', maxProperties: 0 } } };
+
 /**
  * The operation's own answers plus the successes the catalogue does not list (a 201 where only 200 is), as the answer
  * filter treats them (load-catalogue.ts, successSchemas): with no 2xx listed, `default` speaks for them (`2XX`);
- * otherwise a strict operation answers them with its status and the JSON body `{}` (nothing of it is declared).
+ * otherwise, or where `default` declares no JSON schema either, a strict operation answers them with its status and the
+ * JSON body `{}` (nothing of it is declared).
  */
 function withUnlistedSuccesses(
   responses: unknown,
@@ -113,24 +117,26 @@ function withUnlistedSuccesses(
 ): Record<string, OwnAnswer> {
   const statuses = Object.keys(own);
   if (statuses.some((status) => status.toUpperCase() === '2XX')) return own;
-  if (!statuses.some((status) => status.startsWith('2'))) {
-    const fallback = (responses as Record<string, unknown> | undefined)?.default as
-      | Record<string, unknown>
-      | undefined;
-    if (typeof fallback !== 'object' || fallback === null) return own;
-    const description = typeof fallback.description === 'string' ? fallback.description : '';
-    return {
-      ...own,
-      '2XX': { description, ...(fallback.content !== undefined && { content: fallback.content as object }) },
-    };
+  const strict = answer === 'strict';
+  const fallback = (responses as Record<string, unknown> | undefined)?.default;
+  if (
+    !statuses.some((status) => status.startsWith('2')) &&
+    typeof fallback === 'object' &&
+    fallback !== null
+  ) {
+    const { description, content } = fallback as { description?: unknown; content?: object };
+    const filtered = strict && jsonSchemaOf(fallback as Record<string, unknown>) === null;
+    const merged = filtered ? { ...content, ...NOTHING_DECLARED } : content;
+    const text = typeof description === 'string' ? description : '';
+    return { ...own, '2XX': { description: text, ...(merged !== undefined && { content: merged }) } };
   }
-  if (answer !== 'strict') return own;
+  if (!strict) return own;
   return {
     ...own,
     '2XX': {
       description:
         "A success the catalogue does not list: the provider's status, its JSON body as {} (nothing of it is declared).",
-      content: { 'application/json': { schema: { type: 'object', maxProperties: 0 } } },
+      content: NOTHING_DECLARED,
     },
   };
 }

@@ -390,7 +390,7 @@ function successSchemas(operation: Json): Map<string, unknown> {
 }
 
 /** A response's JSON schema: of a JSON media type, else of a wildcard one (all types, as some generators write); or null. */
-function jsonSchemaOf(response: Json): unknown {
+export function jsonSchemaOf(response: Json): unknown {
   const content = isRecord(response.content) ? Object.entries(response.content) : [];
   const json = (content.find(([type]) => /json/i.test(type)) ??
     content.find(([type]) => type === '*/*' || type === 'application/*'))?.[1];

@@ -5,8 +5,10 @@
 //   pointed: the origin only, never the path or query (they may carry ids).
 // - A 4xx whose body is not JSON is not the provider's API answering (the HTML page of a load balancer in front of it,
 //   a wrong path): nothing a caller could read as the provider's refusal.
-// Both end the call as a failure (502, counted by the circuit), not as a provider answer: nothing billed, a keyed
-// request's claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat).
+// Both end the call as a failure (502 UPSTREAM_UNAVAILABLE) and as no provider answer: nothing billed, a keyed request's
+// claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat). The circuit
+// does not count them (SPEC: 5xx, timeouts, connection errors): a caller who can make a WAF in front of the provider
+// answer its HTML 400 must not open the operation's circuit for every other caller.
 import type { IncomingHttpHeaders } from 'node:http';
 
 export function isRedirect(status: number): boolean {
@@ -23,10 +25,13 @@ export function isForeignRefusal(status: number, headers: IncomingHttpHeaders, h
   return status >= 400 && status <= 499 && hasBody && !isJson(headers);
 }
 
-/** Whether a streamed answer's head announces a body (a length above 0, or chunks). */
+/**
+ * Whether a streamed answer's head may be followed by a body: anything but `Content-Length: 0` (without a length, chunks
+ * or the bytes up to the connection's close follow, as an HTTP/1.0 error page sends them).
+ */
 export function announcesBody(headers: IncomingHttpHeaders): boolean {
   const length = headers['content-length'];
-  return length === undefined ? headers['transfer-encoding'] !== undefined : Number(length) > 0;
+  return length === undefined || Number(length) > 0;
 }
 
 /** The log fields of a redirect: its status and the origin of its Location, read against the upstream base URL. */

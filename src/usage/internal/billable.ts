@@ -6,7 +6,7 @@ export const isBillableStatus: (status: number) => boolean = billablePredicate()
 
 /**
  * The ledger column of a provider answer's class. A 3xx ends a call as a failure, like a 5xx (the gateway follows no
- * redirect: forwarding/internal/provider-redirect.ts); a 1xx never ends one.
+ * redirect: forwarding/internal/off-contract-answers.ts); a 1xx never ends one.
  */
 export function answerColumn(status: number): 'answers2xx' | 'answers4xx' | 'answers5xx' {
   if (status >= 500 || (status >= 300 && status <= 399)) return 'answers5xx';

@@ -99,6 +99,16 @@ test('upstream 4xx answers (plan not found) never count as failures', async () =
   expect(((await readiness()) as Record<string, unknown>).plan).toEqual({ state: 'closed' });
 });
 
+test('answers outside the contract (a firewall’s HTML 400, a redirect) never count: a caller cannot open the circuit', async () => {
+  simulator.setFaults({ errorRate: 1, errorStatus: 400, errorBody: 'html' });
+  for (let i = 0; i < 30; i++) expect(await planRead()).toBe(502);
+  simulator.setFaults({ errorRate: 1, errorStatus: 302 });
+  for (let i = 0; i < 10; i++) expect(await planRead()).toBe(502);
+  simulator.setFaults({});
+  expect(await planRead()).toBe(200);
+  expect(((await readiness()) as Record<string, unknown>).plan).toEqual({ state: 'closed' });
+});
+
 test('upstream 401s that renew the token never count as failures', async () => {
   expect(await planRead()).toBe(200);
   const unauthorizedBefore = simulator.stats().unauthorized;

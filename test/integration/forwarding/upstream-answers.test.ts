@@ -305,6 +305,18 @@ describe('a provider 4xx that is not JSON is no verdict of the provider API (its
     expect(await statement.text()).toBe('<html>the statement</html>');
   });
 
+  test('a streamed HTML 404 without a length, its body running to the close (HTTP/1.0 style): 502, never piped', async () => {
+    behaviour = (req, res) => {
+      req.socket.end(
+        'HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\nconnection: close\r\n\r\n<html>gone</html>',
+      );
+      res.detachSocket?.(req.socket);
+    };
+    const res = await fetch(`${caller}/stream`);
+    expect(res.status).toBe(502);
+    expect(await res.text()).not.toContain('gone');
+  });
+
   test('a streamed HTML 429 without Retry-After: 503 UPSTREAM_RATE_LIMITED with Retry-After 1', async () => {
     behaviour = (_req, res) => {
       res.writeHead(429, { 'content-type': 'text/html', 'transfer-encoding': 'chunked' });

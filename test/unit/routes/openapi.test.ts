@@ -196,8 +196,18 @@ describe('the OpenAPI document', () => {
         content: { 'application/json': { schema: declared } },
       },
     };
+    const strictWith404 = structuredClone(strictWith200);
+    strictWith404.operationId = 'strictWith404';
+    strictWith404.responses = { '404': { description: 'No such plan.' } };
+    const strictWithBareDefault = structuredClone(strictWith200);
+    strictWithBareDefault.operationId = 'strictWithBareDefault';
+    strictWithBareDefault.responses = {
+      default: { description: 'A page.', content: { 'text/html': { schema: { type: 'string' } } } },
+    };
     source.paths['/api/strict-200/{internalId}'] = { get: strictWith200 };
     source.paths['/api/strict-default/{internalId}'] = { get: strictWithDefault };
+    source.paths['/api/strict-404/{internalId}'] = { get: strictWith404 };
+    source.paths['/api/strict-bare-default/{internalId}'] = { get: strictWithBareDefault };
     const file = join(tempDir('openapi-unlisted-2xx'), 'operations.json');
     writeFileSync(file, JSON.stringify(source));
     const loaded = loadCatalogue(file, { maxTimeoutMs: 10_000 });
@@ -219,6 +229,15 @@ describe('the OpenAPI document', () => {
     const strictDefault = described.paths['/api/strict-default/{internalId}'].get.responses;
     expect(strictDefault['2XX'].content['application/json'].schema).toEqual(declared);
     expect(answerOf('strictWithDefault', 201, { name: 'x', secret: 1 })).toEqual({ name: 'x' });
+    // No 2xx and no default: a success still answers {}.
+    const strict404 = described.paths['/api/strict-404/{internalId}'].get.responses;
+    expect(strict404['2XX'].content['application/json'].schema).toEqual({ type: 'object', maxProperties: 0 });
+    expect(answerOf('strictWith404', 200, { name: 'x' })).toEqual({});
+    // A default with no JSON schema: its own media types, and the {} a JSON success becomes.
+    const bareDefault = described.paths['/api/strict-bare-default/{internalId}'].get.responses['2XX'].content;
+    expect(Object.keys(bareDefault)).toEqual(['text/html', 'application/json']);
+    expect(bareDefault['application/json'].schema).toEqual({ type: 'object', maxProperties: 0 });
+    expect(answerOf('strictWithBareDefault', 200, { name: 'x' })).toEqual({});
     // A passthrough operation's unlisted successes pass as sent: no catch-all (generated clients would read unknown).
     expect(described.paths['/api/subscriptions/plan/{internalId}'].get.responses['2XX']).toBeUndefined();
   });
