@@ -73,7 +73,7 @@ export class FleetLock {
     for (const wake of [...this.wakers]) wake();
   }
 
-  /** Another replica let go of the lock (NOTIFY_RELEASED): a wait that finds no pair it takes tries the lock again. */
+  /** The lock was let go of, here or by another replica (NOTIFY_RELEASED): a wait finding no pair tries it again. */
   released(): void {
     this.releases++;
     this.wake();

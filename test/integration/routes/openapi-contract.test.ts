@@ -355,20 +355,6 @@ describe('the served /openapi.json describes what the gateway answers', () => {
     expect(problems).toEqual([]);
   });
 
-  it("for the provider's redirects: followed by nobody, passed to nobody", async () => {
-    const plan: Exchange = {
-      path: `/api/subscriptions/plan/${PLAN}`,
-      headers: withKey(),
-      requestValid: true,
-      status: 502,
-      reason: 'UPSTREAM_UNAVAILABLE',
-    };
-    simulator.setFaults({ errorStatus: 301, failIds: [PLAN] });
-    const moved = await send(proxy, plan);
-    expect(moved.headers.get('location')).toBeNull();
-    expect(problemsOf(plan, moved)).toEqual([]);
-  });
-
   it('for upstream failures: 5xx and timeouts', async () => {
     simulator.setFaults({ errorStatus: 503, failIds: [PLAN] });
     const problems = await run(proxy, [
@@ -630,7 +616,7 @@ describe('the document of a gateway spending provider budgets and client quotas'
   });
 });
 
-describe('the document of a gateway whose provider answers in HTML (its load balancer)', () => {
+describe('the document of a gateway whose provider answers outside the contract (a redirect, its load balancer’s HTML)', () => {
   let proxy: ContractProxy;
   beforeAll(async () => {
     // Keys of its own: the provider's pause after the 429 below is the fleet's, and no other gateway here is in it.
@@ -643,6 +629,13 @@ describe('the document of a gateway whose provider answers in HTML (its load bal
     status: 502,
     reason: 'UPSTREAM_UNAVAILABLE',
   };
+
+  it('a redirect is followed by nobody and passed to nobody: 502 UPSTREAM_UNAVAILABLE, no Location', async () => {
+    simulator.setFaults({ errorStatus: 301, failIds: [PLAN] });
+    const moved = await send(proxy, plan);
+    expect(moved.headers.get('location')).toBeNull();
+    expect(problemsOf(plan, moved)).toEqual([]);
+  });
 
   it('a 4xx that is not JSON is not the provider’s verdict: 502 UPSTREAM_UNAVAILABLE', async () => {
     simulator.setFaults({ errorStatus: 413, errorBody: 'html', failIds: [PLAN] });
