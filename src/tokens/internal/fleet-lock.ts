@@ -45,6 +45,8 @@ export class FleetLock {
    * credentials were retired meanwhile, its call failed) tries the lock again at once, not after TOKEN_LOCK_WAIT_MS.
    */
   private releases = 0;
+  /** The token calls this replica makes under the lock, until each released it: stop() lets them finish. */
+  private readonly holdings = new Set<Promise<unknown>>();
 
   constructor(private readonly deps: FleetLockDeps) {}
 
@@ -80,16 +82,34 @@ export class FleetLock {
   }
 
   /**
-   * Wakes the waiters. A lock this replica holds stays held until its token call ends (holding() then releases it and
-   * tells the fleet, its pair written): released earlier, another replica would refresh with the same refresh token
-   * while the call is still out. If the process ends first, the lease runs out (no longer renewed once stopped).
+   * Wakes the waiters, and lets a token call this replica makes under the lock finish for up to TOKEN_LOCK_WAIT_MS (as
+   * long as the other replicas wait for its pair): it then shares its pair, releases the lock and tells the fleet.
+   * Released while the call is out, another replica would refresh with the same refresh token; a call that outlives
+   * the wait (or the process) leaves the lock to its lease.
    */
-  stop(): Promise<void> {
+  async stop(): Promise<void> {
     this.wake();
-    return Promise.resolve();
+    if (this.holdings.size === 0) return;
+    const { clock, lockWaitMs } = this.deps;
+    await new Promise<void>((resolve) => {
+      const timer = clock.setTimeout(resolve, lockWaitMs);
+      timer.unref?.();
+      void Promise.allSettled([...this.holdings]).then(() => {
+        clock.clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
-  private async holding<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
+  private holding<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
+    const held = this.hold(keys, owner, work);
+    this.holdings.add(held);
+    const forget = () => this.holdings.delete(held);
+    held.then(forget, forget);
+    return held;
+  }
+
+  private async hold<T>(keys: TokenKeys, owner: string, work: () => Promise<T>): Promise<T> {
     const lease = this.keepLease(keys.lock, owner);
     try {
       return await work();
@@ -111,9 +131,12 @@ export class FleetLock {
     if (unlocked === true) await cache.call('publish', () => store.publish(keys.channel, NOTIFY_RELEASED));
   }
 
-  /** Renews the lease at a third of its length while a slow token endpoint keeps the holder busy. */
+  /**
+   * Renews the lease at a third of its length while a slow token endpoint keeps the holder busy, until the call ends
+   * (the replica stopping too: let lapse, the lock would free the refresh token the call is still spending).
+   */
   private keepLease(key: string, owner: string): { stop(): void } {
-    const { store, cache, clock, lockTtlMs, stopped } = this.deps;
+    const { store, cache, clock, lockTtlMs } = this.deps;
     const extend = store.extendLock?.bind(store);
     if (!extend) return { stop: () => undefined };
     let timer: ClockTimer | undefined;
@@ -125,7 +148,7 @@ export class FleetLock {
         void cache
           .call('extend_lock', () => extend(key, owner, lockTtlMs))
           .then(() => {
-            if (active && !stopped()) tick();
+            if (active) tick();
           });
       }, every);
       timer.unref?.();

@@ -251,12 +251,14 @@ describe('a holder whose credentials were retired while it held the lock tells t
     // Both refresh timers fire; A takes the lock and its refresh goes out, B waits for A's pair.
     await f.clock.advance(240_000);
     expect(f.client.usedRefreshTokens).toHaveLength(1);
-    await a.stop();
+    const stopping = a.stop();
     await f.clock.advance(60);
     // Told at once, B would refresh with the same (rotated, single-use) refresh token while A's call is still out.
     expect(f.client.usedRefreshTokens).toHaveLength(1);
-    // Nor after its wait ends (TOKEN_LOCK_WAIT_MS): the lock stays A's until A's call ends.
-    await f.clock.advance(6_000);
+    // Nor after B's wait (TOKEN_LOCK_WAIT_MS) or the lease (TOKEN_LOCK_TTL_MS) ends: A still renews it while its call
+    // is out, and A's stop() gave up waiting for the call after TOKEN_LOCK_WAIT_MS.
+    await f.clock.advance(20_000);
+    await stopping;
     expect(f.client.usedRefreshTokens).toHaveLength(1);
     f.client.release();
     await f.clock.advance(10_000);

@@ -220,13 +220,15 @@ describe('token manager: the fleet lock', () => {
     const pending = manager.getAccessToken().catch(() => undefined);
     await settle();
     expect(await f.store.get(keys.lock)).toBeDefined();
-    await manager.stop();
+    const stopping = manager.stop();
+    await settle();
     // Released now, the lock would let another replica spend the same refresh token while this call is out.
     expect(await f.store.get(keys.lock)).toBeDefined();
     f.client.release();
-    await pending;
-    await settle();
+    // stop() waited for the call: the lock is released and the pair shared by the time it resolves.
+    await stopping;
     expect(await f.store.get(keys.lock)).toBeUndefined();
+    await pending;
     expect(await f.store.get(keys.pair)).toBeDefined();
     expect(f.clock.pending()).toBe(0);
   });
