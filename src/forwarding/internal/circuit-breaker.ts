@@ -8,6 +8,7 @@ import {
 } from 'cockatiel';
 import type { CircuitSettings } from '../../config/gateway-config';
 import { secondsToRetry } from '../../http/gateway-error';
+import { OffContractAnswer } from './off-contract-answers';
 import { SlidingWindowBreaker } from './sliding-window-breaker';
 
 /** A failure that counts against the circuit: 5xx, timeout, connection error. */
@@ -56,7 +57,12 @@ export function createUpstreamCircuit(
   settings: CircuitSettings & { onStateChange?: (state: CircuitStateName) => void },
 ): UpstreamCircuit {
   const policy = circuitBreaker(
-    handleWhen((error) => error instanceof UpstreamFailure),
+    // An answer outside the contract fails a half-open circuit's probe only (off-contract-answers.ts).
+    handleWhen(
+      (error) =>
+        error instanceof UpstreamFailure ||
+        (error instanceof OffContractAnswer && policy.state === CircuitState.HalfOpen),
+    ),
     { halfOpenAfter: settings.resetMs, breaker: new SlidingWindowBreaker(settings) },
   );
   if (settings.onStateChange) {

@@ -35,6 +35,7 @@ import {
   FOREIGN_REFUSAL_MESSAGE,
   isForeignRefusal,
   isRedirect,
+  OffContractAnswer,
   REDIRECT_MESSAGE,
   redirectFields,
 } from './off-contract-answers';
@@ -369,7 +370,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   /**
    * An answer outside every operation's contract (off-contract-answers.ts), read or streamed: a redirect, or a 4xx that
    * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released) with a
-   * 502 the circuit does not count; a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED, Retry-After.
+   * 502 a closed circuit does not count (a half-open one's probe fails); a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED, Retry-After.
    */
   function offContract(
     attempt: AttemptTiming,
@@ -386,11 +387,11 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
         { route, ...redirectFields(status, headers.location, deps.baseUrl) },
         REDIRECT_MESSAGE,
       );
-      return offContractFailure();
+      return new OffContractAnswer();
     }
     const contentType = String(headers['content-type'] ?? 'none').split(';')[0];
     deps.logger.warn({ route, status, contentType }, FOREIGN_REFUSAL_MESSAGE);
-    if (status !== 429) return offContractFailure();
+    if (status !== 429) return new OffContractAnswer();
     const retryAfter = allowedAnswerHeaders(headers, retryAfterMaxSeconds)['retry-after'] ?? '1';
     return new GatewayError('UPSTREAM_RATE_LIMITED', RATE_LIMITED_DETAIL, {
       headers: { 'retry-after': retryAfter },
@@ -641,14 +642,6 @@ async function settleAdmission(
       ? "The provider account's call budget has no room for this call now; retry after the Retry-After seconds."
       : RATE_LIMITED_DETAIL,
     { headers: { 'retry-after': String(admission.retryAfterSeconds) } },
-  );
-}
-
-/** A GatewayError, not an UpstreamFailure: the circuit never counts it (off-contract-answers.ts). */
-function offContractFailure(): GatewayError {
-  return new GatewayError(
-    'UPSTREAM_UNAVAILABLE',
-    'The upstream answered with a redirect or an error page instead of its API: the gateway passes neither on.',
   );
 }
 

@@ -6,10 +6,25 @@
 // - A 4xx whose body is not JSON is not the provider's API answering (the HTML page of a load balancer in front of it,
 //   a wrong path): nothing a caller could read as the provider's refusal.
 // Both end the call as a failure (502 UPSTREAM_UNAVAILABLE) and as no provider answer: nothing billed, a keyed request's
-// claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat). The circuit
-// does not count them (SPEC: 5xx, timeouts, connection errors): a caller who can make a WAF in front of the provider
-// answer its HTML 400 must not open the operation's circuit for every other caller.
+// claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat). A closed
+// circuit does not count them (SPEC: 5xx, timeouts, connection errors): a caller who can make a WAF in front of the
+// provider answer its HTML 400 must not open the operation's circuit for every other caller. A half-open circuit's
+// probe that gets one fails, so a page served during an outage cannot close the circuit either.
 import type { IncomingHttpHeaders } from 'node:http';
+import { GatewayError } from '../../http/gateway-error';
+
+/**
+ * The caller's 502 for an answer outside the contract. Not counted by the circuit while it is closed (a caller must not
+ * open it); a half-open circuit's probe that gets one fails (an outage behind a load balancer's page is not over).
+ */
+export class OffContractAnswer extends GatewayError {
+  constructor() {
+    super(
+      'UPSTREAM_UNAVAILABLE',
+      'The upstream answered with a redirect or an error page instead of its API: the gateway passes neither on.',
+    );
+  }
+}
 
 export function isRedirect(status: number): boolean {
   return status >= 300 && status <= 399;

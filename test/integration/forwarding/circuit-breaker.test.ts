@@ -152,6 +152,25 @@ test('an outage of one operation opens its circuit only, answers 503 fast, and a
   expect(gw.logs()).toMatch(/"operation":"validation","circuit":"open"/);
 });
 
+test('an outage behind a load balancer’s page: the probe that gets the page (HTML or a redirect) keeps the circuit open', async () => {
+  const outageIds = Array.from({ length: 30 }, (_, i) => `20-${String(50_000_000 + i)}-1`);
+  simulator.setFaults({ failIds: outageIds, errorStatus: 503 });
+  for (const id of outageIds) await validation(id);
+  expect(await readiness()).toMatchObject({ validation: { state: 'open' } });
+  for (const page of [{ errorStatus: 404, errorBody: 'html' as const }, { errorStatus: 302 }]) {
+    simulator.setFaults({ ...page, errorRate: 1 });
+    await new Promise((resolve) => setTimeout(resolve, RESET_MS + 100));
+    // The probe goes out and gets the page: 502, and the circuit opens again (callers answered 503 at once).
+    expect((await validation(GOOD_ID)).status).toBe(502);
+    expect(await readiness()).toMatchObject({ validation: { state: 'open' } });
+    expect((await validation(GOOD_ID)).status).toBe(503);
+  }
+  simulator.setFaults({});
+  await new Promise((resolve) => setTimeout(resolve, RESET_MS + 100));
+  expect((await validation(GOOD_ID)).status).toBe(200);
+  expect(await readiness()).toMatchObject({ validation: { state: 'closed' } });
+});
+
 test('failures that left the window no longer count, however quiet the traffic was since', async () => {
   await gw.close();
   gw = await startGateway({ CIRCUIT_WINDOW_MS: '1000', CIRCUIT_MINIMUM_CALLS: '10' });
