@@ -290,7 +290,7 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
       if (status === 401) attempt.resolve(UNAUTHORIZED);
       else if (status === 403) attempt.reject(ipRefused());
       else if (status >= 500) attempt.reject(new UpstreamFailure('status'));
-      else if (status >= 300 && offContractAnswer(attempt, status)) return;
+      else if (offContractAnswer(attempt, status)) return;
       else if (encoded(attempt.answerHeaders)) {
         // Compressed despite `Accept-Encoding: identity`: the gateway could neither filter it nor pass it on whole.
         deps.logger.warn(

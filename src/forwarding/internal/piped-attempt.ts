@@ -182,10 +182,7 @@ function headArrived(deps: PipedAttemptDeps, attempt: PipedAttempt, proxyRes: In
     dropped(proxyRes);
     attempt.reject(new UpstreamFailure('status'));
   } else {
-    const refused =
-      status >= 300
-        ? deps.offContract(attempt, status, proxyRes.headers, announcesBody(proxyRes.headers))
-        : undefined;
+    const refused = deps.offContract(attempt, status, proxyRes.headers, announcesBody(proxyRes.headers));
     if (refused) {
       dropped(proxyRes);
       attempt.reject(refused);
