@@ -13,7 +13,9 @@ describe('token cipher (AES-256-GCM)', () => {
     // Neither the plaintext's own encoding nor its words (three random base64 characters may spell "eyJ" by chance).
     expect(sealed).not.toContain(Buffer.from(PAIR).toString('base64').slice(0, 12));
     expect(sealed).not.toMatch(/eyJhbGciOi|access|refresh/);
-    expect(Buffer.from(sealed.slice(3), 'base64').toString('latin1')).not.toMatch(/eyJhbGciOi|access|refresh/);
+    expect(Buffer.from(sealed.slice(3), 'base64').toString('latin1')).not.toMatch(
+      /eyJhbGciOi|access|refresh/,
+    );
     expect(cipher.open(sealed, 'bff:{token:abc}:pair')).toBe(PAIR);
   });
 
