@@ -7,7 +7,7 @@ import { type Built, building } from './assembly/lifecycle';
 import type { GatewayConfig } from './config/gateway-config';
 import { closeServer, type Listening, type ListenOptions, listenSpread } from './http/accept-sockets';
 import { expressMessageClasses } from './http/express-messages';
-import { answerProtocolErrors } from './http/protocol-errors';
+import { answerProtocolErrors, MAX_HEADER_FIELDS } from './http/protocol-errors';
 import { type Metrics, metricsEndpoint } from './observability/metrics';
 
 export interface GatewayServers {
@@ -32,7 +32,7 @@ export async function startServers(
     // Requests and responses are built on the app's Express prototypes (expressMessageClasses).
     const server = hardenServer(
       createServer(
-        // A request without Host is answered by the app, in the envelope (hostRefusal), not by Node's bare 400.
+        // A request without Host is answered by the app, in the envelope (headRefusal), not by Node's bare 400.
         { connectionsCheckingInterval: 1_000, requireHostHeader: false, ...expressMessageClasses(app) },
         app,
       ),
@@ -90,7 +90,8 @@ function hardenServer(server: Server, config: GatewayConfig): Server {
   server.headersTimeout = config.server.headersTimeoutMs;
   server.requestTimeout = config.server.requestTimeoutMs;
   server.keepAliveTimeout = config.server.keepAliveTimeoutMs;
-  server.maxHeadersCount = 100;
+  // One field over the limit is read, so that headRefusal can tell a request over it from one at it.
+  server.maxHeadersCount = MAX_HEADER_FIELDS + 1;
   return server;
 }
 

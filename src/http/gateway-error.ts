@@ -7,6 +7,8 @@ export const REASON_STATUS = {
   METHOD_NOT_ALLOWED: 405,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
+  /** More header fields than MAX_HEADER_FIELDS (protocol-errors.ts), or headers too large for Node's parser. */
+  REQUEST_HEADERS_TOO_LARGE: 431,
   /** A request with this Idempotency-Key is still being forwarded (SPEC §13): retry after Retry-After. */
   IDEMPOTENCY_KEY_IN_USE: 409,
   /** This Idempotency-Key was used with another request (method, path or body) (SPEC §13). */

@@ -125,12 +125,33 @@ function isHead(error: { rawPacket?: unknown }, inFlight: ServerResponse | null 
 }
 
 /**
+ * A request whose head the gateway refuses before any other work: more than {@link MAX_HEADER_FIELDS} header fields
+ * (431 REQUEST_HEADERS_TOO_LARGE), or a Host a server must refuse ({@link hostRefusal}). Both close the connection.
+ */
+export function headRefusal(req: IncomingMessage): GatewayError | undefined {
+  if (req.rawHeaders.length > 2 * MAX_HEADER_FIELDS)
+    return new GatewayError(
+      'REQUEST_HEADERS_TOO_LARGE',
+      `A request may carry at most ${MAX_HEADER_FIELDS} header fields.`,
+      { headers: { connection: 'close' } },
+    );
+  return hostRefusal(req);
+}
+
+/**
+ * The most header fields a request may carry. Node reads one more (the server's `maxHeadersCount`) and drops the rest
+ * silently: a request over the limit is refused rather than served without its later headers (its Host, its API key,
+ * its Idempotency-Key).
+ */
+export const MAX_HEADER_FIELDS = 100;
+
+/**
  * A request whose Host a server must refuse (RFC 9112, 3.2: 400 to a request without Host in HTTP/1.1, with more than
  * one Host, or with an invalid one). Node answers a missing Host itself with a bare 400 and no X-Request-Id unless
  * `requireHostHeader` is off, and keeps the first of several; the gateway's server turns the check off, and its first
  * middleware answers with this error in the envelope instead. HTTP/1.0 needs no Host.
  */
-export function hostRefusal(req: IncomingMessage): GatewayError | undefined {
+function hostRefusal(req: IncomingMessage): GatewayError | undefined {
   const host = req.headers.host;
   if (host === undefined) {
     if (req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return undefined;

@@ -6,7 +6,7 @@ import type { Metrics } from '../observability/metrics';
 import { requestObserver } from '../observability/request-log';
 import { NO_TRACING, type Tracing } from '../observability/tracing';
 import { closesAfterAnswer, markClosing } from './closing-connection';
-import { hostRefusal } from './protocol-errors';
+import { headRefusal } from './protocol-errors';
 import { assignRequestId } from './request-id';
 
 export interface RequestContextOptions {
@@ -23,9 +23,9 @@ export interface RequestContextOptions {
 /**
  * One middleware for the per-request concerns that always run (one router layer instead of five on the hot path), in
  * this order: the request id, the request log and metrics, the draining marker. The headers every answer carries are
- * added as its head is written (answer-head.ts). It answers one request itself, one whose Host must be refused
- * (missing, several, invalid), and drops one: a request pipelined behind an answer that closes the connection
- * (closing-connection.ts).
+ * added as its head is written (answer-head.ts). It answers one request itself, one whose head must be refused
+ * (over 100 header fields; a Host missing, several or invalid), and drops one: a request pipelined behind an answer
+ * that closes the connection (closing-connection.ts).
  */
 export function requestContext(options: RequestContextOptions): RequestHandler {
   const observe = requestObserver(options.logger, options.metrics, options.onFinished);
@@ -37,7 +37,7 @@ export function requestContext(options: RequestContextOptions): RequestHandler {
     assignRequestId(req, res);
     observe(req, res);
     if (readiness.draining) markDraining(res);
-    const refused = hostRefusal(req);
+    const refused = headRefusal(req);
     if (refused) {
       markClosing(req.socket);
       next(refused);

@@ -254,6 +254,25 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     },
   );
 
+  test('100 header fields are served; a 101st gets 431 REQUEST_HEADERS_TOO_LARGE, not a request read without it', async () => {
+    const fields = (count: number) =>
+      Array.from({ length: count }, (_, i) => `X-Filler-${i}: ${i}\r\n`).join('');
+    const plan = (fillers: number, id: string) =>
+      `GET /api/subscriptions/plan/${PLAN_ID} HTTP/1.1\r\n${fields(fillers)}X-API-Key: ${KEY}\r\nX-Request-Id: ${id}\r\nHost: x\r\nConnection: close\r\n\r\n`;
+    // 96 fillers + X-API-Key, X-Request-Id, Host, Connection: 100 fields.
+    expect((await exchange(plan(96, 'fields-100'))).status).toBe(200);
+    const before = simulator.stats().requests;
+    // One more: Node would have dropped the last (Connection), and a Host or key after the 100th as well.
+    const answer = await exchange(plan(97, 'fields-101'));
+    expect(answer.status).toBe(431);
+    expect(JSON.parse(answer.body).status).toMatchObject({
+      code: '431',
+      description: 'REQUEST_HEADERS_TOO_LARGE',
+    });
+    expect(answer.headers.connection).toBe('close');
+    expect(simulator.stats().requests).toBe(before);
+  });
+
   test.each([
     'Host: 127.0.0.1:8080',
     'Host: [::1]:8080',

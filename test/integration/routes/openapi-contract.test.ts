@@ -231,6 +231,16 @@ describe('the served /openapi.json describes what the gateway answers', () => {
         status: 400,
         reason: 'INVALID_REQUEST',
       },
+      {
+        path: planPath,
+        headers: {
+          ...withKey(),
+          ...Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`x-filler-${i}`, String(i)])),
+        },
+        requestValid: true,
+        status: 431,
+        reason: 'REQUEST_HEADERS_TOO_LARGE',
+      },
     ]);
     expect(problems).toEqual([]);
   });
