@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { launchChromium } from '../support/chromium';
 import { type GatewayProcess, startGatewayProcess } from '../support/gateway-process';
+import { waitFor } from '../support/ports';
 
 const PLAN_ID = 'b8546575-5d4f-4a56-9e21-522d01cf5992';
 const SCREENSHOT = resolve(__dirname, '../../docs/browser-session.png');
@@ -152,9 +153,12 @@ describe('browser sessions in a real browser (Chromium)', () => {
     // the gateway refuses it 403 with no CORS header (and CORP same-origin): the page reads nothing, not even a status.
     expect(results.simpleRequest).toEqual({ error: 'TypeError' });
     expect(results.noCors).toEqual({ error: 'TypeError' });
+    // The gateway process's log lines reach this process after the page has its answers: wait for them (bounded).
+    await waitFor(
+      () => plansAnswered(403) >= 1 && /"route":"validation"[^\n]*"status":403/.test(gateway.logs()),
+      { timeoutMs: 5_000, what: 'the log lines of the two refused requests' },
+    );
     expect(plansAnswered(200)).toBe(okBefore);
-    expect(plansAnswered(403)).toBeGreaterThanOrEqual(1);
-    expect(gateway.logs()).toMatch(/"route":"validation"[^\n]*"status":403/);
 
     // A cross-origin form cannot log the user out (no X-CSRF header on a form post).
     await Promise.all([
