@@ -32,6 +32,7 @@ import {
 } from './exchange-call';
 import { ANSWER_HEADERS, allowedAnswerHeaders, upstreamRequestHeaders } from './header-policy';
 import {
+  actedAndRedirected,
   FOREIGN_REFUSAL_MESSAGE,
   isForeignRefusal,
   isRedirect,
@@ -369,8 +370,10 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
 
   /**
    * An answer outside every operation's contract (off-contract-answers.ts), read or streamed: a redirect, or a 4xx that
-   * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released) with a
-   * 502 a closed circuit does not count (a half-open one's probe fails); a 429 is the provider's rate limit all the same: UPSTREAM_RATE_LIMITED, Retry-After.
+   * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released), but for
+   * a 303 after a method that is not safe (the provider acted: billed as configured, a keyed 502 kept), with a 502 a
+   * closed circuit does not count (a half-open one's probe fails); a 429 is the provider's rate limit all the same:
+   * UPSTREAM_RATE_LIMITED, Retry-After.
    */
   function offContract(
     attempt: AttemptTiming,
@@ -380,11 +383,16 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
   ): Error | undefined {
     const redirect = isRedirect(status);
     if (!redirect && !isForeignRefusal(status, headers, hasBody)) return undefined;
-    const route = attempt.call.exchange.route;
-    attempt.call.lastAnswered = false;
+    const { route, method } = attempt.call.exchange;
+    const acted = actedAndRedirected(status, method);
+    attempt.call.lastAnswered = acted;
     if (redirect) {
       deps.logger.warn(
-        { route, ...redirectFields(status, headers.location, deps.baseUrl) },
+        {
+          route,
+          ...redirectFields(status, headers.location, deps.baseUrl),
+          ...(acted && { providerActed: true }),
+        },
         REDIRECT_MESSAGE,
       );
       return new OffContractAnswer();

@@ -6,7 +6,9 @@
 // - A 4xx whose body is not JSON is not the provider's API answering (the HTML page of a load balancer in front of it,
 //   a wrong path): nothing a caller could read as the provider's refusal.
 // Both end the call as a failure (502 UPSTREAM_UNAVAILABLE) and as no provider answer: nothing billed, a keyed request's
-// claim released (a 303 after a POST, where the provider did act, is the one case a retry could repeat). A closed
+// claim released. But a 303 See Other to a method that is not safe (a POST, PUT, PATCH, DELETE) says the provider did
+// act on it (RFC 9110, 15.4.4): that call ends on a provider answer (billed as the account's billable set says, and a
+// keyed request's 502 kept, so a retry is never sent twice). A closed
 // circuit does not count them (SPEC: 5xx, timeouts, connection errors): a caller who can make a WAF in front of the
 // provider answer its HTML 400 must not open the operation's circuit for every other caller. A half-open circuit's
 // probe that gets one fails, so a page served during an outage cannot close the circuit either.
@@ -28,6 +30,11 @@ export class OffContractAnswer extends GatewayError {
 
 export function isRedirect(status: number): boolean {
   return status >= 300 && status <= 399;
+}
+
+/** A 303 See Other to a method that is not safe: the provider acted on the request, and points at its result. */
+export function actedAndRedirected(status: number, method: string): boolean {
+  return status === 303 && method !== 'GET';
 }
 
 /** The answer is labelled JSON (application/json, application/problem+json, text/json, ...). */

@@ -1,7 +1,7 @@
 // Provider answers outside the contract (a redirect, a 4xx that is not JSON) end a call as no provider answer, across
 // the features that read the call's outcome: a keyed request's claim is released (its retry is forwarded, never a
 // replay of the 502), the client's quota is not spent, and the request log says nothing was billed. A real gateway in
-// process, the simulator as the provider, a real Redis.
+// process, the simulator as the provider, a real Redis. A 303 after a POST is the exception: the provider acted.
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
 import { writeClientsFile } from '../../support/clients-file';
 import { startTestGateway, type TestGateway } from '../../support/in-process-gateway';
@@ -90,6 +90,20 @@ describe('a keyed request answered outside the contract keeps nothing: its retry
     expect(retry.status).toBe(200);
     expect(retry.headers.get('idempotent-replayed')).toBeNull();
   });
+});
+
+test('a 303 See Other after a POST (the provider acted): the keyed 502 is kept and replayed, never sent twice', async () => {
+  simulator.setFaults({ errorStatus: 303, errorRate: 1, maxFailures: 1 });
+  const first = await validate('off-contract-303');
+  expect(first.status).toBe(502);
+  const before = simulator.stats().validations;
+  const retry = await validate('off-contract-303');
+  expect(retry.status).toBe(502);
+  expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  expect(simulator.stats().validations).toBe(before);
+  const lines = gateway.logs().split('\n');
+  const warning = lines.find((l) => l.includes('providerActed'));
+  expect(JSON.parse(warning ?? '{}')).toMatchObject({ status: 303, providerActed: true });
 });
 
 test('an HTML 404 spends none of the client’s quota and is logged as not billed', async () => {
