@@ -181,14 +181,26 @@ function refusedHost(detail: string): GatewayError {
   return new GatewayError('INVALID_REQUEST', detail, { headers: { connection: 'close' } });
 }
 
-type HttpSocket = Socket & { _httpMessage?: ServerResponse | null };
+/** Node's server socket: the answer being written, and the parser with the request it is reading (or null). */
+type HttpSocket = Socket & {
+  _httpMessage?: ServerResponse | null;
+  parser?: { incoming?: IncomingMessage | null } | null;
+};
+
+/**
+ * Whether the request being read was answered already: its answer is finished (none is in flight) while its body is
+ * still coming in (an early refusal, a 401 or a 413, does not wait for it). Its caller has its answer.
+ */
+function answeredWhileReading(socket: HttpSocket): boolean {
+  return socket.parser?.incoming?.complete === false;
+}
 
 /**
  * Installs the answers on `server`, each with one log line (its request id, the caller's address, status and reason;
  * never the bytes received). When an earlier request, read whole, is still being answered (pipelining), its answer,
  * possibly the provider's, is the caller's to read: the connection closes after it and the unreadable request behind
  * it is never answered (Node's own handler writes its 400 there, which a caller reads as the answer to the earlier
- * request). A request whose own body did not come in time is answered 408 unless its answer has begun. A connection
+ * request). A request whose own body did not come in time is answered 408 unless its answer has begun or ended. A connection
  * reset needs no answer.
  */
 export function answerProtocolErrors(
@@ -224,9 +236,9 @@ export function answerProtocolErrors(
       );
       return;
     }
-    // Else the error is about the request in flight itself (its body did not come in time): answered, as Node does,
-    // unless its answer has begun.
-    if (!socket.writable || inFlight?.headersSent) {
+    // Else the error is about the request being read (its body did not come in time): answered, as Node does, unless
+    // its answer has begun, or is finished already (a 408 behind it would be read as the answer to the next request).
+    if (!socket.writable || inFlight?.headersSent || (!inFlight && answeredWhileReading(socket))) {
       socket.destroy();
       return;
     }

@@ -153,6 +153,17 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(simulator.stats().requests).toBe(before);
   });
 
+  test('an answer given before the body came (401), the body trickling on: the caller reads that answer alone, never a 408 behind it', async () => {
+    const answer = await exchange(
+      'POST /api/validation/document HTTP/1.1\r\nHost: x\r\nX-Request-Id: early-1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{',
+      { chunk: 'a', times: 150 },
+    );
+    expect(answer.status).toBe(401);
+    expect(answer.headers['x-request-id']).toBe('early-1');
+    // A status line anywhere (a stray answer follows the body without a line break).
+    expect(answer.raw.match(/HTTP\/1\.1 \d{3} /g)).toHaveLength(1);
+  });
+
   test('garbage pipelined behind a request still with the provider: the caller reads that request’s own answer, never a refusal in its place, and the connection closes after it', async () => {
     simulator.setFaults({ latencyMs: 600 });
     try {
