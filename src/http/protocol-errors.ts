@@ -189,7 +189,7 @@ type HttpSocket = Socket & {
 
 /**
  * Whether the request being read was answered already: its answer is finished (none is in flight) while its body is
- * still coming in (an early refusal, a 401 or a 413, does not wait for it). Its caller has its answer.
+ * still coming in (an early refusal, a 401 or a 403, does not wait for it). Its caller has its answer.
  */
 function answeredWhileReading(socket: HttpSocket): boolean {
   return socket.parser?.incoming?.complete === false;
@@ -238,8 +238,16 @@ export function answerProtocolErrors(
     }
     // Else the error is about the request being read (its body did not come in time): answered, as Node does, unless
     // its answer has begun, or is finished already (a 408 behind it would be read as the answer to the next request).
-    if (!socket.writable || inFlight?.headersSent || (!inFlight && answeredWhileReading(socket))) {
+    if (!socket.writable || inFlight?.headersSent) {
       socket.destroy();
+      return;
+    }
+    if (!inFlight && answeredWhileReading(socket)) {
+      socket.destroy();
+      logger.info(
+        { clientIp, status: refusal.status, reason: refusal.reason },
+        'the body of a request already answered did not come in time: the connection closes, no answer behind it',
+      );
       return;
     }
     // The request in flight keeps the id it was given (the caller's, when well-formed).

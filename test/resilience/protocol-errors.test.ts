@@ -162,6 +162,7 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(answer.headers['x-request-id']).toBe('early-1');
     // A status line anywhere (a stray answer follows the body without a line break).
     expect(answer.raw.match(/HTTP\/1\.1 \d{3} /g)).toHaveLength(1);
+    expect(gw.logs()).toMatch(/"reason":"REQUEST_TIMEOUT"[^\n]*a request already answered/);
   });
 
   test('garbage pipelined behind a request still with the provider: the caller reads that request’s own answer, never a refusal in its place, and the connection closes after it', async () => {
