@@ -1,6 +1,7 @@
 // Reads a JSON body: application/json only (415), bounded size (413), strict JSON (400).
 import type { IncomingHttpHeaders } from 'node:http';
 import express, { type Request, type RequestHandler } from 'express';
+import { markClosing } from './closing-connection';
 import { GatewayError } from './gateway-error';
 
 /**
@@ -23,6 +24,18 @@ export function jsonBody(limitBytes: number): RequestHandler {
       next(new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'The request body must be application/json.'));
       return;
     }
+    if (declaredOverLimit(req.headers, limitBytes)) {
+      // Refused at once: body-parser would read the whole declared body off (or wait for it until the request
+      // timeout's 408) before its 413. The connection closes after the answer: what the caller still sends is never
+      // read into another request.
+      markClosing(req.socket);
+      next(
+        new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.', {
+          headers: { connection: 'close' },
+        }),
+      );
+      return;
+    }
     bodyParser(req, res, next);
   };
 }
@@ -39,6 +52,21 @@ function plainJsonLength(headers: IncomingHttpHeaders, limitBytes: number): numb
   const length = Number(declared);
   return length <= limitBytes ? length : undefined;
 }
+
+/**
+ * An uncompressed body whose declared length is over the limit (a compressed one's limit is on what it inflates to),
+ * in a charset body-parser reads (another gets its 415 first, from body-parser, as on the direct path's reference).
+ */
+function declaredOverLimit(headers: IncomingHttpHeaders, limitBytes: number): boolean {
+  const encoding = headers['content-encoding'];
+  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
+  const charset = CHARSET.exec(headers['content-type'] ?? '')?.[1];
+  if (charset !== undefined && !/^utf-/i.test(charset)) return false;
+  const declared = headers['content-length'];
+  return declared !== undefined && /^\d+$/.test(declared) && Number(declared) > limitBytes;
+}
+
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
 
 /** The errors body-parser raises, by its `type`, so the error envelope maps both paths the same way. */
 function bodyError(type: 'entity.parse.failed' | 'request.aborted'): Error {

@@ -153,6 +153,15 @@ describe('requests the HTTP parser refuses get the error envelope', () => {
     expect(simulator.stats().requests).toBe(before);
   });
 
+  test('a body declared over the limit: 413 PAYLOAD_TOO_LARGE at once, not read off first (nor a 408 when it stalls)', async () => {
+    const before = simulator.stats().requests;
+    const answer = await exchange(
+      `POST /api/validation/document HTTP/1.1\r\nHost: x\r\nX-API-Key: ${KEY}\r\nX-Request-Id: huge-1\r\nContent-Type: application/json\r\nContent-Length: 99999999\r\n\r\n{`,
+    );
+    expectEnvelope(answer, 413, 'PAYLOAD_TOO_LARGE', 'huge-1');
+    expect(simulator.stats().requests).toBe(before);
+  });
+
   test('an answer given before the body came (401), the body trickling on: the caller reads that answer alone, never a 408 behind it', async () => {
     const answer = await exchange(
       'POST /api/validation/document HTTP/1.1\r\nHost: x\r\nX-Request-Id: early-1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{',

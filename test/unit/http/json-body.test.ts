@@ -182,6 +182,38 @@ describe('jsonBody', () => {
     );
   });
 
+  it('refuses a body declared over the limit as body-parser would (a latin1 one gets 415 first), and before reading it', async () => {
+    const big = Buffer.from(JSON.stringify({ s: 'x'.repeat(LIMIT) }));
+    for (const type of [
+      'application/json',
+      'application/json; charset=utf-16',
+      'application/json; charset=latin1',
+    ]) {
+      const sent = { headers: { 'content-type': type }, bytes: big };
+      const [fromDirect, fromReference] = await Promise.all([post(direct, sent), post(reference, sent)]);
+      expect([fromDirect.status, fromDirect.json.status]).toEqual([
+        fromReference.status,
+        fromReference.json.status,
+      ]);
+    }
+    // Declared, never sent: the answer comes all the same (body-parser would wait for the body), closing the connection.
+    const { port } = direct.address() as AddressInfo;
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/echo',
+      headers: { 'content-type': 'application/json', 'content-length': '99999999' },
+      agent: false,
+    });
+    req.on('error', () => {});
+    req.flushHeaders();
+    const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
+    res.resume();
+    expect([res.statusCode, res.headers.connection]).toEqual([413, 'close']);
+    req.destroy();
+  });
+
   it('reads a plain JSON body itself and leaves compressed or chunked bodies to body-parser', async () => {
     const body = Buffer.from('{"country":"ARG"}');
     const plain = await post(direct, { headers: { 'content-type': 'application/json' }, bytes: body });
