@@ -53,7 +53,7 @@ export async function startServers(
     let metricsUrl: string | undefined;
     let metricsServer: Server | undefined;
     if (config.server.metricsPort !== undefined) {
-      metricsServer = createMetricsServer(metrics);
+      metricsServer = hardenServer(createMetricsServer(metrics), config);
       metricsUrl = (
         await listen(metricsServer, {
           host: config.server.host,
@@ -74,9 +74,13 @@ export async function startServers(
   });
 }
 
+/**
+ * The scrape port: `/metrics` alone, with the main server's timeouts (a slow client cannot hold its connections for
+ * Node's defaults, a minute for headers), and Node's own bare answers otherwise (no caller but Prometheus reads them).
+ */
 function createMetricsServer(metrics: Metrics): Server {
   const serveMetrics = metricsEndpoint(metrics);
-  return createServer((req, res) => {
+  return createServer({ connectionsCheckingInterval: 1_000 }, (req, res) => {
     if (req.url === '/metrics' && req.method === 'GET') serveMetrics(req, res);
     else res.writeHead(404, { 'cache-control': 'no-store' }).end();
   });

@@ -1,5 +1,7 @@
 // /metrics after real traffic: the documented names and label sets, bounded labels, and no secret anywhere.
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { loadConfig } from '../../../src/config/load-config';
 import { type RunningGateway, startGateway } from '../../../src/gateway';
 import { type RunningSimulator, startSimulator } from '../../../src/simulator/simulator';
@@ -155,7 +157,13 @@ describe('METRICS_PORT', () => {
 
   beforeAll(async () => {
     simulator = await startSimulator({ port: 0, username: USERNAME, password: PASSWORD });
-    const config = loadConfig(gatewayEnv(simulator.url, { METRICS_PORT: '0' }));
+    const config = loadConfig(
+      gatewayEnv(simulator.url, {
+        METRICS_PORT: '0',
+        SERVER_HEADERS_TIMEOUT_MS: '1000',
+        SERVER_REQUEST_TIMEOUT_MS: '1000',
+      }),
+    );
     gateway = await startGateway(config, { logStream: captureLogs().stream });
   });
 
@@ -172,5 +180,22 @@ describe('METRICS_PORT', () => {
     expect(await own.text()).toContain('# TYPE http_requests_total counter');
     expect((await fetch(`${gateway.url}/metrics`)).status).toBe(404);
     expect((await fetch(`${gateway.metricsUrl}/readyz`)).status).toBe(404);
+  });
+
+  test('a client whose headers never end is cut at SERVER_HEADERS_TIMEOUT_MS, as on the main port (not Node’s minute)', async () => {
+    const { hostname, port } = new URL(gateway.metricsUrl ?? '');
+    const socket = connect({ host: hostname, port: Number(port) });
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => undefined);
+    socket.write('GET /metrics HTTP/1.1\r\nHost: x\r\n');
+    // Bounded: Node's default would keep the connection open for 60 s.
+    const closed = await Promise.race([
+      once(socket, 'close').then(() => true),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 8_000)),
+    ]);
+    socket.destroy();
+    expect(closed).toBe(true);
+    expect(Buffer.concat(received).toString('latin1')).toMatch(/^HTTP\/1\.1 408 /);
   });
 });
