@@ -200,8 +200,8 @@ function answeredWhileReading(socket: HttpSocket): boolean {
  * never the bytes received). When an earlier request, read whole, is still being answered (pipelining), its answer,
  * possibly the provider's, is the caller's to read: the connection closes after it and the unreadable request behind
  * it is never answered (Node's own handler writes its 400 there, which a caller reads as the answer to the earlier
- * request). A request whose own body did not come in time is answered 408 unless its answer has begun or ended. A connection
- * reset needs no answer.
+ * request). A request whose own body did not come in time is answered 408 unless its answer has begun or ended. A
+ * connection reset needs no answer.
  */
 export function answerProtocolErrors(
   server: Server,

@@ -370,9 +370,9 @@ export function createForwarder(deps: ForwarderDeps): Forwarder & StreamForwarde
 
   /**
    * An answer outside every operation's contract (off-contract-answers.ts), read or streamed: a redirect, or a 4xx that
-   * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released), but for
-   * a 303 after a method that is not safe (the provider acted: billed as configured, a keyed 502 kept), with a 502 a
-   * closed circuit does not count (a half-open one's probe fails); a 429 is the provider's rate limit all the same:
+   * is not JSON. Logged; the call ends as no provider answer (nothing billed, a keyed request's claim released), but
+   * for a 303 after a method that is not safe (the provider acted: billed as configured, a keyed 502 kept), with a 502
+   * a closed circuit does not count (a half-open one's probe fails); a 429 is the provider's rate limit all the same:
    * UPSTREAM_RATE_LIMITED, Retry-After.
    */
   function offContract(

@@ -8,10 +8,10 @@
 // Both end the call as a failure (502 UPSTREAM_UNAVAILABLE) and as no provider answer: nothing billed, a keyed request's
 // claim released. But a 303 See Other to a method that is not safe (a POST, PUT, PATCH, DELETE) says the provider did
 // act on it (RFC 9110, 15.4.4): that call ends on a provider answer (billed as the account's billable set says, and a
-// keyed request's 502 kept, so a retry is never sent twice). A closed
-// circuit does not count them (SPEC: 5xx, timeouts, connection errors): a caller who can make a WAF in front of the
-// provider answer its HTML 400 must not open the operation's circuit for every other caller. A half-open circuit's
-// probe that gets one fails, so a page served during an outage cannot close the circuit either.
+// keyed request's 502 kept, so a retry is never sent twice). A closed circuit does not count them (SPEC: 5xx,
+// timeouts, connection errors): a caller who can make a WAF in front of the provider answer its HTML 400 must not open
+// the operation's circuit for every other caller. A half-open circuit's probe that gets one fails, so a page served
+// during an outage cannot close the circuit either.
 import type { IncomingHttpHeaders } from 'node:http';
 import { GatewayError } from '../../http/gateway-error';
 
