@@ -1,72 +1,51 @@
 // Reads a JSON body: application/json only (415), bounded size (413), strict JSON (400).
 import type { IncomingHttpHeaders } from 'node:http';
 import express, { type Request, type RequestHandler } from 'express';
-import { markClosing } from './closing-connection';
 import { GatewayError } from './gateway-error';
 
 /**
  * One middleware. The common request (`Content-Type: application/json`, optionally `; charset=utf-8`, a
- * Content-Length within the limit, no Content-Encoding) is read straight from the stream; anything else goes
- * through body-parser, which knows every other case (chunked bodies, gzip/deflate/br, other charsets, oversize).
- * Both paths give the same answers (test/unit/http/json-body.test.ts compares them). The direct read skips what
+ * Content-Length, no Content-Encoding) is read straight from the stream, or refused 413 at once when its length is over
+ * the limit; anything else goes through body-parser, which knows every other case (chunked bodies, gzip/deflate/br,
+ * other charsets). Both paths give the same answers (test/unit/http/json-body.test.ts compares them). The direct read skips what
  * body-parser adds around the read (type-is, raw-body's stream helpers and deferred callback, iconv-lite), which
  * shows in the CPU per POST (bench/README.md).
  */
 export function jsonBody(limitBytes: number): RequestHandler {
   const bodyParser = express.json({ limit: limitBytes, strict: true, type: () => true });
   return (req, res, next) => {
-    const length = plainJsonLength(req.headers, limitBytes);
+    const length = plainJsonLength(req.headers);
     if (length !== undefined) {
-      readPlainJson(req, length, next);
+      // Over the limit: refused at once (body-parser answers only once the whole body is read off, or at the request
+      // timeout when it stalls). The connection stays open: Node reads the rest of the body off after the answer,
+      // so a client still sending it is never cut mid-upload, and a request pipelined behind it is served as usual.
+      if (length > limitBytes) next(TOO_LARGE());
+      else readPlainJson(req, length, next);
       return;
     }
     if (!req.is('application/json')) {
       next(new GatewayError('UNSUPPORTED_MEDIA_TYPE', 'The request body must be application/json.'));
       return;
     }
-    if (declaredOverLimit(req.headers, limitBytes)) {
-      // Refused at once: body-parser would read the whole declared body off (or wait for it until the request
-      // timeout's 408) before its 413. The connection closes after the answer: what the caller still sends is never
-      // read into another request.
-      markClosing(req.socket);
-      next(
-        new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.', {
-          headers: { connection: 'close' },
-        }),
-      );
-      return;
-    }
     bodyParser(req, res, next);
   };
 }
 
-/** The declared length of a plain UTF-8 JSON body within the limit, or undefined for any other request. */
-function plainJsonLength(headers: IncomingHttpHeaders, limitBytes: number): number | undefined {
+/** The declared length of a plain UTF-8 JSON body, or undefined for any other request. */
+function plainJsonLength(headers: IncomingHttpHeaders): number | undefined {
   const type = headers['content-type'];
   if (type !== 'application/json' && type?.toLowerCase() !== 'application/json; charset=utf-8')
     return undefined;
   if (headers['content-encoding'] !== undefined || headers['transfer-encoding'] !== undefined)
     return undefined;
   const declared = headers['content-length'];
-  if (declared === undefined || !/^\d{1,9}$/.test(declared)) return undefined;
-  const length = Number(declared);
-  return length <= limitBytes ? length : undefined;
+  if (declared === undefined || !/^\d{1,15}$/.test(declared)) return undefined;
+  return Number(declared);
 }
 
-/**
- * An uncompressed body whose declared length is over the limit (a compressed one's limit is on what it inflates to),
- * in a charset body-parser reads (another gets its 415 first, from body-parser, as on the direct path's reference).
- */
-function declaredOverLimit(headers: IncomingHttpHeaders, limitBytes: number): boolean {
-  const encoding = headers['content-encoding'];
-  if (encoding !== undefined && encoding.toLowerCase() !== 'identity') return false;
-  const charset = CHARSET.exec(headers['content-type'] ?? '')?.[1];
-  if (charset !== undefined && !/^utf-/i.test(charset)) return false;
-  const declared = headers['content-length'];
-  return declared !== undefined && /^\d+$/.test(declared) && Number(declared) > limitBytes;
-}
-
-const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+/** body-parser's own 413 for a body over the limit, as the error envelope maps it. */
+const TOO_LARGE = () =>
+  new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
 
 /** The errors body-parser raises, by its `type`, so the error envelope maps both paths the same way. */
 function bodyError(type: 'entity.parse.failed' | 'request.aborted'): Error {

@@ -182,7 +182,7 @@ describe('jsonBody', () => {
     );
   });
 
-  it('refuses a body declared over the limit as body-parser would (a latin1 one gets 415 first), and before reading it', async () => {
+  it('refuses a plain JSON body declared over the limit as body-parser would (a latin1 one gets 415 first), before reading it', async () => {
     const big = Buffer.from(JSON.stringify({ s: 'x'.repeat(LIMIT) }));
     for (const type of [
       'application/json',
@@ -196,7 +196,8 @@ describe('jsonBody', () => {
         fromReference.json.status,
       ]);
     }
-    // Declared, never sent: the answer comes all the same (body-parser would wait for the body), closing the connection.
+    // Declared, never sent: the answer comes all the same (body-parser would wait for the body). What Node does with a
+    // body sent after the answer (reads it off, serves what follows) is in test/resilience/protocol-errors.test.ts.
     const { port } = direct.address() as AddressInfo;
     const req = httpRequest({
       host: '127.0.0.1',
@@ -210,7 +211,7 @@ describe('jsonBody', () => {
     req.flushHeaders();
     const [res] = (await once(req, 'response')) as [import('node:http').IncomingMessage];
     res.resume();
-    expect([res.statusCode, res.headers.connection]).toEqual([413, 'close']);
+    expect(res.statusCode).toBe(413);
     req.destroy();
   });
 
