@@ -19,7 +19,7 @@ export function jsonBody(limitBytes: number): RequestHandler {
       // Over the limit: refused at once (body-parser answers only once the whole body is read off, or at the request
       // timeout when it stalls). The connection stays open: Node reads the rest of the body off after the answer,
       // so a client still sending it is never cut mid-upload, and a request pipelined behind it is served as usual.
-      if (length > limitBytes) next(TOO_LARGE());
+      if (length > limitBytes) next(bodyError('entity.too.large'));
       else readPlainJson(req, length, next);
       return;
     }
@@ -43,13 +43,10 @@ function plainJsonLength(headers: IncomingHttpHeaders): number | undefined {
   return Number(declared);
 }
 
-/** body-parser's own 413 for a body over the limit, as the error envelope maps it. */
-const TOO_LARGE = () =>
-  new GatewayError('PAYLOAD_TOO_LARGE', 'The request body is larger than the gateway accepts.');
-
 /** The errors body-parser raises, by its `type`, so the error envelope maps both paths the same way. */
-function bodyError(type: 'entity.parse.failed' | 'request.aborted'): Error {
-  return Object.assign(new Error(type), { type, status: 400, expose: true });
+function bodyError(type: 'entity.parse.failed' | 'request.aborted' | 'entity.too.large'): Error {
+  const status = type === 'entity.too.large' ? 413 : 400;
+  return Object.assign(new Error(type), { type, status, expose: true });
 }
 
 function readPlainJson(req: Request, length: number, next: (error?: unknown) => void): void {
